@@ -1,0 +1,62 @@
+#include "backends/backend.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockd {
+namespace {
+constexpr absl::string_view kReasonPayloadUrl = "type.lockd.dev/reason";
+}  // namespace
+
+void CancelSignal::Cancel() {
+  absl::AnyInvocable<void() &&> fn;
+  {
+    absl::MutexLock l(&mu_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    fn = std::move(fn_);
+  }
+  if (fn) std::move(fn)();
+}
+
+bool CancelSignal::cancelled() const {
+  absl::MutexLock l(&mu_);
+  return cancelled_;
+}
+
+void CancelSignal::SetCallback(absl::AnyInvocable<void() &&> fn) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!cancelled_) {
+      fn_ = std::move(fn);
+      return;
+    }
+  }
+  std::move(fn)();
+}
+
+void CancelSignal::ClearCallback() {
+  absl::AnyInvocable<void() &&> old;
+  absl::MutexLock l(&mu_);
+  old = std::move(fn_);
+  fn_ = nullptr;
+  // `old` is destroyed after the lock is released (declared first).
+}
+
+absl::Status LockNotHeldError(const LockKey& key, absl::string_view detail) {
+  absl::Status s = absl::FailedPreconditionError(absl::StrCat(
+      "lock \"", key.name, "\" in namespace \"", key.ns, "\" is not held by this owner: ", detail));
+  s.SetPayload(kReasonPayloadUrl, absl::Cord(kLockNotHeldReason));
+  return s;
+}
+
+bool IsLockNotHeld(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kFailedPrecondition) return false;
+  auto p = status.GetPayload(kReasonPayloadUrl);
+  return p.has_value() && *p == kLockNotHeldReason;
+}
+
+absl::Status ShuttingDownError() { return absl::UnavailableError("lockd is shutting down"); }
+
+}  // namespace lockd

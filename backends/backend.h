@@ -1,0 +1,245 @@
+// The contract every lock backend implements (memory, redis, mysql,
+// zookeeper). The gRPC service validates input, then calls exactly one of
+// these methods per RPC; all lock semantics of design/API.md live behind this
+// interface.
+//
+// Threading: every Backend is thread-safe; any method may be called from any
+// thread concurrently. No method blocks for long: each either completes inline
+// or hands the work to the backend's own threads / event loop, and reports the
+// result through `done`.
+//
+// Callbacks: `done` is called exactly once, on any thread (possibly inline,
+// before the method returns). The caller must not hold a mutex that `done`
+// needs. A backend never calls `done` while holding one of its own mutexes
+// that a call into the Backend would take (so `done` may call back into it).
+//
+// Status codes passed to `done`:
+//   OK                   the result is valid.
+//   kFailedPrecondition  Release/Renew by an owner that does not hold the lock
+//                        (never held, lease expired, another owner). Always
+//                        built with LockNotHeldError() so the service can
+//                        attach ErrorInfo{reason: LOCK_NOT_HELD}. Nothing
+//                        changed.
+//   kUnavailable         the backend server is unreachable, timed out, or the
+//                        backend is shutting down. The operation had no effect
+//                        or its effect is undone by lease expiry.
+//   kResourceExhausted   too many parked waiters (Options::max_waiters).
+//   kCancelled           only from Acquire: the caller's CancelSignal fired
+//                        before a result; nothing is held by this call.
+//   kInternal            a bug or an unexpected reply; no secrets in messages.
+// Input has been validated by the caller; backends need not re-check it
+// (REQUIRES clauses below) and never return kInvalidArgument.
+//
+// Growth: the interface is shaped so that later kinds of lock fit without a
+// rewrite. Shared (read-write) locks and N-permit semaphores add a `mode` /
+// `permits` field to AcquireParams and a holder list to LockState (the single
+// `owner` fields become the first holder); stream-bound sessions add a
+// `session` field to AcquireParams whose end releases every hold granted under
+// it. Backends that do not support a kind answer kUnimplemented for it.
+
+#ifndef LOCKD_BACKENDS_BACKEND_H_
+#define LOCKD_BACKENDS_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace lockd {
+
+// Identifies one lock. REQUIRES (checked by the service): `ns` is 1-64 bytes
+// of [A-Za-z0-9._-]; `name` is 1-512 bytes of valid UTF-8 without control
+// characters. Backends must round-trip any such name exactly.
+struct LockKey {
+  std::string ns;
+  std::string name;
+
+  friend bool operator==(const LockKey& a, const LockKey& b) {
+    return a.ns == b.ns && a.name == b.name;
+  }
+  friend bool operator<(const LockKey& a, const LockKey& b) {
+    return a.ns != b.ns ? a.ns < b.ns : a.name < b.name;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const LockKey& k) {
+    return H::combine(std::move(h), k.ns, k.name);
+  }
+};
+
+// A lock's state as seen by the backend. For a free lock only `key`, `held`
+// (false) and `waiters` are meaningful.
+struct LockState {
+  LockKey key;
+  bool held = false;
+  std::string owner;
+  uint32_t hold_count = 0;
+  uint64_t fencing_token = 0;
+  absl::Duration ttl_remaining = absl::ZeroDuration();
+  // Acquires parked on this lock that the backend can see: this process's
+  // waiters, or every replica's where the backend keeps waiters centrally.
+  uint32_t waiters = 0;
+};
+
+struct AcquireParams {
+  LockKey key;
+  std::string owner;   // REQUIRES: 1-256 bytes (the service fills a default).
+  absl::Duration ttl;  // REQUIRES: within the configured lease bounds.
+  // How long to wait for a held lock, measured from the call. Zero: try once.
+  absl::Duration wait = absl::ZeroDuration();
+  std::string request_id;  // Empty, or at most 128 bytes.
+};
+
+struct AcquireResult {
+  bool acquired = false;
+  // When acquired: the token of this holding (new on hold count 0 -> 1,
+  // unchanged on a reentrant acquire), the owner's hold count after this
+  // acquire, and the lease now in force.
+  uint64_t fencing_token = 0;
+  uint32_t hold_count = 0;
+  absl::Duration ttl = absl::ZeroDuration();
+  // When !acquired: the lock's state (its holder) when the wait ended.
+  LockState current;
+};
+
+struct ReleaseParams {
+  LockKey key;
+  std::string owner;
+  std::string request_id;  // Empty, or at most 128 bytes.
+};
+
+struct ReleaseResult {
+  bool released = false;    // hold count reached zero; the lock is free
+  uint32_t hold_count = 0;  // remaining holds of the owner
+};
+
+struct RenewParams {
+  LockKey key;
+  std::string owner;
+  absl::Duration ttl;  // REQUIRES: within the configured lease bounds.
+};
+
+struct RenewResult {
+  absl::Duration ttl;
+  uint64_t fencing_token = 0;
+};
+
+struct ListParams {
+  std::string ns;
+  std::string prefix;      // may be empty
+  uint32_t page_size = 0;  // REQUIRES: 1..1000
+  // Opaque to callers; a backend returns it in ListResult::next_page_token.
+  // Backends use the last name of the previous page ("list names > token").
+  std::string page_token;
+};
+
+struct ListResult {
+  std::vector<LockState> locks;  // held locks, ordered by name (bytewise)
+  std::string next_page_token;   // empty on the last page
+};
+
+template <typename T>
+using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+
+// A one-shot, thread-safe cancellation signal. The caller of
+// Backend::Acquire owns it (through a shared_ptr) and fires Cancel() when the
+// RPC is cancelled or its deadline passes; the backend registers what to do
+// about it.
+class CancelSignal {
+ public:
+  CancelSignal() = default;
+  CancelSignal(const CancelSignal&) = delete;
+  CancelSignal& operator=(const CancelSignal&) = delete;
+
+  // Fires the signal: runs the registered callback (once, on this thread,
+  // with no internal lock held). Idempotent.
+  void Cancel();
+
+  bool cancelled() const;
+
+  // Registers `fn` to run when Cancel() is called, replacing any earlier
+  // callback. If the signal has already fired, runs `fn` now (inline).
+  // `fn` may run concurrently with, or after, ClearCallback() returns, so it
+  // must look its waiter up rather than hold a pointer to it.
+  void SetCallback(absl::AnyInvocable<void() &&> fn);
+
+  // Drops the registered callback, if it has not run yet.
+  void ClearCallback();
+
+ private:
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::AnyInvocable<void() &&> fn_ ABSL_GUARDED_BY(mu_);
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "memory", "redis", "mysql" or "zookeeper" (LockInfo.backend).
+  virtual absl::string_view name() const = 0;
+
+  // Takes the lock for params.owner. If it is free (or expired), grants it
+  // with a new fencing token; if params.owner holds it, increments the hold
+  // count, resets the lease and keeps the token. Otherwise, when params.wait
+  // is positive, parks the call (no thread is held) until the lock can be
+  // granted, the wait ends (then OK with acquired=false and `current`), or
+  // `cancel` fires (then kCancelled, and nothing is held by this call).
+  // Waiters on one process are granted in arrival order.
+  //
+  // If params.request_id equals the owner's last request id on this lock,
+  // returns the result of that request again and changes nothing.
+  //
+  // `cancel` may be null (the call cannot be cancelled).
+  virtual void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+                       Callback<AcquireResult> done) = 0;
+
+  // Gives up one hold of params.owner. On zero, frees the lock and wakes the
+  // next waiter. kFailedPrecondition (LockNotHeldError) if owner does not hold
+  // the lock. A repeat of the owner's last request_id returns the first result
+  // and changes nothing.
+  virtual void Release(ReleaseParams params, Callback<ReleaseResult> done) = 0;
+
+  // Resets the lease of a lock held by params.owner to params.ttl from now.
+  // kFailedPrecondition (LockNotHeldError) if owner does not hold it.
+  virtual void Renew(RenewParams params, Callback<RenewResult> done) = 0;
+
+  // The state of one lock; a free lock is OK with held=false.
+  virtual void Describe(LockKey key, Callback<LockState> done) = 0;
+
+  // Held locks of a namespace whose names start with params.prefix.
+  virtual void List(ListParams params, Callback<ListResult> done) = 0;
+
+  // OK while the backend server is reachable; kUnavailable (with the reason)
+  // while it is not. Cheap and non-blocking: reports the last known state.
+  virtual absl::Status Health() const = 0;
+
+  // Finishes every parked Acquire with kUnavailable and answers every later
+  // call with kUnavailable. Blocks until no callback of this backend is
+  // running. Idempotent; the destructor calls it.
+  virtual void Shutdown() = 0;
+};
+
+// The kFailedPrecondition status for "owner does not hold this lock". The
+// service recognises it (IsLockNotHeld) and attaches
+// google.rpc.ErrorInfo{reason: "LOCK_NOT_HELD", domain: "lockd"}.
+absl::Status LockNotHeldError(const LockKey& key, absl::string_view detail);
+bool IsLockNotHeld(const absl::Status& status);
+
+// The ErrorInfo reason for LockNotHeldError.
+inline constexpr absl::string_view kLockNotHeldReason = "LOCK_NOT_HELD";
+
+// The error for calls made after Shutdown().
+absl::Status ShuttingDownError();
+
+}  // namespace lockd
+
+#endif  // LOCKD_BACKENDS_BACKEND_H_

@@ -1,0 +1,418 @@
+#include "backends/memory/memory_backend.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "backends/common/timer_queue.h"
+#include "backends/common/waiter_table.h"
+
+namespace lockd {
+namespace {
+
+using Clock = SteadyClock;
+// Callbacks collected under the mutex and run after it is released.
+using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
+
+void RunAll(Deferred& deferred) {
+  for (auto& fn : deferred) std::move(fn)();
+  deferred.clear();
+}
+
+struct Lock {
+  std::string owner;
+  uint32_t hold_count = 0;
+  uint64_t token = 0;
+  Clock::time_point expires;
+  TimerQueue::TimerId expiry_timer = 0;  // armed while waiters are parked
+  // The owner's last request with a request_id, for idempotent retries.
+  enum class Kind { kNone, kAcquire, kRelease } last_kind = Kind::kNone;
+  std::string last_request_id;
+  AcquireResult last_acquire;
+  ReleaseResult last_release;
+};
+
+// A Release that freed a lock, remembered so that its retry answers the same.
+struct FreedBy {
+  std::string owner;
+  std::string request_id;
+  Clock::time_point until;
+};
+
+class MemoryBackend final : public Backend {
+ public:
+  explicit MemoryBackend(const MemoryOptions& options)
+      : options_(options),
+        next_token_(static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
+        timers_(std::make_unique<TimerQueue>()),
+        waiters_(timers_.get(), options.max_waiters,
+                 [this](WaiterTable::Waiter w) { OnWaitTimeout(std::move(w)); }) {}
+
+  ~MemoryBackend() override { Shutdown(); }
+
+  absl::string_view name() const override { return "memory"; }
+
+  void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+               Callback<AcquireResult> done) override {
+    Deferred deferred;
+    absl::StatusOr<AcquireResult> result;
+    bool parked = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        Clock::time_point now = Clock::now();
+        const LockKey& key = params.key;
+        ExpireIfDue(key, now, deferred);
+        auto it = locks_.find(key);
+        if (it == locks_.end()) {
+          result = Grant(params, now);
+        } else if (it->second.owner == params.owner) {
+          result = Reenter(it->second, params, now);
+        } else if (params.wait <= absl::ZeroDuration()) {
+          result = NotAcquired(key, &it->second, now);
+        } else {
+          Clock::time_point deadline = SteadyAfter(params.wait);
+          WaiterTable::Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
+          absl::Status s = waiters_.Park(w);
+          if (s.ok()) {
+            parked = true;
+            ArmExpiry(w.params.key, it->second);
+          } else {
+            result = s;
+            done = std::move(w.done);
+          }
+        }
+      }
+    }
+    RunAll(deferred);
+    if (!parked) std::move(done)(std::move(result));
+  }
+
+  void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
+    Deferred deferred;
+    absl::StatusOr<ReleaseResult> result;
+    {
+      absl::MutexLock l(&mu_);
+      result = ReleaseLocked(params, deferred);
+    }
+    RunAll(deferred);
+    std::move(done)(std::move(result));
+  }
+
+  void Renew(RenewParams params, Callback<RenewResult> done) override {
+    Deferred deferred;
+    absl::StatusOr<RenewResult> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        Clock::time_point now = Clock::now();
+        ExpireIfDue(params.key, now, deferred);
+        auto it = locks_.find(params.key);
+        if (it == locks_.end()) {
+          result = LockNotHeldError(params.key, "the lock is free (released or lease expired)");
+        } else if (it->second.owner != params.owner) {
+          result = LockNotHeldError(params.key, "the lock is held by another owner");
+        } else {
+          it->second.expires = now + absl::ToChronoNanoseconds(params.ttl);
+          result = RenewResult{params.ttl, it->second.token};
+        }
+      }
+    }
+    RunAll(deferred);
+    std::move(done)(std::move(result));
+  }
+
+  void Describe(LockKey key, Callback<LockState> done) override {
+    Deferred deferred;
+    absl::StatusOr<LockState> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        Clock::time_point now = Clock::now();
+        ExpireIfDue(key, now, deferred);
+        auto it = locks_.find(key);
+        result = StateOf(key, it == locks_.end() ? nullptr : &it->second, now);
+      }
+    }
+    RunAll(deferred);
+    std::move(done)(std::move(result));
+  }
+
+  void List(ListParams params, Callback<ListResult> done) override {
+    absl::StatusOr<ListResult> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        result = ListLocked(params);
+      }
+    }
+    std::move(done)(std::move(result));
+  }
+
+  absl::Status Health() const override {
+    absl::MutexLock l(&mu_);
+    return shutdown_ ? ShuttingDownError() : absl::OkStatus();
+  }
+
+  void Shutdown() override {
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+      shutdown_ = true;
+    }
+    for (WaiterTable::Waiter& w : waiters_.Close()) {
+      std::move(w.done)(ShuttingDownError());
+    }
+    // Joins the timer thread; its callbacks see shutdown_ and return.
+    timers_.reset();
+  }
+
+ private:
+  AcquireResult Grant(const AcquireParams& p, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Lock& lock = locks_[p.key];
+    lock.owner = p.owner;
+    lock.hold_count = 1;
+    lock.token = ++next_token_;
+    lock.expires = now + absl::ToChronoNanoseconds(p.ttl);
+    AcquireResult r;
+    r.acquired = true;
+    r.fencing_token = lock.token;
+    r.hold_count = 1;
+    r.ttl = p.ttl;
+    Remember(lock, p.request_id, r);
+    freed_.erase(p.key);
+    return r;
+  }
+
+  AcquireResult Reenter(Lock& lock, const AcquireParams& p, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!p.request_id.empty() && lock.last_kind == Lock::Kind::kAcquire &&
+        lock.last_request_id == p.request_id) {
+      return lock.last_acquire;
+    }
+    ++lock.hold_count;
+    lock.expires = now + absl::ToChronoNanoseconds(p.ttl);
+    AcquireResult r;
+    r.acquired = true;
+    r.fencing_token = lock.token;
+    r.hold_count = lock.hold_count;
+    r.ttl = p.ttl;
+    Remember(lock, p.request_id, r);
+    return r;
+  }
+
+  // Records the owner's last request; one without a request_id ends the
+  // idempotency of the one before it.
+  static void Remember(Lock& lock, const std::string& request_id, const AcquireResult& r) {
+    if (request_id.empty()) {
+      lock.last_kind = Lock::Kind::kNone;
+      lock.last_request_id.clear();
+      return;
+    }
+    lock.last_kind = Lock::Kind::kAcquire;
+    lock.last_request_id = request_id;
+    lock.last_acquire = r;
+  }
+
+  AcquireResult NotAcquired(const LockKey& key, const Lock* lock, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    AcquireResult r;
+    r.current = StateOf(key, lock, now);
+    return r;
+  }
+
+  absl::StatusOr<ReleaseResult> ReleaseLocked(const ReleaseParams& p, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutdown_) return ShuttingDownError();
+    Clock::time_point now = Clock::now();
+    ExpireIfDue(p.key, now, deferred);
+    auto it = locks_.find(p.key);
+    if (it == locks_.end() || it->second.owner != p.owner) {
+      if (!p.request_id.empty()) {
+        auto f = freed_.find(p.key);
+        if (f != freed_.end() && f->second.owner == p.owner &&
+            f->second.request_id == p.request_id && f->second.until > now) {
+          return ReleaseResult{true, 0};
+        }
+      }
+      return LockNotHeldError(p.key, it == locks_.end()
+                                         ? "the lock is free (released or lease expired)"
+                                         : "the lock is held by another owner");
+    }
+    Lock& lock = it->second;
+    if (!p.request_id.empty() && lock.last_kind == Lock::Kind::kRelease &&
+        lock.last_request_id == p.request_id) {
+      return lock.last_release;
+    }
+    ReleaseResult r;
+    r.hold_count = --lock.hold_count;
+    r.released = lock.hold_count == 0;
+    if (!r.released) {
+      lock.last_kind = p.request_id.empty() ? Lock::Kind::kNone : Lock::Kind::kRelease;
+      lock.last_request_id = p.request_id;
+      lock.last_release = r;
+      return r;
+    }
+    if (!p.request_id.empty()) RememberFreed(p, now);
+    Free(it);
+    HandOff(p.key, now, deferred);
+    return r;
+  }
+
+  void RememberFreed(const ReleaseParams& p, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (++freed_inserts_ % 4096 == 0) {
+      for (auto f = freed_.begin(); f != freed_.end();) {
+        if (f->second.until <= now) {
+          freed_.erase(f++);
+        } else {
+          ++f;
+        }
+      }
+    }
+    freed_[p.key] =
+        FreedBy{p.owner, p.request_id, now + absl::ToChronoNanoseconds(options_.release_memory)};
+  }
+
+  void Free(std::map<LockKey, Lock>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (it->second.expiry_timer != 0 && timers_) timers_->Cancel(it->second.expiry_timer);
+    locks_.erase(it);
+  }
+
+  // If `key` is held and its lease has ended, frees it and grants it to the
+  // first waiter.
+  void ExpireIfDue(const LockKey& key, Clock::time_point now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = locks_.find(key);
+    if (it == locks_.end() || it->second.expires > now) return;
+    Free(it);
+    HandOff(key, now, deferred);
+  }
+
+  // The lock is free: grants it to the first live waiter, if any.
+  void HandOff(const LockKey& key, Clock::time_point now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
+      if (w->cancel && w->cancel->cancelled()) {
+        deferred.push_back([done = std::move(w->done)]() mutable {
+          std::move(done)(absl::CancelledError("acquire cancelled"));
+        });
+        continue;
+      }
+      AcquireResult r = Grant(w->params, now);
+      ArmExpiry(key, locks_[key]);
+      deferred.push_back([done = std::move(w->done), r = std::move(r)]() mutable {
+        std::move(done)(std::move(r));
+      });
+      return;
+    }
+  }
+
+  // While waiters are parked on a held lock, a timer at its lease end makes
+  // sure they are served when the holder stops renewing.
+  void ArmExpiry(const LockKey& key, Lock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (lock.expiry_timer != 0 || waiters_.Count(key) == 0) return;
+    lock.expiry_timer = timers_->ScheduleAt(lock.expires, [this, key] { OnExpiryTimer(key); });
+  }
+
+  void OnExpiryTimer(const LockKey& key) {
+    Deferred deferred;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+      auto it = locks_.find(key);
+      if (it == locks_.end()) return;
+      it->second.expiry_timer = 0;
+      Clock::time_point now = Clock::now();
+      if (it->second.expires <= now) {
+        ExpireIfDue(key, now, deferred);
+      } else {
+        ArmExpiry(key, it->second);  // renewed meanwhile
+      }
+    }
+    RunAll(deferred);
+  }
+
+  void OnWaitTimeout(WaiterTable::Waiter w) {
+    absl::StatusOr<AcquireResult> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        Clock::time_point now = Clock::now();
+        auto it = locks_.find(w.params.key);
+        result = NotAcquired(w.params.key, it == locks_.end() ? nullptr : &it->second, now);
+      }
+    }
+    std::move(w.done)(std::move(result));
+  }
+
+  LockState StateOf(const LockKey& key, const Lock* lock, Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    LockState s;
+    s.key = key;
+    s.waiters = static_cast<uint32_t>(waiters_.Count(key));
+    if (lock == nullptr || lock->expires <= now) return s;
+    s.held = true;
+    s.owner = lock->owner;
+    s.hold_count = lock->hold_count;
+    s.fencing_token = lock->token;
+    s.ttl_remaining = absl::FromChrono(lock->expires - now);
+    return s;
+  }
+
+  ListResult ListLocked(const ListParams& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ListResult out;
+    Clock::time_point now = Clock::now();
+    auto it = p.page_token.empty() || p.page_token < p.prefix
+                  ? locks_.lower_bound(LockKey{p.ns, p.prefix})
+                  : locks_.upper_bound(LockKey{p.ns, p.page_token});
+    for (; it != locks_.end(); ++it) {
+      if (it->first.ns != p.ns || !absl::StartsWith(it->first.name, p.prefix)) break;
+      if (it->second.expires <= now) continue;
+      if (out.locks.size() == p.page_size) {
+        out.next_page_token = out.locks.back().key.name;
+        break;
+      }
+      out.locks.push_back(StateOf(it->first, &it->second, now));
+    }
+    return out;
+  }
+
+  const MemoryOptions options_;
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_);
+  std::map<LockKey, Lock> locks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<LockKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
+  uint64_t freed_inserts_ ABSL_GUARDED_BY(mu_) = 0;
+  // Reset (thread joined) by Shutdown(); the waiter table no longer uses it
+  // once closed.
+  std::unique_ptr<TimerQueue> timers_;
+  WaiterTable waiters_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> NewMemoryBackend(const MemoryOptions& options) {
+  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters must be positive");
+  return std::make_unique<MemoryBackend>(options);
+}
+
+}  // namespace lockd

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12 packages, everything lockd needs to build, run and
+# test: compilers, gRPC/protobuf, backend client libraries, and the Redis,
+# MariaDB and ZooKeeper servers the test suite starts by itself.
+# Installs only what is missing; safe to run repeatedly.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang-format git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev grpc-proto
+  redis-server mariadb-server zookeeper default-jre-headless
+  python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# Services are started by lockd's own scripts and tests, never by the system.
+printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+$SUDO chmod +x /usr/sbin/policy-rc.d
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+$SUDO rm -f /usr/sbin/policy-rc.d
+echo "install-deps: done"

@@ -1,0 +1,188 @@
+#include "service/lock_service.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_format.h"
+#include "backends/common/log.h"
+#include "service/status_mapping.h"
+#include "service/validation.h"
+
+namespace lockd {
+namespace {
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(nanos / 1000000000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+void ToProto(const LockState& s, absl::string_view backend, v1::LockInfo* out) {
+  out->set_namespace_(s.key.ns);
+  out->set_name(s.key.name);
+  out->set_held(s.held);
+  out->set_waiters(s.waiters);
+  out->set_backend(std::string(backend));
+  if (!s.held) return;
+  out->set_owner(s.owner);
+  out->set_hold_count(s.hold_count);
+  out->set_fencing_token(s.fencing_token);
+  SetDuration(s.ttl_remaining, out->mutable_ttl_remaining());
+}
+
+// An Acquire in flight. Lives until OnDone; the backend's callback finishes
+// it. A cancellation (client cancel or deadline) fires `cancel_`, which makes
+// the backend drop the waiter; a grant that raced it is given back.
+class AcquireReactor final : public grpc::ServerUnaryReactor {
+ public:
+  AcquireReactor(Backend* backend, grpc::CallbackServerContext* ctx, v1::AcquireResponse* resp)
+      : backend_(backend), ctx_(ctx), resp_(resp), cancel_(std::make_shared<CancelSignal>()) {}
+
+  void Start(AcquireParams params) {
+    key_ = params.key;
+    owner_ = params.owner;
+    resp_->set_owner(owner_);
+    backend_->Acquire(std::move(params), cancel_,
+                      [this](absl::StatusOr<AcquireResult> r) { OnResult(std::move(r)); });
+  }
+
+  void OnCancel() override { cancel_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  void OnResult(absl::StatusOr<AcquireResult> r) {
+    if (!r.ok()) {
+      Finish(ToGrpcStatus(r.status()));
+      return;
+    }
+    if (r->acquired && (cancel_->cancelled() || ctx_->IsCancelled())) {
+      // The caller is gone and will never learn of this hold: undo it.
+      LockKey key = key_;
+      backend_->Release(ReleaseParams{key_, owner_, ""}, [key](absl::StatusOr<ReleaseResult> rr) {
+        if (!rr.ok()) {
+          LogWarning("could not give back a grant whose Acquire was cancelled (lock \"", key.name,
+                     "\" in ", key.ns, "): ", rr.status().ToString(), "; its lease will end it");
+        }
+      });
+      Finish(
+          grpc::Status(grpc::StatusCode::CANCELLED, "acquire cancelled; the grant was released"));
+      return;
+    }
+    resp_->set_acquired(r->acquired);
+    if (r->acquired) {
+      resp_->set_fencing_token(r->fencing_token);
+      resp_->set_hold_count(r->hold_count);
+      SetDuration(r->ttl, resp_->mutable_lease_ttl());
+    } else {
+      ToProto(r->current, backend_->name(), resp_->mutable_current());
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  Backend* const backend_;
+  grpc::CallbackServerContext* const ctx_;
+  v1::AcquireResponse* const resp_;
+  const std::shared_ptr<CancelSignal> cancel_;
+  LockKey key_;
+  std::string owner_;
+};
+
+}  // namespace
+
+std::string NewOwnerId() {
+  thread_local absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease)
+    : backend_(backend), lease_(lease) {}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Acquire(grpc::CallbackServerContext* ctx,
+                                                   const v1::AcquireRequest* req,
+                                                   v1::AcquireResponse* resp) {
+  auto* reactor = new AcquireReactor(backend_, ctx, resp);
+  absl::StatusOr<AcquireParams> params = ToAcquireParams(*req, lease_);
+  if (!params.ok()) {
+    reactor->Finish(ToGrpcStatus(params.status()));
+    return reactor;
+  }
+  if (params->owner.empty()) params->owner = NewOwnerId();
+  reactor->Start(*std::move(params));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Release(grpc::CallbackServerContext* ctx,
+                                                   const v1::ReleaseRequest* req,
+                                                   v1::ReleaseResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<ReleaseParams> params = ToReleaseParams(*req);
+  if (!params.ok()) {
+    reactor->Finish(ToGrpcStatus(params.status()));
+    return reactor;
+  }
+  backend_->Release(*std::move(params), [reactor, resp](absl::StatusOr<ReleaseResult> r) {
+    if (r.ok()) {
+      resp->set_released(r->released);
+      resp->set_hold_count(r->hold_count);
+    }
+    reactor->Finish(ToGrpcStatus(r.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Renew(grpc::CallbackServerContext* ctx,
+                                                 const v1::RenewRequest* req,
+                                                 v1::RenewResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<RenewParams> params = ToRenewParams(*req, lease_);
+  if (!params.ok()) {
+    reactor->Finish(ToGrpcStatus(params.status()));
+    return reactor;
+  }
+  backend_->Renew(*std::move(params), [reactor, resp](absl::StatusOr<RenewResult> r) {
+    if (r.ok()) {
+      SetDuration(r->ttl, resp->mutable_lease_ttl());
+      resp->set_fencing_token(r->fencing_token);
+    }
+    reactor->Finish(ToGrpcStatus(r.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Describe(grpc::CallbackServerContext* ctx,
+                                                    const v1::DescribeRequest* req,
+                                                    v1::LockInfo* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<LockKey> key = ToLockKey(*req);
+  if (!key.ok()) {
+    reactor->Finish(ToGrpcStatus(key.status()));
+    return reactor;
+  }
+  backend_->Describe(*std::move(key), [this, reactor, resp](absl::StatusOr<LockState> r) {
+    if (r.ok()) ToProto(*r, backend_->name(), resp);
+    reactor->Finish(ToGrpcStatus(r.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx,
+                                                const v1::ListRequest* req,
+                                                v1::ListResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<ListParams> params = ToListParams(*req);
+  if (!params.ok()) {
+    reactor->Finish(ToGrpcStatus(params.status()));
+    return reactor;
+  }
+  backend_->List(*std::move(params), [this, reactor, resp](absl::StatusOr<ListResult> r) {
+    if (r.ok()) {
+      for (const LockState& s : r->locks) ToProto(s, backend_->name(), resp->add_locks());
+      resp->set_next_page_token(r->next_page_token);
+    }
+    reactor->Finish(ToGrpcStatus(r.status()));
+  });
+  return reactor;
+}
+
+}  // namespace lockd

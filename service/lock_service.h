@@ -1,0 +1,43 @@
+// The gRPC glue of lockd.v1.LockService: validate, call the backend, map the
+// status. Uses the callback API: no RPC holds a thread while the backend
+// works or while an Acquire waits.
+//
+// Thread-safe: the service holds no mutable state of its own; the backend is
+// thread-safe.
+
+#ifndef LOCKD_SERVICE_LOCK_SERVICE_H_
+#define LOCKD_SERVICE_LOCK_SERVICE_H_
+
+#include "backends/backend.h"
+#include "lockd/v1/lock.grpc.pb.h"
+#include "service/config.h"
+
+namespace lockd {
+
+class LockServiceImpl final : public v1::LockService::CallbackService {
+ public:
+  // `backend` must outlive the service and every call it serves.
+  LockServiceImpl(Backend* backend, LeaseBounds lease);
+
+  grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* ctx, const v1::AcquireRequest* req,
+                                    v1::AcquireResponse* resp) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* req,
+                                    v1::ReleaseResponse* resp) override;
+  grpc::ServerUnaryReactor* Renew(grpc::CallbackServerContext* ctx, const v1::RenewRequest* req,
+                                  v1::RenewResponse* resp) override;
+  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx,
+                                     const v1::DescribeRequest* req, v1::LockInfo* resp) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx, const v1::ListRequest* req,
+                                 v1::ListResponse* resp) override;
+
+ private:
+  Backend* const backend_;
+  const LeaseBounds lease_;
+};
+
+// A random 128-bit owner id (32 hex digits).
+std::string NewOwnerId();
+
+}  // namespace lockd
+
+#endif  // LOCKD_SERVICE_LOCK_SERVICE_H_

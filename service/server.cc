@@ -1,0 +1,92 @@
+#include "service/server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "backends/common/log.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace lockd {
+namespace {
+constexpr char kServiceName[] = "lockd.v1.LockService";
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& config,
+                                                                std::unique_ptr<Backend> backend,
+                                                                absl::Duration health_interval) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  std::unique_ptr<LockdServer> s(new LockdServer());
+  s->backend_ = std::move(backend);
+  s->service_ = std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    s->backend_->Shutdown();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", config.listen));
+  }
+  std::string host(config.listen.substr(0, config.listen.rfind(':')));
+  s->address_ = absl::StrCat(host, ":", s->port_);
+
+  bool healthy = s->backend_->Health().ok();
+  s->server_->GetHealthCheckService()->SetServingStatus(healthy);
+  s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, healthy);
+  s->health_thread_ =
+      std::thread([p = s.get(), health_interval] { p->WatchHealth(health_interval); });
+  return s;
+}
+
+void LockdServer::WatchHealth(absl::Duration interval) {
+  absl::Status last = backend_->Health();
+  absl::MutexLock l(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) {
+    mu_.Unlock();
+    absl::Status now = backend_->Health();
+    if (now.ok() != last.ok()) {
+      if (now.ok()) {
+        LogInfo("backend ", backend_->name(), " reachable again; health SERVING");
+      } else {
+        LogWarning("backend ", backend_->name(), " unavailable: ", now.message(),
+                   "; health NOT_SERVING");
+      }
+      server_->GetHealthCheckService()->SetServingStatus(now.ok());
+      server_->GetHealthCheckService()->SetServingStatus(kServiceName, now.ok());
+    }
+    last = now;
+    mu_.Lock();
+  }
+}
+
+void LockdServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) {
+      mu_.Await(absl::Condition(&stopped_));
+      return;
+    }
+    stopping_ = true;
+  }
+  health_thread_.join();
+  server_->GetHealthCheckService()->Shutdown();
+  // Stop accepting while parked waiters are answered; Server::Shutdown waits
+  // for in-flight calls, so the backend must release its waiters meanwhile.
+  std::thread stopper(
+      [this, grace] { server_->Shutdown(absl::ToChronoTime(absl::Now() + grace)); });
+  backend_->Shutdown();
+  stopper.join();
+  server_->Wait();
+  absl::MutexLock l(&mu_);
+  stopped_ = true;
+}
+
+LockdServer::~LockdServer() { Shutdown(); }
+
+}  // namespace lockd

@@ -1,0 +1,28 @@
+#include "service/status_mapping.h"
+
+#include <string>
+
+#include "backends/backend.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace lockd {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbers.
+  auto code = static_cast<grpc::StatusCode>(status.code());
+  std::string message(status.message());
+  if (!IsLockNotHeld(status)) return grpc::Status(code, message);
+
+  google::rpc::ErrorInfo info;
+  info.set_reason(std::string(kLockNotHeldReason));
+  info.set_domain("lockd");
+  google::rpc::Status details;
+  details.set_code(static_cast<int32_t>(code));
+  details.set_message(message);
+  details.add_details()->PackFrom(info);
+  return grpc::Status(code, message, details.SerializeAsString());
+}
+
+}  // namespace lockd

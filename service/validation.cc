@@ -1,0 +1,197 @@
+#include "service/validation.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lockd {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view rule, absl::string_view got) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", rule, " (got ", got, ")"));
+}
+
+std::string Bytes(size_t n) { return absl::StrCat(n, " bytes"); }
+
+absl::StatusOr<std::string> CheckNamespace(const std::string& ns) {
+  if (ns.empty()) return std::string(kDefaultNamespace);
+  constexpr absl::string_view kRule = "must be 1-64 bytes of [A-Za-z0-9._-]";
+  if (ns.size() > 64) return Invalid("namespace", kRule, Bytes(ns.size()));
+  for (char c : ns) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) return Invalid("namespace", kRule, "a character outside that set");
+  }
+  return ns;
+}
+
+absl::Status CheckName(const std::string& name) {
+  constexpr absl::string_view kRule =
+      "must be 1-512 bytes of valid UTF-8 without control characters";
+  if (name.empty() || name.size() > 512) return Invalid("name", kRule, Bytes(name.size()));
+  if (!IsCleanUtf8(name)) return Invalid("name", kRule, "invalid UTF-8 or a control character");
+  return absl::OkStatus();
+}
+
+absl::Status CheckOwner(const std::string& owner, bool allow_empty) {
+  if (owner.empty() && allow_empty) return absl::OkStatus();
+  constexpr absl::string_view kRule =
+      "must be 1-256 bytes of valid UTF-8 without control characters";
+  if (owner.empty() || owner.size() > 256) return Invalid("owner", kRule, Bytes(owner.size()));
+  if (!IsCleanUtf8(owner)) return Invalid("owner", kRule, "invalid UTF-8 or a control character");
+  return absl::OkStatus();
+}
+
+absl::Status CheckRequestId(const std::string& id) {
+  constexpr absl::string_view kRule =
+      "must be at most 128 bytes of valid UTF-8 without control characters";
+  if (id.size() > 128) return Invalid("request_id", kRule, Bytes(id.size()));
+  if (!IsCleanUtf8(id)) return Invalid("request_id", kRule, "invalid UTF-8 or a control character");
+  return absl::OkStatus();
+}
+
+// A well-formed google.protobuf.Duration: bounded, with seconds and nanos of
+// the same sign.
+absl::StatusOr<absl::Duration> ToDuration(absl::string_view field,
+                                          const google::protobuf::Duration& d) {
+  bool ok = d.seconds() >= -315576000000 && d.seconds() <= 315576000000 &&
+            d.nanos() > -1000000000 && d.nanos() < 1000000000 &&
+            !((d.seconds() > 0 && d.nanos() < 0) || (d.seconds() < 0 && d.nanos() > 0));
+  if (!ok) return Invalid(field, "must be a well-formed google.protobuf.Duration", "out of range");
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+absl::StatusOr<absl::Duration> CheckLease(bool present, const google::protobuf::Duration& d,
+                                          const LeaseBounds& lease) {
+  if (!present) return lease.default_ttl;
+  absl::StatusOr<absl::Duration> ttl = ToDuration("lease_ttl", d);
+  if (!ttl.ok()) return ttl.status();
+  if (*ttl < lease.min || *ttl > lease.max) {
+    return Invalid("lease_ttl",
+                   absl::StrCat("must be between ", absl::FormatDuration(lease.min), " and ",
+                                absl::FormatDuration(lease.max)),
+                   absl::FormatDuration(*ttl));
+  }
+  return *ttl;
+}
+
+absl::StatusOr<LockKey> CheckKey(const std::string& ns, const std::string& name) {
+  absl::StatusOr<std::string> checked_ns = CheckNamespace(ns);
+  if (!checked_ns.ok()) return checked_ns.status();
+  absl::Status s = CheckName(name);
+  if (!s.ok()) return s;
+  return LockKey{*std::move(checked_ns), name};
+}
+
+}  // namespace
+
+bool IsCleanUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp;
+    size_t len;
+    if (c < 0x80) {
+      cp = c;
+      len = 1;
+    } else if ((c & 0xE0) == 0xC0) {
+      cp = c & 0x1F;
+      len = 2;
+    } else if ((c & 0xF0) == 0xE0) {
+      cp = c & 0x0F;
+      len = 3;
+    } else if ((c & 0xF8) == 0xF0) {
+      cp = c & 0x07;
+      len = 4;
+    } else {
+      return false;
+    }
+    if (i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMinForLen[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLen[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return false;
+    i += len;
+  }
+  return true;
+}
+
+absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
+                                              const LeaseBounds& lease) {
+  AcquireParams p;
+  absl::StatusOr<LockKey> key = CheckKey(req.namespace_(), req.name());
+  if (!key.ok()) return key.status();
+  p.key = *std::move(key);
+  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/true); !s.ok()) return s;
+  p.owner = req.owner();
+  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
+  if (!ttl.ok()) return ttl.status();
+  p.ttl = *ttl;
+  if (req.has_wait_timeout()) {
+    absl::StatusOr<absl::Duration> wait = ToDuration("wait_timeout", req.wait_timeout());
+    if (!wait.ok()) return wait.status();
+    if (*wait < absl::ZeroDuration()) {
+      return Invalid("wait_timeout", "must not be negative", absl::FormatDuration(*wait));
+    }
+    p.wait = *wait;
+  }
+  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
+  p.request_id = req.request_id();
+  return p;
+}
+
+absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req) {
+  ReleaseParams p;
+  absl::StatusOr<LockKey> key = CheckKey(req.namespace_(), req.name());
+  if (!key.ok()) return key.status();
+  p.key = *std::move(key);
+  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/false); !s.ok()) return s;
+  p.owner = req.owner();
+  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
+  p.request_id = req.request_id();
+  return p;
+}
+
+absl::StatusOr<RenewParams> ToRenewParams(const v1::RenewRequest& req, const LeaseBounds& lease) {
+  RenewParams p;
+  absl::StatusOr<LockKey> key = CheckKey(req.namespace_(), req.name());
+  if (!key.ok()) return key.status();
+  p.key = *std::move(key);
+  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/false); !s.ok()) return s;
+  p.owner = req.owner();
+  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
+  if (!ttl.ok()) return ttl.status();
+  p.ttl = *ttl;
+  return p;
+}
+
+absl::StatusOr<LockKey> ToLockKey(const v1::DescribeRequest& req) {
+  return CheckKey(req.namespace_(), req.name());
+}
+
+absl::StatusOr<ListParams> ToListParams(const v1::ListRequest& req) {
+  ListParams p;
+  absl::StatusOr<std::string> ns = CheckNamespace(req.namespace_());
+  if (!ns.ok()) return ns.status();
+  p.ns = *std::move(ns);
+  if (req.prefix().size() > 512 || !IsCleanUtf8(req.prefix())) {
+    return Invalid("prefix", "must be at most 512 bytes of valid UTF-8 without control characters",
+                   Bytes(req.prefix().size()));
+  }
+  p.prefix = req.prefix();
+  if (req.page_size() > kMaxPageSize) {
+    return Invalid("page_size", absl::StrCat("must be at most ", kMaxPageSize),
+                   absl::StrCat(req.page_size()));
+  }
+  p.page_size = req.page_size() == 0 ? kDefaultPageSize : req.page_size();
+  if (req.page_token().size() > 512 || !IsCleanUtf8(req.page_token())) {
+    return Invalid("page_token", "must be a token from a previous ListResponse",
+                   "a malformed token");
+  }
+  p.page_token = req.page_token();
+  return p;
+}
+
+}  // namespace lockd

@@ -1,0 +1,37 @@
+// Input validation for every RPC (design/API.md "Names", "Owner", "Lease",
+// "Waiting", "Idempotency"). Each function turns a request into backend
+// parameters, or returns kInvalidArgument whose message starts with the
+// field's name and states the rule. Nothing is written when validation fails.
+
+#ifndef LOCKD_SERVICE_VALIDATION_H_
+#define LOCKD_SERVICE_VALIDATION_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backends/backend.h"
+#include "lockd/v1/lock.pb.h"
+#include "service/config.h"
+
+namespace lockd {
+
+inline constexpr absl::string_view kDefaultNamespace = "default";
+inline constexpr uint32_t kDefaultPageSize = 100;
+inline constexpr uint32_t kMaxPageSize = 1000;
+
+// True if `s` is valid UTF-8 (no overlong forms, surrogates or code points
+// above U+10FFFF) and holds no control character (U+0000-U+001F,
+// U+007F-U+009F).
+bool IsCleanUtf8(absl::string_view s);
+
+// AcquireParams::owner is left empty when the request's owner is empty; the
+// service generates one.
+absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
+                                              const LeaseBounds& lease);
+absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req);
+absl::StatusOr<RenewParams> ToRenewParams(const v1::RenewRequest& req, const LeaseBounds& lease);
+absl::StatusOr<LockKey> ToLockKey(const v1::DescribeRequest& req);
+absl::StatusOr<ListParams> ToListParams(const v1::ListRequest& req);
+
+}  // namespace lockd
+
+#endif  // LOCKD_SERVICE_VALIDATION_H_

@@ -1,0 +1,41 @@
+// Test support: a `lockd` binary running as a child process on a free
+// loopback port, for multi-process and end-to-end tests.
+
+#ifndef LOCKD_TESTS_SUPPORT_LOCKD_PROCESS_H_
+#define LOCKD_TESTS_SUPPORT_LOCKD_PROCESS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/channel.h"
+#include "tests/support/process.h"
+
+namespace lockd::testing {
+
+// Path of the lockd binary built with the tests.
+std::string LockdBinary();
+
+class LockdProcess {
+ public:
+  // Starts lockd with `flags` plus --listen=127.0.0.1:<free port>, logging to
+  // <log_dir>/lockd-<port>.log, and waits (up to `timeout`) until it logs
+  // that it is serving. On failure the error includes the log.
+  static absl::StatusOr<std::unique_ptr<LockdProcess>> Start(
+      const std::vector<std::string>& flags, const std::string& log_dir,
+      absl::Duration timeout = absl::Seconds(30));
+
+  int port() const { return port_; }
+  std::string address() const;
+  Subprocess& process() { return *process_; }
+  std::shared_ptr<grpc::Channel> NewChannel() const;
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<Subprocess> process_;
+};
+
+}  // namespace lockd::testing
+
+#endif  // LOCKD_TESTS_SUPPORT_LOCKD_PROCESS_H_
