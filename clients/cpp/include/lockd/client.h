@@ -1,0 +1,340 @@
+// lockd C++ client: leased, auto-renewed, fenced locks over gRPC.
+//
+//   absl::StatusOr<lockd::Client> client = lockd::Client::Connect("127.0.0.1:7411");
+//   lockd::AcquireOptions options;
+//   options.wait = absl::Seconds(5);
+//   absl::StatusOr<lockd::Lease> lease = client->Acquire("orders/42", options);
+//   if (lease.ok()) Charge(order, lease->fencing_token());  // released when `lease` dies
+//
+// What this library adds over the raw stubs (design/API.md has the contract):
+//  * Validity from the send time. A Lease's client-side validity deadline is
+//    `send_time + ttl - drift` where send_time is when the granting request
+//    (Acquire or Renew) was sent, never when its reply arrived: the server's
+//    lease cannot have started before the request left, so this deadline is
+//    never later than the server's. drift = ttl * clock_drift_factor +
+//    min_clock_drift (Redlock's allowance for clock rate differences).
+//  * Watchdog. Leases with auto_renew (the default) are renewed every ttl/3
+//    by ONE background thread per Client (started on the first such lease),
+//    not a thread per lease. Renewals are issued one at a time, each bounded
+//    by min(rpc_timeout, the lease's remaining validity).
+//  * Lost detection. A lease is lost when a Renew answers LOCK_NOT_HELD, when
+//    a Renew reports a different fencing token (the hold was lost and the lock
+//    re-granted), or when its validity deadline passes because renewals kept
+//    failing. Lost is sticky: lost() stays true, on_lost fires once, Renew()
+//    and Release() report kFailedPrecondition with IsLockLost() true.
+//  * Safe retries. Acquire and Release carry a random request_id and are
+//    retried on UNAVAILABLE, with capped, jittered exponential backoff, inside
+//    the caller's deadline and always with the same request_id, so a lost
+//    reply never leaves a double hold count or a double decrement
+//    (the server answers a repeated request_id with the first result).
+//
+// Owners: a Client has one owner id (ClientOptions::owner, default a random
+// id per Client). Locks are reentrant per owner, so two threads sharing one
+// Client and acquiring the same lock BOTH get it (hold count 2). For mutual
+// exclusion between threads of one process use one Client per thread, or set
+// AcquireOptions::owner per thread.
+//
+// Time: every deadline is measured with std::chrono::steady_clock, so wall
+// clock steps neither extend nor shorten a lease.
+
+#ifndef LOCKD_CLIENT_H_
+#define LOCKD_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "lockd/v1/lock.grpc.pb.h"
+
+namespace lockd {
+
+namespace client_internal {
+class ClientCore;
+class LeaseState;
+}  // namespace client_internal
+
+// Transport security for NewLockdChannel / Client::Connect.
+struct TlsOptions {
+  // False: plaintext (insecure) channel; every other field is ignored.
+  bool enabled = false;
+  // PEM file with the root certificates that sign the server's certificate.
+  // Empty: gRPC's default roots (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH or the
+  // bundled ones).
+  std::string ca_file;
+  // PEM client certificate chain and private key, for mutual TLS. Both or
+  // neither.
+  std::string cert_file;
+  std::string key_file;
+  // Name to verify in the server certificate (and to send as SNI/authority)
+  // instead of the host in the target. Empty: the target's host.
+  std::string server_name;
+};
+
+// Creates a channel to `target` (any gRPC target, e.g. "127.0.0.1:7411",
+// "dns:///lockd.example:7411"), with reconnect backoff tuned for leases
+// (100 ms initial, 2 s cap: a client must see a restarted server well within a
+// lease, not after gRPC's default 120 s cap). Does not connect yet.
+// Errors: kInvalidArgument for an empty target, a missing or unreadable TLS
+// file, or a cert_file without key_file (or the reverse).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
+                                                               const TlsOptions& tls = {});
+
+struct ClientOptions {
+  // Owner id for every lock this Client takes unless AcquireOptions::owner
+  // says otherwise; 1-256 bytes. Empty: "<hostname>-<pid>-<32 random hex>",
+  // unique per Client.
+  std::string owner;
+  // Namespace used when a call's `ns` is empty. Empty: the server's
+  // "default".
+  std::string default_namespace;
+  // Deadline of every call that does not wait (Release, Renew, Describe,
+  // List), retries included; also the slack an Acquire gets beyond `wait`.
+  absl::Duration rpc_timeout = absl::Seconds(10);
+  // Bound on the release done by ~Lease (best effort, retries included).
+  absl::Duration release_timeout = absl::Seconds(2);
+  // Retry backoff after UNAVAILABLE: starts at initial_backoff, doubles up to
+  // max_backoff; each sleep is uniformly jittered in [backoff/2, backoff].
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  // Validity safety margin: drift = ttl * clock_drift_factor + min_clock_drift.
+  double clock_drift_factor = 0.01;
+  absl::Duration min_clock_drift = absl::Milliseconds(2);
+};
+
+// Called once, when a Lease becomes lost, with the reason (kFailedPrecondition,
+// IsLockLost() true). Runs on the Client's watchdog thread, or on the thread
+// whose Lease call (lost(), valid(), Renew()) noticed the loss first, never
+// with a lock of this library held. It should return quickly (it delays other
+// leases' renewals); it may call any Lease method, and may destroy the Lease.
+// A loss that Release() discovers is reported by Release() only.
+using LostCallback = std::function<void(const absl::Status& why)>;
+
+struct AcquireOptions {
+  // Lock namespace (1-64 bytes of [A-Za-z0-9._-]). Empty:
+  // ClientOptions::default_namespace.
+  std::string ns;
+  // Owner of the hold. Empty: Client::owner().
+  std::string owner;
+  // Lease length. Zero: the server's default (30 s unless configured). Must be
+  // within the server's [lease.min, lease.max] (default [1 s, 1 h]).
+  absl::Duration ttl = absl::ZeroDuration();
+  // How long to wait for a lock held by someone else. Zero: try once.
+  absl::Duration wait = absl::ZeroDuration();
+  // Overall deadline of the call, waiting and retries included. Zero:
+  // wait + ClientOptions::rpc_timeout.
+  absl::Duration timeout = absl::ZeroDuration();
+  // Renew every ttl/3 from the watchdog thread. False: the lease lasts one
+  // ttl unless the caller calls Lease::Renew(); its loss is still detected.
+  bool auto_renew = true;
+  // Optional; see LostCallback.
+  LostCallback on_lost;
+};
+
+// One lock's state (DescribeRequest / ListResponse).
+struct LockInfo {
+  std::string ns;
+  std::string name;
+  bool held = false;
+  // The following are meaningful only when held.
+  std::string owner;
+  uint32_t hold_count = 0;
+  uint64_t fencing_token = 0;
+  absl::Duration ttl_remaining;  // by the backend's clock
+  // Waiters parked on the answering server.
+  uint32_t waiters = 0;
+  // memory, redis, mysql or zookeeper.
+  std::string backend;
+};
+
+struct ListOptions {
+  std::string ns;          // empty: ClientOptions::default_namespace
+  std::string prefix;      // only names starting with this
+  uint32_t page_size = 0;  // 0: server default (100); at most 1000
+  std::string page_token;  // from a previous ListPage; empty: first page
+};
+
+struct ListPage {
+  std::vector<LockInfo> locks;  // held locks, ordered by name
+  std::string next_page_token;  // empty on the last page
+};
+
+struct ReleaseOutcome {
+  bool released = false;    // the hold count reached 0; the lock is free
+  uint32_t hold_count = 0;  // holds the owner still has
+};
+
+struct RenewOutcome {
+  absl::Duration ttl;  // the lease now in force
+  uint64_t fencing_token = 0;
+};
+
+// True if `status` reports that a lock is not (or no longer) held by the
+// caller: the server's LOCK_NOT_HELD, or a Lease lost on the client side
+// (validity ran out, fencing token changed). Always kFailedPrecondition.
+bool IsLockLost(const absl::Status& status);
+
+// For the kDeadlineExceeded returned when a lock was not acquired in time:
+// the holder the server reported. nullopt for any other status.
+std::optional<LockInfo> CurrentHolder(const absl::Status& status);
+
+// A held lock: one hold of one owner on (ns, name). Move-only RAII; the
+// destructor of an active Lease stops its renewal and releases it (best
+// effort, bounded by ClientOptions::release_timeout, errors ignored: the
+// server's lease ends an unreleased hold). Call Release() to see the outcome.
+//
+// A Lease keeps its Client's connection and watchdog alive: it may outlive
+// the Client object it came from.
+//
+// Thread-safety: every method may be called concurrently from any thread
+// (state lives behind a mutex), except that moving or destroying a Lease must
+// not race with other calls on the same Lease object. A moved-from Lease is
+// empty: accessors return empty/zero values, lost() is false, Release() and
+// Renew() return kFailedPrecondition.
+class Lease {
+ public:
+  Lease() = default;  // empty
+  Lease(Lease&&) noexcept;
+  Lease& operator=(Lease&&) noexcept;  // releases the lease it replaces
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease();
+
+  const std::string& ns() const;
+  const std::string& name() const;
+  const std::string& owner() const;
+  // Pass this to the protected resource with every write; it must reject
+  // writes carrying a smaller token than one it has seen.
+  uint64_t fencing_token() const;
+  // The owner's hold count right after this acquire (1 on a first grant).
+  uint32_t hold_count() const;
+  // The lease granted by the server.
+  absl::Duration ttl() const;
+
+  // The client-side validity deadline: send time of the last successful
+  // Acquire/Renew + ttl - drift. Never later than the server's expiry.
+  std::chrono::steady_clock::time_point valid_until() const;
+  // valid_until() - now; zero or negative once passed.
+  absl::Duration validity_remaining() const;
+  // !lost() and validity_remaining() > 0. Check it just before an action the
+  // lock protects; pass fencing_token() along for the cases timing can't catch.
+  bool valid() const;
+  // True once the lease is lost (sticky). Also notices a validity deadline
+  // that has passed and, if so, marks the lease lost (firing on_lost).
+  bool lost() const;
+  // OK while not lost; otherwise why (kFailedPrecondition, IsLockLost()).
+  absl::Status lost_status() const;
+  // True until Release(), Detach(), or move-from.
+  bool active() const;
+
+  // Renews now (normally the watchdog does this). Blocks up to
+  // ClientOptions::rpc_timeout.
+  // OK: validity extended from this call's send time.
+  // kFailedPrecondition + IsLockLost(): the lease is lost (now marked so).
+  // kFailedPrecondition (not IsLockLost): the Lease is not active.
+  // kUnavailable / kDeadlineExceeded: no answer; the lease is unchanged and
+  //   stays valid until validity_remaining() runs out.
+  absl::Status Renew();
+
+  // Stops renewal and gives up this hold (retried on UNAVAILABLE with one
+  // request_id). Blocks up to `timeout` (zero: ClientOptions::rpc_timeout).
+  // Afterwards the Lease is inactive whatever the result.
+  // OK: released (the lock is free, or the owner's other holds remain).
+  // kFailedPrecondition + IsLockLost(): the lease had been lost (the hold was
+  //   gone, or may have been: the work done under it was not protected).
+  // kFailedPrecondition (not IsLockLost): already released or detached.
+  // kUnavailable / kDeadlineExceeded: no answer in time; the hold ends when
+  //   its lease does.
+  absl::Status Release(absl::Duration timeout = absl::ZeroDuration());
+
+  // Stops renewal and tracking WITHOUT releasing: the hold stays on the
+  // server until its lease ends or someone releases it with owner() (as
+  // `lockctl acquire` does). The Lease becomes inactive.
+  void Detach();
+
+ private:
+  friend class Client;
+  Lease(std::shared_ptr<client_internal::ClientCore> core,
+        std::shared_ptr<client_internal::LeaseState> state);
+
+  std::shared_ptr<client_internal::ClientCore> core_;
+  std::shared_ptr<client_internal::LeaseState> state_;
+};
+
+// A connection to lockd. Cheap to move; not copyable; a moved-from Client may
+// only be destroyed or assigned to. Thread-safe: every method may be called
+// concurrently. Destroying the Client does not end the Leases it issued (they
+// keep what they need alive).
+class Client {
+ public:
+  // A Client on a new channel (NewLockdChannel). Errors as NewLockdChannel.
+  // Does not contact the server.
+  static absl::StatusOr<Client> Connect(absl::string_view target, ClientOptions options = {},
+                                        const TlsOptions& tls = {});
+
+  // A Client on an existing channel.
+  explicit Client(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options = {});
+  // A Client on any stub implementation, e.g. lockd::v1::MockLockServiceStub
+  // in tests. REQUIRES: stub != nullptr.
+  explicit Client(std::shared_ptr<v1::LockService::StubInterface> stub, ClientOptions options = {});
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  // This Client's owner id.
+  const std::string& owner() const;
+
+  // Takes the lock `name`, waiting up to options.wait while another owner
+  // holds it. Blocks until granted, not granted in time, or options.timeout.
+  // OK: a Lease (active, valid, renewed by the watchdog if auto_renew).
+  //   Reentrant: if the owner already holds the lock, the Lease is one more
+  //   hold with the same fencing token. If the grant arrived so late that
+  //   renewing was already due (a long wait), the lease is renewed before
+  //   returning so that it comes back with close to a full validity.
+  // kDeadlineExceeded: not acquired within wait (or timeout); nothing is held.
+  //   CurrentHolder(status) describes the holder when the server said.
+  // kInvalidArgument: a field breaks a rule (message names it).
+  // kUnavailable: the server was unreachable or unresponsive until the
+  //   deadline; a grant that did happen ends with its lease.
+  // kResourceExhausted: the server has too many waiters; retry later.
+  // kFailedPrecondition + IsLockLost(): granted, but the lease was gone by
+  //   the time the post-wait renewal reached the server (rare).
+  absl::StatusOr<Lease> Acquire(absl::string_view name, AcquireOptions options = {});
+
+  // Acquire with options.wait = 0: one attempt (retried only on UNAVAILABLE).
+  absl::StatusOr<Lease> TryAcquire(absl::string_view name, AcquireOptions options = {});
+
+  // Low-level operations on a hold identified by owner, for tools and for
+  // handing a lock between processes. Each blocks up to rpc_timeout,
+  // retrying on UNAVAILABLE (Release with one request_id).
+  // Errors: kFailedPrecondition + IsLockLost() when `owner` does not hold the
+  // lock; kInvalidArgument, kUnavailable, kDeadlineExceeded as usual.
+  absl::StatusOr<ReleaseOutcome> Release(absl::string_view name, absl::string_view owner,
+                                         absl::string_view ns = "");
+  // ttl zero: the server's default lease.
+  absl::StatusOr<RenewOutcome> Renew(absl::string_view name, absl::string_view owner,
+                                     absl::Duration ttl, absl::string_view ns = "");
+
+  // One lock's state (held == false when free). Blocks up to rpc_timeout.
+  absl::StatusOr<LockInfo> Describe(absl::string_view name, absl::string_view ns = "");
+  // One page of held locks. Blocks up to rpc_timeout.
+  absl::StatusOr<ListPage> List(const ListOptions& options = {});
+
+ private:
+  std::shared_ptr<client_internal::ClientCore> core_;
+};
+
+}  // namespace lockd
+
+#endif  // LOCKD_CLIENT_H_

@@ -1,0 +1,453 @@
+#include "lockd/client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "clients/cpp/src/client_core.h"
+#include "clients/cpp/src/errors.h"
+#include "clients/cpp/src/lease_state.h"
+#include "clients/cpp/src/rpc.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace lockd {
+
+using client_internal::ClientCore;
+using client_internal::DescribeLock;
+using client_internal::FromGrpc;
+using client_internal::FromProto;
+using client_internal::LeaseState;
+using client_internal::SteadyClock;
+using client_internal::SteadyTime;
+using client_internal::ToProto;
+using client_internal::ToSteady;
+
+namespace {
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read TLS ", what, " ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read TLS ", what, " ", path));
+  }
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
+                                                               const TlsOptions& tls) {
+  if (target.empty()) return absl::InvalidArgumentError("lockd target address is empty");
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (!tls.enabled) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    if (tls.cert_file.empty() != tls.key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "TLS client certificate and key must be given together (cert_file and key_file)");
+    }
+    grpc::SslCredentialsOptions ssl;
+    if (!tls.ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadPemFile(tls.ca_file, "CA file");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *std::move(ca);
+    }
+    if (!tls.cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadPemFile(tls.cert_file, "certificate file");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadPemFile(tls.key_file, "key file");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *std::move(cert);
+      ssl.pem_private_key = *std::move(key);
+    }
+    if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+    creds = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(std::string(target), creds, args);
+}
+
+namespace client_internal {
+
+std::string NewClientOwner() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "unknown-host");
+  }
+  std::string h(host);
+  if (h.size() > 64) h.resize(64);
+  return absl::StrCat(h, "-", ::getpid(), "-", RandomHex(16));
+}
+
+ClientCore::ClientCore(std::shared_ptr<Stub> stub, ClientOptions options)
+    : stub_(std::move(stub)),
+      options_([&] {
+        if (options.owner.empty()) options.owner = NewClientOwner();
+        return std::move(options);
+      }()),
+      watchdog_(std::make_shared<Watchdog>(stub_, options_)) {}
+
+ClientCore::~ClientCore() { watchdog_->Shutdown(); }
+
+std::string ClientCore::Namespace(absl::string_view ns) const {
+  return std::string(ns.empty() ? absl::string_view(options_.default_namespace) : ns);
+}
+
+}  // namespace client_internal
+
+// ---------------------------------------------------------------------------
+// Lease
+
+Lease::Lease(std::shared_ptr<ClientCore> core, std::shared_ptr<LeaseState> state)
+    : core_(std::move(core)), state_(std::move(state)) {}
+
+Lease::Lease(Lease&& other) noexcept
+    : core_(std::move(other.core_)), state_(std::move(other.state_)) {}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr && state_->active())
+      Release(core_->options().release_timeout).IgnoreError();
+    core_ = std::move(other.core_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Lease::~Lease() {
+  if (state_ != nullptr && state_->active())
+    Release(core_->options().release_timeout).IgnoreError();
+}
+
+namespace {
+const std::string& EmptyString() {
+  static const std::string* const kEmpty = new std::string();
+  return *kEmpty;
+}
+}  // namespace
+
+const std::string& Lease::ns() const { return state_ ? state_->ns : EmptyString(); }
+const std::string& Lease::name() const { return state_ ? state_->name : EmptyString(); }
+const std::string& Lease::owner() const { return state_ ? state_->owner : EmptyString(); }
+uint64_t Lease::fencing_token() const { return state_ ? state_->fencing_token : 0; }
+uint32_t Lease::hold_count() const { return state_ ? state_->hold_count : 0; }
+absl::Duration Lease::ttl() const { return state_ ? state_->ttl : absl::ZeroDuration(); }
+
+std::chrono::steady_clock::time_point Lease::valid_until() const {
+  return state_ ? state_->valid_until() : SteadyTime();
+}
+
+absl::Duration Lease::validity_remaining() const {
+  if (state_ == nullptr) return absl::ZeroDuration();
+  return client_internal::FromSteady(state_->valid_until() - SteadyClock::now());
+}
+
+bool Lease::lost() const { return state_ != nullptr && state_->CheckExpiry(SteadyClock::now()); }
+
+bool Lease::valid() const {
+  if (state_ == nullptr || !state_->active()) return false;
+  SteadyTime now = SteadyClock::now();
+  return !state_->CheckExpiry(now) && now < state_->valid_until();
+}
+
+absl::Status Lease::lost_status() const {
+  if (state_ == nullptr) return absl::OkStatus();
+  state_->CheckExpiry(SteadyClock::now());
+  return state_->lost_status();
+}
+
+bool Lease::active() const { return state_ != nullptr && state_->active(); }
+
+absl::Status Lease::Renew() {
+  if (state_ == nullptr) return absl::FailedPreconditionError("Renew() on an empty Lease");
+  if (!state_->active()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease of ", DescribeLock(state_->ns, state_->name), " was already released or detached"));
+  }
+  if (state_->CheckExpiry(SteadyClock::now())) return state_->lost_status();
+  SteadyTime deadline =
+      std::min(SteadyClock::now() + ToSteady(core_->options().rpc_timeout), state_->valid_until());
+  absl::StatusOr<SteadyTime> sent = client_internal::RenewLease(core_->stub(), *state_, deadline);
+  if (!sent.ok()) return sent.status();
+  core_->watchdog().Renewed(state_.get(), *sent);
+  return absl::OkStatus();
+}
+
+absl::Status Lease::Release(absl::Duration timeout) {
+  if (state_ == nullptr) return absl::FailedPreconditionError("Release() on an empty Lease");
+  LeaseState::EndResult end = state_->End(SteadyClock::now());
+  core_->watchdog().Remove(state_.get());
+  if (!end.was_active) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease of ", DescribeLock(state_->ns, state_->name), " was already released or detached"));
+  }
+  // A lost lease is not released: if the server still has the hold, it ends
+  // within the drift margin anyway, and a release could instead take away a
+  // hold that the same owner was granted again meanwhile.
+  if (!end.lost.ok()) return end.lost;
+  if (timeout <= absl::ZeroDuration()) timeout = core_->options().rpc_timeout;
+  absl::StatusOr<ReleaseOutcome> r =
+      client_internal::ReleaseHold(core_->stub(), core_->options(), state_->ns, state_->name,
+                                   state_->owner, SteadyClock::now() + ToSteady(timeout));
+  if (r.ok()) return absl::OkStatus();
+  if (IsLockLost(r.status())) {
+    absl::Status lost = client_internal::LockLostError(
+        "LOCK_NOT_HELD", absl::StrCat("lease of ", DescribeLock(state_->ns, state_->name),
+                                      " had been lost before Release(): ", r.status().message()));
+    state_->SetLostAfterEnd(lost);
+    return lost;
+  }
+  return r.status();
+}
+
+void Lease::Detach() {
+  if (state_ == nullptr) return;
+  state_->End(SteadyClock::now());
+  core_->watchdog().Remove(state_.get());
+}
+
+// ---------------------------------------------------------------------------
+// Client
+
+absl::StatusOr<Client> Client::Connect(absl::string_view target, ClientOptions options,
+                                       const TlsOptions& tls) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = NewLockdChannel(target, tls);
+  if (!channel.ok()) return channel.status();
+  return Client(*std::move(channel), std::move(options));
+}
+
+Client::Client(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
+    : Client(std::shared_ptr<v1::LockService::StubInterface>(v1::LockService::NewStub(channel)),
+             std::move(options)) {}
+
+Client::Client(std::shared_ptr<v1::LockService::StubInterface> stub, ClientOptions options)
+    : core_(std::make_shared<ClientCore>(std::move(stub), std::move(options))) {}
+
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+Client::~Client() = default;
+
+const std::string& Client::owner() const { return core_->options().owner; }
+
+absl::StatusOr<Lease> Client::TryAcquire(absl::string_view name, AcquireOptions options) {
+  options.wait = absl::ZeroDuration();
+  return Acquire(name, std::move(options));
+}
+
+absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions options) {
+  const ClientOptions& co = core_->options();
+  if (options.ttl < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("AcquireOptions.ttl must not be negative");
+  }
+  if (options.wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("AcquireOptions.wait must not be negative");
+  }
+  if (options.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("AcquireOptions.timeout must not be negative");
+  }
+  const std::string ns = core_->Namespace(options.ns);
+  const std::string owner = options.owner.empty() ? co.owner : options.owner;
+  const SteadyTime start = SteadyClock::now();
+  const SteadyTime wait_end = start + ToSteady(options.wait);
+  const absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : options.wait + co.rpc_timeout;
+  const SteadyTime deadline = start + ToSteady(timeout);
+
+  v1::AcquireRequest req;
+  req.set_namespace_(ns);
+  req.set_name(std::string(name));
+  req.set_owner(owner);
+  if (options.ttl > absl::ZeroDuration()) ToProto(options.ttl, req.mutable_lease_ttl());
+  req.set_request_id(client_internal::RandomHex(16));
+  v1::AcquireResponse resp;
+  SteadyTime send_time;
+  grpc::Status gs = client_internal::CallWithRetry(co, deadline, [&](grpc::ClientContext* ctx) {
+    // A retry waits only for what is left of the caller's wait.
+    SteadyTime now = SteadyClock::now();
+    if (wait_end > now) {
+      ToProto(client_internal::FromSteady(wait_end - now), req.mutable_wait_timeout());
+    } else {
+      req.clear_wait_timeout();
+    }
+    resp.Clear();
+    send_time = now;
+    return core_->stub().Acquire(ctx, req, &resp);
+  });
+  if (!gs.ok()) {
+    if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && deadline > wait_end) {
+      // The server would have answered when the wait ended; it did not.
+      return absl::UnavailableError(
+          absl::StrCat("lockd acquire of ", DescribeLock(ns, name), ": no reply within ",
+                       absl::FormatDuration(timeout), " (", gs.error_message(), ")"));
+    }
+    return FromGrpc("acquire", ns, name, gs);
+  }
+  if (!resp.acquired()) {
+    std::string holder;
+    if (resp.has_current() && resp.current().held()) {
+      holder = absl::StrCat("; held by owner \"", resp.current().owner(), "\" (fencing token ",
+                            resp.current().fencing_token(), ")");
+    }
+    absl::Status s = absl::DeadlineExceededError(
+        absl::StrCat("lockd acquire of ", DescribeLock(ns, name), ": not acquired",
+                     options.wait > absl::ZeroDuration()
+                         ? absl::StrCat(" within ", absl::FormatDuration(options.wait))
+                         : std::string(" (no wait)"),
+                     holder));
+    if (resp.has_current()) {
+      s.SetPayload(client_internal::kHolderPayload, absl::Cord(resp.current().SerializeAsString()));
+    }
+    return s;
+  }
+
+  absl::Duration ttl = resp.has_lease_ttl() ? FromProto(resp.lease_ttl()) : options.ttl;
+  if (ttl <= absl::ZeroDuration()) {
+    return absl::InternalError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                            ": the server granted the lock without a lease_ttl"));
+  }
+  const absl::Duration drift = client_internal::Drift(ttl, co);
+  SteadyTime valid_until = send_time + ToSteady(ttl - drift);
+  SteadyTime renew_at = send_time + ToSteady(ttl / 3);
+
+  // After a long wait the validity measured from the send time may be mostly
+  // (or entirely) used up although the grant is fresh: renew now, so that the
+  // lease starts with close to a full validity.
+  SteadyTime now = SteadyClock::now();
+  if ((options.auto_renew && now >= renew_at) || now >= valid_until) {
+    v1::RenewRequest rreq;
+    rreq.set_namespace_(ns);
+    rreq.set_name(std::string(name));
+    rreq.set_owner(owner);
+    ToProto(ttl, rreq.mutable_lease_ttl());
+    v1::RenewResponse rresp;
+    grpc::ClientContext ctx;
+    SteadyTime rdeadline = std::max(deadline, now + ToSteady(std::min(co.rpc_timeout, ttl / 3)));
+    client_internal::SetDeadline(&ctx, rdeadline);
+    SteadyTime rsend = SteadyClock::now();
+    grpc::Status rs = core_->stub().Renew(&ctx, rreq, &rresp);
+    absl::Status renewed = FromGrpc("renew", ns, name, rs);
+    if (renewed.ok() && rresp.fencing_token() != resp.fencing_token()) {
+      renewed = client_internal::LockLostError(
+          "FENCING_TOKEN_CHANGED",
+          absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                       ": the grant was lost before it could be renewed (fencing token ",
+                       rresp.fencing_token(), " instead of ", resp.fencing_token(), ")"));
+    }
+    if (renewed.ok()) {
+      absl::Duration granted = rresp.has_lease_ttl() ? FromProto(rresp.lease_ttl()) : ttl;
+      valid_until = rsend + ToSteady(granted - client_internal::Drift(granted, co));
+      renew_at = rsend + ToSteady(ttl / 3);
+    } else if (IsLockLost(renewed)) {
+      return client_internal::LockLostError(
+          "LOCK_NOT_HELD", absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                        ": granted, but the lease ended before the reply could "
+                                        "be used: ",
+                                        renewed.message()));
+    } else if (SteadyClock::now() >= valid_until) {
+      // Granted but unconfirmable: give the hold back rather than hand out
+      // a lease that is already invalid.
+      client_internal::ReleaseHold(core_->stub(), co, ns, name, owner,
+                                   SteadyClock::now() + ToSteady(co.release_timeout))
+          .IgnoreError();
+      return absl::UnavailableError(absl::StrCat(
+          "lockd acquire of ", DescribeLock(ns, name),
+          ": granted after waiting, but the lease could not be renewed: ", renewed.message()));
+    }
+  }
+
+  LeaseState::Params p;
+  p.ns = ns;
+  p.name = std::string(name);
+  p.owner = owner;
+  p.fencing_token = resp.fencing_token();
+  p.hold_count = resp.hold_count();
+  p.ttl = ttl;
+  p.drift = drift;
+  p.auto_renew = options.auto_renew;
+  p.valid_until = valid_until;
+  p.on_lost = std::move(options.on_lost);
+  auto state = std::make_shared<LeaseState>(std::move(p));
+  core_->watchdog().Add(state, renew_at);
+  return Lease(core_, std::move(state));
+}
+
+absl::StatusOr<ReleaseOutcome> Client::Release(absl::string_view name, absl::string_view owner,
+                                               absl::string_view ns) {
+  return client_internal::ReleaseHold(core_->stub(), core_->options(), core_->Namespace(ns), name,
+                                      owner,
+                                      SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
+}
+
+absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_view owner,
+                                           absl::Duration ttl, absl::string_view ns) {
+  if (ttl < absl::ZeroDuration()) return absl::InvalidArgumentError("ttl must not be negative");
+  std::string n = core_->Namespace(ns);
+  v1::RenewRequest req;
+  req.set_namespace_(n);
+  req.set_name(std::string(name));
+  req.set_owner(std::string(owner));
+  if (ttl > absl::ZeroDuration()) ToProto(ttl, req.mutable_lease_ttl());
+  v1::RenewResponse resp;
+  grpc::Status gs = client_internal::CallWithRetry(
+      core_->options(), SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
+      [&](grpc::ClientContext* ctx) {
+        resp.Clear();
+        return core_->stub().Renew(ctx, req, &resp);
+      });
+  if (!gs.ok()) return FromGrpc("renew", n, name, gs);
+  return RenewOutcome{FromProto(resp.lease_ttl()), resp.fencing_token()};
+}
+
+absl::StatusOr<LockInfo> Client::Describe(absl::string_view name, absl::string_view ns) {
+  std::string n = core_->Namespace(ns);
+  v1::DescribeRequest req;
+  req.set_namespace_(n);
+  req.set_name(std::string(name));
+  v1::LockInfo resp;
+  grpc::Status gs = client_internal::CallWithRetry(
+      core_->options(), SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
+      [&](grpc::ClientContext* ctx) {
+        resp.Clear();
+        return core_->stub().Describe(ctx, req, &resp);
+      });
+  if (!gs.ok()) return FromGrpc("describe", n, name, gs);
+  return FromProto(resp);
+}
+
+absl::StatusOr<ListPage> Client::List(const ListOptions& options) {
+  std::string n = core_->Namespace(options.ns);
+  v1::ListRequest req;
+  req.set_namespace_(n);
+  req.set_prefix(options.prefix);
+  req.set_page_size(options.page_size);
+  req.set_page_token(options.page_token);
+  v1::ListResponse resp;
+  grpc::Status gs = client_internal::CallWithRetry(
+      core_->options(), SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
+      [&](grpc::ClientContext* ctx) {
+        resp.Clear();
+        return core_->stub().List(ctx, req, &resp);
+      });
+  if (!gs.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(gs.error_code()),
+                        absl::StrCat("lockd list of namespace ", n.empty() ? "default" : n,
+                                     " prefix \"", options.prefix, "\": ", gs.error_message()));
+  }
+  ListPage page;
+  for (const v1::LockInfo& info : resp.locks()) page.locks.push_back(FromProto(info));
+  page.next_page_token = resp.next_page_token();
+  return page;
+}
+
+}  // namespace lockd

@@ -1,0 +1,43 @@
+// Internal: what a Client and its Leases share (stub, options, watchdog).
+// Destroyed when the Client and all its Leases are gone; stops the watchdog.
+//
+// Thread-safe: constant after construction (the watchdog is thread-safe).
+
+#ifndef LOCKD_CLIENTS_CPP_SRC_CLIENT_CORE_H_
+#define LOCKD_CLIENTS_CPP_SRC_CLIENT_CORE_H_
+
+#include <memory>
+
+#include "clients/cpp/src/rpc.h"
+#include "clients/cpp/src/watchdog.h"
+#include "lockd/client.h"
+
+namespace lockd::client_internal {
+
+class ClientCore {
+ public:
+  // Fills in options.owner if empty.
+  ClientCore(std::shared_ptr<Stub> stub, ClientOptions options);
+  ~ClientCore();
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
+
+  Stub& stub() const { return *stub_; }
+  const ClientOptions& options() const { return options_; }
+  Watchdog& watchdog() const { return *watchdog_; }
+
+  // `ns` or, if empty, options().default_namespace.
+  std::string Namespace(absl::string_view ns) const;
+
+ private:
+  const std::shared_ptr<Stub> stub_;
+  const ClientOptions options_;
+  const std::shared_ptr<Watchdog> watchdog_;
+};
+
+// "<hostname>-<pid>-<32 hex>".
+std::string NewClientOwner();
+
+}  // namespace lockd::client_internal
+
+#endif  // LOCKD_CLIENTS_CPP_SRC_CLIENT_CORE_H_

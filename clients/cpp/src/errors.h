@@ -1,0 +1,43 @@
+// Internal: conversions between the wire types and the client's types, and the
+// one place where gRPC statuses become absl::Status.
+
+#ifndef LOCKD_CLIENTS_CPP_SRC_ERRORS_H_
+#define LOCKD_CLIENTS_CPP_SRC_ERRORS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "grpcpp/support/status.h"
+#include "lockd/client.h"
+#include "lockd/v1/lock.pb.h"
+
+namespace lockd::client_internal {
+
+// Payload marking a lock-lost status (value: the reason, e.g.
+// "LOCK_NOT_HELD", "VALIDITY_EXPIRED", "FENCING_TOKEN_CHANGED").
+inline constexpr absl::string_view kLockLostPayload = "type.lockd.dev/lockd.client.LockLost";
+// Payload of a not-acquired status: the serialized lockd.v1.LockInfo holder.
+inline constexpr absl::string_view kHolderPayload = "type.googleapis.com/lockd.v1.LockInfo";
+
+// kFailedPrecondition carrying kLockLostPayload = `reason`.
+absl::Status LockLostError(absl::string_view reason, absl::string_view message);
+
+// Translates the result of RPC `op` on lock (ns, name): same canonical code,
+// a message naming the operation and the lock, and LOCK_NOT_HELD (the
+// google.rpc.ErrorInfo in the status details) as LockLostError.
+absl::Status FromGrpc(absl::string_view op, absl::string_view ns, absl::string_view name,
+                      const grpc::Status& status);
+
+// "\"orders/42\" (namespace default)" for messages.
+std::string DescribeLock(absl::string_view ns, absl::string_view name);
+
+absl::Duration FromProto(const google::protobuf::Duration& d);
+void ToProto(absl::Duration d, google::protobuf::Duration* out);
+LockInfo FromProto(const v1::LockInfo& info);
+
+}  // namespace lockd::client_internal
+
+#endif  // LOCKD_CLIENTS_CPP_SRC_ERRORS_H_

@@ -1,0 +1,93 @@
+#include "clients/cpp/src/rpc.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/random/random.h"
+#include "absl/strings/escaping.h"
+#include "clients/cpp/src/errors.h"
+
+namespace lockd::client_internal {
+
+std::string RandomHex(int bytes) {
+  thread_local absl::BitGen gen;
+  std::string raw;
+  raw.reserve(static_cast<size_t>(bytes));
+  while (raw.size() < static_cast<size_t>(bytes)) {
+    uint64_t r = absl::Uniform<uint64_t>(gen);
+    for (int i = 0; i < 8 && raw.size() < static_cast<size_t>(bytes); ++i, r >>= 8) {
+      raw.push_back(static_cast<char>(r & 0xff));
+    }
+  }
+  return absl::BytesToHexString(raw);
+}
+
+void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline) {
+  // gRPC takes system_clock deadlines and turns them back into a relative
+  // timeout on its own monotonic clock, so only the remaining time matters.
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                        deadline - SteadyClock::now()));
+}
+
+grpc::Status CallWithRetry(const ClientOptions& options, SteadyTime deadline,
+                           absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt) {
+  thread_local absl::BitGen gen;
+  absl::Duration backoff = std::max(options.initial_backoff, absl::Milliseconds(1));
+  while (true) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, deadline);
+    grpc::Status status = attempt(&ctx);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+    int64_t half = absl::ToInt64Nanoseconds(backoff / 2);
+    absl::Duration sleep = absl::Nanoseconds(half + absl::Uniform<int64_t>(gen, 0, half + 1));
+    if (SteadyClock::now() + ToSteady(sleep) >= deadline) return status;
+    std::this_thread::sleep_for(ToSteady(sleep));
+    backoff = std::min(backoff * 2, std::max(options.max_backoff, backoff));
+  }
+}
+
+absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime deadline) {
+  v1::RenewRequest req;
+  req.set_namespace_(lease.ns);
+  req.set_name(lease.name);
+  req.set_owner(lease.owner);
+  ToProto(lease.ttl, req.mutable_lease_ttl());
+  v1::RenewResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, deadline);
+  SteadyTime send_time = SteadyClock::now();
+  grpc::Status status = stub.Renew(&ctx, req, &resp);
+  SteadyTime reply_time = SteadyClock::now();
+  if (!status.ok()) {
+    absl::Status s = FromGrpc("renew", lease.ns, lease.name, status);
+    if (IsLockLost(s)) {
+      lease.MarkLost(s);
+      return lease.lost_status();
+    }
+    return s;
+  }
+  absl::Duration granted = resp.has_lease_ttl() ? FromProto(resp.lease_ttl()) : lease.ttl;
+  absl::Status lost = lease.OnRenewed(send_time, reply_time, granted, resp.fencing_token());
+  if (!lost.ok()) return lost;
+  return send_time;
+}
+
+absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, const ClientOptions& options,
+                                           absl::string_view ns, absl::string_view name,
+                                           absl::string_view owner, SteadyTime deadline) {
+  v1::ReleaseRequest req;
+  req.set_namespace_(std::string(ns));
+  req.set_name(std::string(name));
+  req.set_owner(std::string(owner));
+  req.set_request_id(RandomHex(16));
+  v1::ReleaseResponse resp;
+  grpc::Status status = CallWithRetry(options, deadline, [&](grpc::ClientContext* ctx) {
+    resp.Clear();
+    return stub.Release(ctx, req, &resp);
+  });
+  if (!status.ok()) return FromGrpc("release", ns, name, status);
+  return ReleaseOutcome{resp.released(), resp.hold_count()};
+}
+
+}  // namespace lockd::client_internal

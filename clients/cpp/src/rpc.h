@@ -1,0 +1,49 @@
+// Internal: the RPCs the client issues, with deadlines, retries and
+// request ids. Stateless functions; thread-safe as the stub is.
+
+#ifndef LOCKD_CLIENTS_CPP_SRC_RPC_H_
+#define LOCKD_CLIENTS_CPP_SRC_RPC_H_
+
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "clients/cpp/src/lease_state.h"
+#include "grpcpp/client_context.h"
+#include "lockd/client.h"
+#include "lockd/v1/lock.grpc.pb.h"
+
+namespace lockd::client_internal {
+
+using Stub = v1::LockService::StubInterface;
+
+// `bytes` random bytes as lowercase hex.
+std::string RandomHex(int bytes);
+
+// Sets the context's deadline to the steady-clock `deadline`.
+void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline);
+
+// Runs `attempt` with a fresh context whose deadline is `deadline`, again
+// after UNAVAILABLE with capped, jittered exponential backoff, until another
+// status comes back or the next sleep would end past `deadline` (then the
+// last UNAVAILABLE is returned). Blocks; never past `deadline` (+ one
+// attempt's scheduling noise).
+grpc::Status CallWithRetry(const ClientOptions& options, SteadyTime deadline,
+                           absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt);
+
+// One Renew of `lease` (ttl = lease.ttl), bounded by `deadline`, applied to
+// the lease: OK returns the send time (validity now runs from it); a
+// LOCK_NOT_HELD answer or a changed fencing token marks the lease lost and
+// returns its lost status; other errors leave the lease alone.
+absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime deadline);
+
+// Release of one hold with a fresh request_id, retried on UNAVAILABLE with
+// that same request_id until `deadline`. Errors as Client::Release.
+absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, const ClientOptions& options,
+                                           absl::string_view ns, absl::string_view name,
+                                           absl::string_view owner, SteadyTime deadline);
+
+}  // namespace lockd::client_internal
+
+#endif  // LOCKD_CLIENTS_CPP_SRC_RPC_H_
