@@ -1,0 +1,379 @@
+// Argument parsing and help text of lockctl.
+
+#include <csignal>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "tools/lockctl/lockctl.h"
+
+namespace lockd::lockctl {
+namespace {
+
+const std::set<std::string>& Commands() {
+  static const auto* const kCommands =
+      new std::set<std::string>{"acquire", "release", "renew", "describe", "list", "run"};
+  return *kCommands;
+}
+
+// Flags each command accepts besides the global ones.
+bool CommandTakes(absl::string_view command, absl::string_view flag) {
+  static const auto* const kTakes = new std::map<std::string, std::set<std::string>>{
+      {"acquire", {"name", "owner", "ttl", "wait"}},
+      {"release", {"name", "owner"}},
+      {"renew", {"name", "owner", "ttl"}},
+      {"describe", {"name"}},
+      {"list", {"prefix", "limit"}},
+      {"run", {"name", "owner", "ttl", "wait", "signal", "kill-after"}},
+  };
+  auto it = kTakes->find(std::string(command));
+  return it != kTakes->end() && it->second.count(std::string(flag)) > 0;
+}
+
+bool IsGlobalFlag(absl::string_view flag) {
+  static const auto* const kGlobal =
+      new std::set<std::string>{"server", "namespace", "output",  "timeout",         "tls",
+                                "tls-ca", "tls-cert",  "tls-key", "tls-server-name", "help"};
+  return kGlobal->count(std::string(flag)) > 0;
+}
+
+bool IsBoolFlag(absl::string_view flag) { return flag == "tls" || flag == "help"; }
+
+absl::Status UsageError(std::string message) {
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text) {
+  absl::Duration d;
+  int64_t seconds;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    d = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &d) || d == absl::InfiniteDuration()) {
+    return UsageError(absl::StrCat("--", flag, ": \"", text,
+                                   "\" is not a duration (examples: 30s, 10m, 1h30m, 250ms)"));
+  }
+  if (d < absl::ZeroDuration())
+    return UsageError(absl::StrCat("--", flag, " must not be negative"));
+  return d;
+}
+
+absl::StatusOr<int> ParseSignal(absl::string_view text) {
+  int n;
+  if (absl::SimpleAtoi(text, &n)) {
+    if (n > 0 && n < NSIG) return n;
+    return UsageError(absl::StrCat("--signal: ", text, " is not a signal number"));
+  }
+  std::string upper = absl::AsciiStrToUpper(text);
+  absl::string_view name = upper;
+  absl::ConsumePrefix(&name, "SIG");
+  static const auto* const kSignals = new std::map<std::string, int>{
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM},
+  };
+  auto it = kSignals->find(std::string(name));
+  if (it == kSignals->end()) {
+    return UsageError(
+        absl::StrCat("--signal: unknown signal \"", text,
+                     "\" (use TERM, INT, HUP, QUIT, KILL, USR1, USR2, ALRM or a number)"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
+                                     const std::map<std::string, std::string>& env) {
+  Invocation inv;
+  auto env_or = [&](const char* key, const char* fallback) {
+    auto it = env.find(key);
+    return it != env.end() && !it->second.empty() ? it->second : std::string(fallback);
+  };
+  inv.server = env_or("LOCKD_SERVER", "127.0.0.1:7411");
+  inv.ns = env_or("LOCKD_NAMESPACE", "");
+
+  std::vector<std::pair<std::string, std::string>> flags;  // in order
+  std::vector<std::string> positional;
+  bool saw_dashdash = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      saw_dashdash = true;
+      inv.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (a == "-h") {
+      flags.emplace_back("help", "true");
+      continue;
+    }
+    if (absl::StartsWith(a, "--")) {
+      std::string flag = a.substr(2);
+      std::string value;
+      size_t eq = flag.find('=');
+      bool has_value = eq != std::string::npos;
+      if (has_value) {
+        value = flag.substr(eq + 1);
+        flag.resize(eq);
+      }
+      if (IsBoolFlag(flag)) {
+        if (!has_value) value = "true";
+        if (value != "true" && value != "false") {
+          return UsageError(absl::StrCat("--", flag, " takes no value (or =true / =false)"));
+        }
+      } else if (!has_value) {
+        if (i + 1 >= args.size()) return UsageError(absl::StrCat("--", flag, " needs a value"));
+        value = args[++i];
+      }
+      flags.emplace_back(flag, value);
+      continue;
+    }
+    if (absl::StartsWith(a, "-") && a.size() > 1) {
+      return UsageError(absl::StrCat("unknown option \"", a, "\""));
+    }
+    positional.push_back(a);
+  }
+
+  bool help = false;
+  for (const auto& [flag, value] : flags) {
+    if (flag == "help") help = value == "true";
+  }
+  if (!positional.empty() && positional[0] == "help") {
+    inv.help = true;
+    inv.command = positional.size() > 1 ? positional[1] : "";
+    return inv;
+  }
+  if (positional.empty()) {
+    if (help) {
+      inv.help = true;
+      return inv;
+    }
+    return UsageError("no command given");
+  }
+  inv.command = positional[0];
+  if (Commands().count(inv.command) == 0) {
+    return UsageError(absl::StrCat("unknown command \"", inv.command, "\""));
+  }
+  if (help) {
+    inv.help = true;
+    return inv;
+  }
+  if (positional.size() > 1) {
+    return UsageError(absl::StrCat("unexpected argument \"", positional[1], "\"",
+                                   inv.command == "run" ? " (put the command after --)" : ""));
+  }
+
+  bool ttl_set = false;
+  for (const auto& [flag, value] : flags) {
+    if (!IsGlobalFlag(flag) && !CommandTakes(inv.command, flag)) {
+      return UsageError(absl::StrCat("unknown flag --", flag, " for \"", inv.command, "\""));
+    }
+    if (flag == "server") {
+      if (value.empty()) return UsageError("--server must not be empty");
+      inv.server = value;
+    } else if (flag == "namespace") {
+      inv.ns = value;
+    } else if (flag == "output") {
+      if (value == "text") {
+        inv.output = Output::kText;
+      } else if (value == "json") {
+        inv.output = Output::kJson;
+      } else {
+        return UsageError(absl::StrCat("--output must be text or json, not \"", value, "\""));
+      }
+    } else if (flag == "timeout") {
+      absl::StatusOr<absl::Duration> d = ParseDurationFlag(flag, value);
+      if (!d.ok()) return d.status();
+      if (*d <= absl::ZeroDuration()) return UsageError("--timeout must be positive");
+      inv.timeout = *d;
+    } else if (flag == "tls") {
+      inv.tls.enabled = value == "true";
+    } else if (flag == "tls-ca") {
+      inv.tls.ca_file = value;
+      inv.tls.enabled = true;
+    } else if (flag == "tls-cert") {
+      inv.tls.cert_file = value;
+      inv.tls.enabled = true;
+    } else if (flag == "tls-key") {
+      inv.tls.key_file = value;
+      inv.tls.enabled = true;
+    } else if (flag == "tls-server-name") {
+      inv.tls.server_name = value;
+      inv.tls.enabled = true;
+    } else if (flag == "name") {
+      inv.name = value;
+    } else if (flag == "owner") {
+      inv.owner = value;
+    } else if (flag == "ttl" || flag == "wait" || flag == "kill-after") {
+      absl::StatusOr<absl::Duration> d = ParseDurationFlag(flag, value);
+      if (!d.ok()) return d.status();
+      if (flag == "ttl") {
+        if (*d <= absl::ZeroDuration()) return UsageError("--ttl must be positive");
+        inv.ttl = *d;
+        ttl_set = true;
+      } else if (flag == "wait") {
+        inv.wait = *d;
+      } else {
+        inv.kill_after = *d;
+      }
+    } else if (flag == "prefix") {
+      inv.prefix = value;
+    } else if (flag == "limit") {
+      if (!absl::SimpleAtoi(value, &inv.limit) || inv.limit < 0) {
+        return UsageError(
+            absl::StrCat("--limit must be a non-negative integer, not \"", value, "\""));
+      }
+    } else if (flag == "signal") {
+      absl::StatusOr<int> sig = ParseSignal(value);
+      if (!sig.ok()) return sig.status();
+      inv.signal = *sig;
+    }
+  }
+  // renew without --ttl asks for the server's default lease.
+  if (inv.command == "renew" && !ttl_set) inv.ttl = absl::ZeroDuration();
+
+  if (inv.command != "list" && inv.name.empty()) {
+    return UsageError(absl::StrCat("\"", inv.command, "\" needs --name"));
+  }
+  if ((inv.command == "release" || inv.command == "renew") && inv.owner.empty()) {
+    return UsageError(absl::StrCat("\"", inv.command,
+                                   "\" needs --owner (the owner printed by `lockctl acquire`)"));
+  }
+  if (inv.command == "run") {
+    if (!saw_dashdash || inv.argv.empty()) {
+      return UsageError(
+          "\"run\" needs a command after --, e.g. lockctl run --name job -- ./job.sh");
+    }
+  } else if (saw_dashdash) {
+    return UsageError(absl::StrCat("\"", inv.command, "\" takes no command after --"));
+  }
+  return inv;
+}
+
+std::string Usage(absl::string_view command) {
+  const std::string connection = R"(
+Connection flags (any command):
+  --server ADDR           lockd address [$LOCKD_SERVER, else 127.0.0.1:7411]
+  --namespace NS          lock namespace [$LOCKD_NAMESPACE, else the server's "default"]
+  --output text|json      result format [text]
+  --timeout DUR           deadline of each call to lockd, retries included [10s]
+  --tls                   use TLS (implied by any --tls-* flag)
+  --tls-ca FILE           PEM roots that sign the server certificate [system roots]
+  --tls-cert FILE         PEM client certificate (mutual TLS; with --tls-key)
+  --tls-key FILE          PEM client private key
+  --tls-server-name NAME  name to verify in the server certificate [the host in --server]
+Durations look like 250ms, 30s, 10m, 1h30m; a bare number is seconds.
+)";
+  const std::string exit_codes = R"(
+Exit codes:
+  0    success (run: the command exited 0)
+  1    other error (e.g. the server rejected an argument)
+  64   usage error
+  69   lockd unavailable (unreachable, or no answer within --timeout)
+  75   not acquired: the lock stayed held by another owner for --wait
+  76   lock lost: run's lease was lost while the command ran (the command got
+       --signal); release/renew: the owner does not hold the lock
+  run only: otherwise the command's own exit status, 128+N if it died of
+  signal N, 126 if it could not be executed, 127 if it was not found.
+)";
+  if (command == "acquire") {
+    return "Usage: lockctl acquire --name NAME [--owner OWNER] [--ttl DUR] [--wait DUR]\n"
+           "\n"
+           "Takes the lock and leaves it held (no renewal) for --ttl, or until\n"
+           "`lockctl release --name NAME --owner OWNER`. Prints the owner (a random one\n"
+           "unless --owner is given) and the fencing token.\n"
+           "  --name NAME     lock name (required)\n"
+           "  --owner OWNER   holder id [random]; acquiring again with the same owner is "
+           "reentrant\n"
+           "  --ttl DUR       lease [30s]\n"
+           "  --wait DUR      wait this long for a held lock [0: try once]\n" +
+           connection + exit_codes;
+  }
+  if (command == "release") {
+    return "Usage: lockctl release --name NAME --owner OWNER\n"
+           "\n"
+           "Gives up one hold of OWNER (retried safely with one request id). Prints whether\n"
+           "the lock is now free and the holds that remain. Exit 76 if OWNER does not hold it.\n" +
+           connection + exit_codes;
+  }
+  if (command == "renew") {
+    return "Usage: lockctl renew --name NAME --owner OWNER [--ttl DUR]\n"
+           "\n"
+           "Resets the lease of OWNER's hold to --ttl from now [server default]. Exit 76 if\n"
+           "OWNER does not hold the lock (the lease was lost).\n" +
+           connection + exit_codes;
+  }
+  if (command == "describe") {
+    return "Usage: lockctl describe --name NAME\n"
+           "\n"
+           "Prints the lock's state: held, owner, hold count, fencing token, time left on\n"
+           "the lease, waiters, backend. A free lock is not an error.\n" +
+           connection + exit_codes;
+  }
+  if (command == "list") {
+    return "Usage: lockctl list [--prefix PREFIX] [--limit N]\n"
+           "\n"
+           "Lists held locks of the namespace whose name starts with PREFIX, by name.\n"
+           "  --prefix PREFIX  name prefix [all]\n"
+           "  --limit N        at most N locks [0: all]\n" +
+           connection + exit_codes;
+  }
+  if (command == "run") {
+    return "Usage: lockctl run --name NAME [--ttl DUR] [--wait DUR] [--owner OWNER]\n"
+           "                   [--signal SIG] [--kill-after DUR] -- COMMAND [ARG]...\n"
+           "\n"
+           "The distributed flock(1): takes the lock (waiting up to --wait), runs COMMAND\n"
+           "while holding it, renewing the lease every ttl/3, and releases it when COMMAND\n"
+           "ends. Two `lockctl run` with the same name never run their commands at the\n"
+           "same time, on any machines that share the lockd server.\n"
+           "\n"
+           "  --name NAME       lock name (required)\n"
+           "  --ttl DUR         lease [30s]; if lockctl dies, others get the lock after it\n"
+           "  --wait DUR        wait this long for the lock [0: give up at once, exit 75]\n"
+           "  --owner OWNER     holder id [random]\n"
+           "  --signal SIG      sent to COMMAND if the lock is lost [TERM]\n"
+           "  --kill-after DUR  then SIGKILL if COMMAND is still running [10s; 0: never]\n"
+           "\n"
+           "COMMAND runs in its own process group; signals are sent to the whole group.\n"
+           "SIGINT, SIGTERM, SIGHUP and SIGQUIT received by lockctl are forwarded to it.\n"
+           "If lockctl itself dies, COMMAND receives --signal. COMMAND sees\n"
+           "LOCKD_LOCK_NAME, LOCKD_LOCK_OWNER and LOCKD_FENCING_TOKEN in its environment.\n"
+           "Exit status: COMMAND's, or 76 if the lock was lost (see below).\n" +
+           connection + exit_codes;
+  }
+  return "lockctl: command-line client of lockd, the distributed lock service.\n"
+         "\n"
+         "Usage: lockctl [FLAGS] COMMAND [FLAGS] [-- COMMAND-TO-RUN...]\n"
+         "\n"
+         "Commands:\n"
+         "  acquire   take a lock and leave it held for its lease\n"
+         "  release   give up a hold (by owner)\n"
+         "  renew     extend a hold's lease (by owner)\n"
+         "  describe  show one lock's state\n"
+         "  list      list held locks by name prefix\n"
+         "  run       hold a lock while a command runs (distributed flock)\n"
+         "\n"
+         "Example:\n"
+         "  lockctl run --name nightly-report --ttl 30s --wait 10m -- ./report.sh\n"
+         "\n"
+         "`lockctl help COMMAND` or `lockctl COMMAND --help` describes a command.\n" +
+         connection + exit_codes;
+}
+
+int ExitCodeFor(const absl::Status& status, bool acquiring) {
+  if (status.ok()) return kExitOk;
+  if (IsLockLost(status)) return kExitLockLost;
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+      return kExitUnavailable;
+    case absl::StatusCode::kDeadlineExceeded:
+      // Client::Acquire reports "not acquired in time" this way; for other
+      // calls it means no answer in time.
+      return acquiring ? kExitNotAcquired : kExitUnavailable;
+    default:
+      return kExitError;
+  }
+}
+
+}  // namespace lockd::lockctl

@@ -1,0 +1,173 @@
+// Unit tests of lockctl's argument parsing, help and exit-code mapping.
+
+#include <csignal>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/lockctl/lockctl.h"
+
+namespace lockd::lockctl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<Invocation> Parse(std::vector<std::string> args,
+                                 std::map<std::string, std::string> env = {}) {
+  return ParseArgs(args, env);
+}
+
+TEST(ParseArgsTest, RunTakesTheCommandAfterDoubleDash) {
+  absl::StatusOr<Invocation> inv = Parse({"run", "--name", "nightly-report", "--ttl", "30s",
+                                          "--wait", "10m", "--", "./report.sh", "--fast"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->command, "run");
+  EXPECT_EQ(inv->name, "nightly-report");
+  EXPECT_EQ(inv->ttl, absl::Seconds(30));
+  EXPECT_EQ(inv->wait, absl::Minutes(10));
+  EXPECT_EQ(inv->signal, SIGTERM);
+  EXPECT_EQ(inv->kill_after, absl::Seconds(10));
+  EXPECT_THAT(inv->argv, ElementsAre("./report.sh", "--fast"));
+}
+
+TEST(ParseArgsTest, GlobalFlagsGoBeforeOrAfterTheCommandAndAcceptEquals) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"--server=10.0.0.1:7411", "describe", "--namespace", "ops", "--name=a b/c", "--output",
+             "json", "--timeout=250ms"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->server, "10.0.0.1:7411");
+  EXPECT_EQ(inv->ns, "ops");
+  EXPECT_EQ(inv->name, "a b/c");
+  EXPECT_EQ(inv->output, Output::kJson);
+  EXPECT_EQ(inv->timeout, absl::Milliseconds(250));
+}
+
+TEST(ParseArgsTest, ServerAndNamespaceDefaultFromTheEnvironment) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"list"}, {{"LOCKD_SERVER", "lockd:7411"}, {"LOCKD_NAMESPACE", "jobs"}});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->server, "lockd:7411");
+  EXPECT_EQ(inv->ns, "jobs");
+  inv = Parse({"list", "--server", "x:1"}, {{"LOCKD_SERVER", "lockd:7411"}});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->server, "x:1");
+  inv = Parse({"list"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->server, "127.0.0.1:7411");
+  EXPECT_EQ(inv->ns, "");
+}
+
+TEST(ParseArgsTest, TlsFlagsImplyTls) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"describe", "--name", "x", "--tls-ca", "/ca.pem", "--tls-server-name", "lockd.local"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->tls.enabled);
+  EXPECT_EQ(inv->tls.ca_file, "/ca.pem");
+  EXPECT_EQ(inv->tls.server_name, "lockd.local");
+  inv = Parse({"describe", "--name", "x", "--tls"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->tls.enabled);
+}
+
+TEST(ParseArgsTest, DurationsAcceptUnitsAndBareSeconds) {
+  EXPECT_EQ(*ParseDurationFlag("ttl", "45"), absl::Seconds(45));
+  EXPECT_EQ(*ParseDurationFlag("ttl", "1h30m"), absl::Minutes(90));
+  EXPECT_EQ(*ParseDurationFlag("ttl", "250ms"), absl::Milliseconds(250));
+  EXPECT_EQ(ParseDurationFlag("ttl", "soon").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDurationFlag("ttl", "-5s").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDurationFlag("ttl", "inf").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ParseArgsTest, SignalsByNameOrNumber) {
+  EXPECT_EQ(*ParseSignal("TERM"), SIGTERM);
+  EXPECT_EQ(*ParseSignal("sigint"), SIGINT);
+  EXPECT_EQ(*ParseSignal("9"), SIGKILL);
+  EXPECT_EQ(ParseSignal("FOO").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSignal("0").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<Invocation> inv =
+      Parse({"run", "--name", "x", "--signal", "INT", "--kill-after", "0", "--", "true"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->signal, SIGINT);
+  EXPECT_EQ(inv->kill_after, absl::ZeroDuration());
+}
+
+TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, "no command"},
+           {{"frobnicate"}, "unknown command \"frobnicate\""},
+           {{"describe"}, "needs --name"},
+           {{"release", "--name", "x"}, "needs --owner"},
+           {{"renew", "--name", "x"}, "needs --owner"},
+           {{"run", "--name", "x"}, "needs a command after --"},
+           {{"run", "--name", "x", "--"}, "needs a command after --"},
+           {{"run", "--name", "x", "./job.sh"}, "put the command after --"},
+           {{"describe", "--name", "x", "--", "ls"}, "takes no command"},
+           {{"describe", "--name", "x", "--ttl", "5s"}, "unknown flag --ttl for \"describe\""},
+           {{"describe", "--bogus", "1"}, "unknown flag --bogus"},
+           {{"describe", "--name"}, "--name needs a value"},
+           {{"describe", "--name", "x", "--output", "yaml"}, "--output must be text or json"},
+           {{"acquire", "--name", "x", "--ttl", "0s"}, "--ttl must be positive"},
+           {{"acquire", "--name", "x", "--wait", "later"}, "not a duration"},
+           {{"list", "--limit", "-1"}, "--limit"},
+           {{"describe", "-x"}, "unknown option"},
+       }) {
+    absl::StatusOr<Invocation> inv = Parse(c.args);
+    ASSERT_FALSE(inv.ok()) << c.says;
+    EXPECT_EQ(inv.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(inv.status().message()), HasSubstr(c.says));
+  }
+}
+
+TEST(ParseArgsTest, HelpForToolAndCommands) {
+  absl::StatusOr<Invocation> inv = Parse({"--help"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->help);
+  EXPECT_EQ(inv->command, "");
+  inv = Parse({"run", "--help"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->help);
+  EXPECT_EQ(inv->command, "run");
+  inv = Parse({"help", "list"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->help);
+  EXPECT_EQ(inv->command, "list");
+  inv = Parse({"-h"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->help);
+}
+
+TEST(UsageTest, DocumentsEveryCommandAndEveryExitCode) {
+  std::string top = Usage("");
+  for (const char* c : {"acquire", "release", "renew", "describe", "list", "run"}) {
+    EXPECT_THAT(top, HasSubstr(c));
+    EXPECT_THAT(Usage(c), HasSubstr(absl::StrCat("Usage: lockctl ", c)));
+  }
+  for (const char* code : {"  0 ", "  1 ", "  64 ", "  69 ", "  75 ", "  76 ", "126", "127"}) {
+    EXPECT_THAT(top, HasSubstr(code));
+  }
+  EXPECT_THAT(Usage("run"), HasSubstr("--kill-after"));
+  EXPECT_THAT(Usage("run"), HasSubstr("LOCKD_FENCING_TOKEN"));
+}
+
+TEST(ExitCodeTest, MapsStatusesToDocumentedCodes) {
+  EXPECT_EQ(ExitCodeFor(absl::OkStatus(), false), kExitOk);
+  EXPECT_EQ(ExitCodeFor(absl::UnavailableError("x"), false), kExitUnavailable);
+  EXPECT_EQ(ExitCodeFor(absl::DeadlineExceededError("x"), true), kExitNotAcquired);
+  EXPECT_EQ(ExitCodeFor(absl::DeadlineExceededError("x"), false), kExitUnavailable);
+  EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("x"), false), kExitError);
+  EXPECT_EQ(ExitCodeFor(absl::FailedPreconditionError("not lost"), false), kExitError);
+  EXPECT_EQ(kExitUsage, 64);
+  EXPECT_EQ(kExitUnavailable, 69);
+  EXPECT_EQ(kExitNotAcquired, 75);
+  EXPECT_EQ(kExitLockLost, 76);
+}
+
+}  // namespace
+}  // namespace lockd::lockctl

@@ -1,0 +1,95 @@
+// lockctl: the lockd command-line tool (acquire, release, renew, describe,
+// list, run). This header is the tool's internal interface: argument
+// parsing (pure, unit-tested) and the commands.
+//
+// Exit codes are part of the tool's documented interface (lockctl --help,
+// README). `run` passes its command's exit status through; the tool's own
+// codes come from the sysexits(3) range so that they rarely collide with a
+// command's.
+
+#ifndef LOCKD_TOOLS_LOCKCTL_LOCKCTL_H_
+#define LOCKD_TOOLS_LOCKCTL_LOCKCTL_H_
+
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lockd/client.h"
+
+namespace lockd::lockctl {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,            // any other error (bad input the server rejected, internal)
+  kExitUsage = 64,           // bad command line (EX_USAGE)
+  kExitUnavailable = 69,     // server unreachable or not answering (EX_UNAVAILABLE)
+  kExitNotAcquired = 75,     // lock held by another owner past --wait (EX_TEMPFAIL)
+  kExitLockLost = 76,        // lock lost while `run` ran its command, or not held (release/renew)
+  kExitCannotExecute = 126,  // run: the command exists but could not be executed
+  kExitNotFound = 127,       // run: the command was not found
+};
+
+enum class Output { kText, kJson };
+
+struct Invocation {
+  std::string command;  // acquire, release, renew, describe, list, run; "" with help
+  bool help = false;    // --help / -h / `help [command]`: print Usage(command)
+
+  // Connection (global flags).
+  std::string server;  // --server, $LOCKD_SERVER, default 127.0.0.1:7411
+  std::string ns;      // --namespace, $LOCKD_NAMESPACE, default "" (server's "default")
+  Output output = Output::kText;
+  absl::Duration timeout = absl::Seconds(10);  // --timeout: per-call deadline
+  TlsOptions tls;
+
+  // Lock selection and lease.
+  std::string name;
+  std::string owner;
+  absl::Duration ttl = absl::Seconds(30);
+  absl::Duration wait = absl::ZeroDuration();
+
+  // list
+  std::string prefix;
+  int64_t limit = 0;  // 0: all
+
+  // run
+  int signal = 15;                                // SIGTERM
+  absl::Duration kill_after = absl::Seconds(10);  // 0: never SIGKILL
+  std::vector<std::string> argv;
+};
+
+// Parses the arguments after the program name. `env` supplies LOCKD_SERVER
+// and LOCKD_NAMESPACE. Flags are `--flag value` or `--flag=value` and may
+// appear before or after the command; `run` takes its command after `--`.
+// Errors: kInvalidArgument with a message for the user (usage error).
+absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
+                                     const std::map<std::string, std::string>& env);
+
+// Help text: the overview for "" or an unknown command, else the command's.
+std::string Usage(absl::string_view command);
+
+// "30s", "1m30s", "250ms"; a bare integer is seconds. kInvalidArgument otherwise
+// or if negative.
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text);
+// "TERM", "SIGTERM", "term", "15". kInvalidArgument otherwise.
+absl::StatusOr<int> ParseSignal(absl::string_view text);
+
+// The exit code for a call's status; `acquiring` for Acquire, whose
+// kDeadlineExceeded means "not acquired in time" rather than "no answer".
+int ExitCodeFor(const absl::Status& status, bool acquiring);
+
+// Runs a parsed, non-help invocation, writing results to `out` and
+// diagnostics to `err`. Returns the process exit code.
+int Execute(const Invocation& inv, std::ostream& out, std::ostream& err);
+
+// `run`: see Usage("run"). Writes diagnostics to `err` only.
+int RunCommand(const Invocation& inv, Client& client, std::ostream& err);
+
+}  // namespace lockd::lockctl
+
+#endif  // LOCKD_TOOLS_LOCKCTL_LOCKCTL_H_
