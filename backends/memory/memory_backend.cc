@@ -69,7 +69,7 @@ class MemoryBackend final : public Backend {
         result = ShuttingDownError();
       } else {
         Clock::time_point now = Clock::now();
-        const LockKey& key = params.key;
+        const LockKey key = params.key;  // params is moved into a parked waiter
         ExpireIfDue(key, now, deferred);
         auto it = locks_.find(key);
         if (it == locks_.end()) {
@@ -84,7 +84,7 @@ class MemoryBackend final : public Backend {
           absl::Status s = waiters_.Park(w);
           if (s.ok()) {
             parked = true;
-            ArmExpiry(w.params.key, it->second);
+            ArmExpiry(key, it->second);
           } else {
             result = s;
             done = std::move(w.done);

@@ -1,0 +1,141 @@
+#include "backends/common/waiter_table.h"
+
+#include <atomic>
+#include <memory>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace lockd {
+namespace {
+
+class WaiterTableTest : public ::testing::Test {
+ protected:
+  WaiterTable::Waiter MakeWaiter(const std::string& name, const std::string& owner,
+                                 absl::Duration wait, absl::StatusOr<AcquireResult>* out,
+                                 absl::Notification* done,
+                                 std::shared_ptr<CancelSignal> cancel = nullptr) {
+    WaiterTable::Waiter w;
+    w.params.key = LockKey{"default", name};
+    w.params.owner = owner;
+    w.cancel = std::move(cancel);
+    w.deadline = SteadyAfter(wait);
+    w.done = [out, done](absl::StatusOr<AcquireResult> r) {
+      *out = std::move(r);
+      done->Notify();
+    };
+    return w;
+  }
+
+  TimerQueue timers_;
+  std::atomic<int> timeouts_{0};
+  WaiterTable table_{&timers_, 3, [this](WaiterTable::Waiter w) {
+                       ++timeouts_;
+                       AcquireResult r;
+                       r.acquired = false;
+                       std::move(w.done)(r);
+                     }};
+};
+
+TEST_F(WaiterTableTest, PopsWaitersInArrivalOrderPerLock) {
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n1, n2, n3;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n1);
+  auto b = MakeWaiter("x", "b", absl::Seconds(30), &r, &n2);
+  auto c = MakeWaiter("y", "c", absl::Seconds(30), &r, &n3);
+  ASSERT_TRUE(table_.Park(a).ok());
+  ASSERT_TRUE(table_.Park(b).ok());
+  ASSERT_TRUE(table_.Park(c).ok());
+  EXPECT_EQ(table_.Count(LockKey{"default", "x"}), 2u);
+  EXPECT_EQ(table_.Total(), 3u);
+  EXPECT_EQ(table_.PopFront(LockKey{"default", "x"})->params.owner, "a");
+  EXPECT_EQ(table_.PopFront(LockKey{"default", "x"})->params.owner, "b");
+  EXPECT_FALSE(table_.PopFront(LockKey{"default", "x"}).has_value());
+  EXPECT_EQ(table_.Total(), 1u);
+}
+
+TEST_F(WaiterTableTest, ParkAtFrontGoesBeforeEarlierWaiters) {
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n1, n2;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n1);
+  auto b = MakeWaiter("x", "b", absl::Seconds(30), &r, &n2);
+  ASSERT_TRUE(table_.Park(a).ok());
+  ASSERT_TRUE(table_.Park(b, /*front=*/true).ok());
+  EXPECT_EQ(table_.PopFront(LockKey{"default", "x"})->params.owner, "b");
+}
+
+TEST_F(WaiterTableTest, DeadlineRemovesWaiterAndCallsTimeout) {
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n;
+  auto a = MakeWaiter("x", "a", absl::Milliseconds(50), &r, &n);
+  ASSERT_TRUE(table_.Park(a).ok());
+  ASSERT_TRUE(n.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->acquired);
+  EXPECT_EQ(timeouts_.load(), 1);
+  EXPECT_EQ(table_.Count(LockKey{"default", "x"}), 0u);
+}
+
+TEST_F(WaiterTableTest, PoppedWaiterNoLongerTimesOut) {
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n;
+  auto a = MakeWaiter("x", "a", absl::Milliseconds(50), &r, &n);
+  ASSERT_TRUE(table_.Park(a).ok());
+  auto w = table_.PopFront(LockKey{"default", "x"});
+  ASSERT_TRUE(w.has_value());
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_EQ(timeouts_.load(), 0);
+  EXPECT_FALSE(n.HasBeenNotified());
+}
+
+TEST_F(WaiterTableTest, CancelRemovesWaiterAndAnswersCancelled) {
+  auto cancel = std::make_shared<CancelSignal>();
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n, cancel);
+  ASSERT_TRUE(table_.Park(a).ok());
+  cancel->Cancel();
+  ASSERT_TRUE(n.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(table_.Total(), 0u);
+}
+
+TEST_F(WaiterTableTest, AlreadyCancelledWaiterIsNotParked) {
+  auto cancel = std::make_shared<CancelSignal>();
+  cancel->Cancel();
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n, cancel);
+  EXPECT_EQ(table_.Park(a).code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(static_cast<bool>(a.done)) << "a refused waiter must be left to the caller";
+  EXPECT_EQ(table_.Total(), 0u);
+}
+
+TEST_F(WaiterTableTest, FullTableRefusesWithResourceExhausted) {
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n[4];
+  for (int i = 0; i < 3; ++i) {
+    auto w = MakeWaiter("x", "w", absl::Seconds(30), &r, &n[i]);
+    ASSERT_TRUE(table_.Park(w).ok());
+  }
+  auto extra = MakeWaiter("y", "w", absl::Seconds(30), &r, &n[3]);
+  EXPECT_EQ(table_.Park(extra).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(WaiterTableTest, CloseReturnsEveryWaiterAndRefusesMore) {
+  absl::StatusOr<AcquireResult> r;
+  absl::Notification n1, n2, n3;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n1);
+  auto b = MakeWaiter("y", "b", absl::Seconds(30), &r, &n2);
+  ASSERT_TRUE(table_.Park(a).ok());
+  ASSERT_TRUE(table_.Park(b).ok());
+  std::vector<WaiterTable::Waiter> all = table_.Close();
+  EXPECT_EQ(all.size(), 2u);
+  auto c = MakeWaiter("x", "c", absl::Seconds(30), &r, &n3);
+  EXPECT_EQ(table_.Park(c).code(), absl::StatusCode::kUnavailable);
+  for (auto& w : all) std::move(w.done)(ShuttingDownError());
+}
+
+}  // namespace
+}  // namespace lockd

@@ -1,0 +1,52 @@
+#include "service/status_mapping.h"
+
+#include "backends/backend.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+
+namespace lockd {
+namespace {
+
+TEST(StatusMappingTest, LockNotHeldCarriesErrorInfoInStandardDetails) {
+  grpc::Status s = ToGrpcStatus(LockNotHeldError(LockKey{"default", "x"}, "held by another owner"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(s.error_details()));
+  EXPECT_EQ(details.code(), 9);
+  EXPECT_EQ(details.message(), s.error_message());
+  ASSERT_EQ(details.details_size(), 1);
+  EXPECT_EQ(details.details(0).type_url(), "type.googleapis.com/google.rpc.ErrorInfo");
+  google::rpc::ErrorInfo info;
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), "LOCK_NOT_HELD");
+  EXPECT_EQ(info.domain(), "lockd");
+}
+
+TEST(StatusMappingTest, OtherFailedPreconditionsCarryNoLockNotHeldDetails) {
+  grpc::Status s = ToGrpcStatus(absl::FailedPreconditionError("something else"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(s.error_details().empty());
+}
+
+TEST(StatusMappingTest, CodesAndMessagesArePreserved) {
+  struct Case {
+    absl::Status in;
+    grpc::StatusCode out;
+  } cases[] = {
+      {absl::OkStatus(), grpc::StatusCode::OK},
+      {absl::InvalidArgumentError("name: bad"), grpc::StatusCode::INVALID_ARGUMENT},
+      {absl::UnavailableError("redis down"), grpc::StatusCode::UNAVAILABLE},
+      {absl::ResourceExhaustedError("full"), grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {absl::CancelledError("gone"), grpc::StatusCode::CANCELLED},
+      {absl::InternalError("bug"), grpc::StatusCode::INTERNAL},
+  };
+  for (const Case& c : cases) {
+    grpc::Status s = ToGrpcStatus(c.in);
+    EXPECT_EQ(s.error_code(), c.out);
+    EXPECT_EQ(s.error_message(), std::string(c.in.message()));
+  }
+}
+
+}  // namespace
+}  // namespace lockd
