@@ -1,0 +1,29 @@
+"""lockd: Python client of the lockd distributed lock service.
+
+    import lockd
+
+    client = lockd.Client("127.0.0.1:7411")
+    with client.lock("orders/42", ttl=10, wait=5) as lease:
+        charge(order, fencing_token=lease.fencing_token)
+
+See lockd.client for the guarantees (send-time validity, one watchdog thread
+per Client renewing every ttl/3, lost detection, safe retries).
+"""
+
+from lockd.client import (
+    DEFAULT_SERVER,
+    Client,
+    Lease,
+    LockdError,
+    LockInfo,
+    LockLost,
+    LockNotAcquired,
+    Unavailable,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Lease", "LockInfo", "LockdError", "LockNotAcquired", "LockLost", "Unavailable",
+    "DEFAULT_SERVER",
+]

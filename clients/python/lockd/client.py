@@ -1,0 +1,849 @@
+"""lockd Python client: leased, auto-renewed, fenced locks over gRPC.
+
+    import lockd
+
+    client = lockd.Client("127.0.0.1:7411")
+    with client.lock("orders/42", ttl=10, wait=5) as lease:
+        charge(order, fencing_token=lease.fencing_token)
+
+Guarantees (the same as the C++ client, lockd::Client):
+
+* Validity from the send time: a lease's client-side deadline is
+  ``send_time + ttl - drift`` where send_time is when the granting Acquire or
+  Renew was *sent* (time.monotonic()), never when its reply arrived, so it is
+  never later than the server's expiry. drift = ttl * clock_drift_factor +
+  min_clock_drift.
+* Watchdog: leases with ``auto_renew`` (the default) are renewed every ttl/3
+  by one background thread per Client (not a thread per lease).
+* Lost detection: a Renew answering LOCK_NOT_HELD, a Renew reporting another
+  fencing token, or the validity deadline passing because renewals kept
+  failing makes the lease lost: ``lease.lost`` (a threading.Event) is set,
+  ``on_lost`` is called once, and ``release()`` / leaving the ``with`` block
+  raise LockLost.
+* Safe retries: Acquire and Release carry a request_id and are retried on
+  UNAVAILABLE with capped, jittered backoff inside the caller's deadline,
+  always with the same request_id.
+
+Owners: a Client has one owner id (random per Client unless given). Locks are
+reentrant per owner, so threads sharing a Client and taking the same lock all
+get it; use one Client per thread (or pass ``owner=``) for mutual exclusion
+between threads.
+
+Thread-safety: Client and Lease methods may be called from any thread.
+"""
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Iterator, List, Optional, Tuple
+
+import grpc
+
+from lockd._proto.google.rpc import error_details_pb2, status_pb2
+from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+
+__all__ = [
+    "Client", "Lease", "LockInfo", "LockdError", "LockNotAcquired", "LockLost", "Unavailable",
+    "DEFAULT_SERVER",
+]
+
+DEFAULT_SERVER = "127.0.0.1:7411"
+_log = logging.getLogger("lockd")
+
+
+# --------------------------------------------------------------------------- errors
+
+class LockdError(Exception):
+    """Any failure of a lockd call. ``code`` is the grpc.StatusCode (or None)."""
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None):
+        super().__init__(message)
+        self.code = code
+
+
+class LockNotAcquired(LockdError):
+    """The lock stayed held by another owner for the whole wait.
+
+    ``holder`` is the LockInfo the server reported (or None)."""
+
+    def __init__(self, message: str, holder: Optional["LockInfo"] = None):
+        super().__init__(message, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.holder = holder
+
+
+class LockLost(LockdError):
+    """The lock is not (or no longer) held: the server said LOCK_NOT_HELD, or the
+    lease's validity ran out, or its fencing token changed. Work done under the
+    lease may not have been protected."""
+
+    def __init__(self, message: str, reason: str = "LOCK_NOT_HELD"):
+        super().__init__(message, grpc.StatusCode.FAILED_PRECONDITION)
+        self.reason = reason
+
+
+class Unavailable(LockdError):
+    """lockd could not be reached, or did not answer in time."""
+
+    def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE):
+        super().__init__(message, code)
+
+
+def _describe(namespace: str, name: str) -> str:
+    return '"%s" (namespace %s)' % (name, namespace or "default")
+
+
+def _is_lock_not_held(err: grpc.RpcError) -> bool:
+    if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
+        return False
+    for key, value in err.trailing_metadata() or ():
+        if key != "grpc-status-details-bin":
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except Exception:  # malformed details: treat as plain FAILED_PRECONDITION
+            return False
+        for any_msg in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if any_msg.Is(info.DESCRIPTOR) and any_msg.Unpack(info):
+                if info.reason == "LOCK_NOT_HELD" and info.domain == "lockd":
+                    return True
+    return False
+
+
+def _translate(op: str, namespace: str, name: str, err: grpc.RpcError) -> LockdError:
+    """The one place where gRPC errors become this module's exceptions."""
+    message = "lockd %s of %s: %s" % (op, _describe(namespace, name), err.details())
+    if _is_lock_not_held(err):
+        return LockLost(message, "LOCK_NOT_HELD")
+    if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Unavailable(message, err.code())
+    return LockdError(message, err.code())
+
+
+# --------------------------------------------------------------------------- values
+
+@dataclass(frozen=True)
+class LockInfo:
+    """One lock's state. owner/hold_count/fencing_token/ttl_remaining only mean
+    something when ``held``. ttl_remaining is in seconds (backend clock)."""
+    namespace: str
+    name: str
+    held: bool
+    owner: str
+    hold_count: int
+    fencing_token: int
+    ttl_remaining: float
+    waiters: int
+    backend: str
+
+    @staticmethod
+    def _from_proto(p: lock_pb2.LockInfo) -> "LockInfo":
+        return LockInfo(namespace=p.namespace or "default", name=p.name, held=p.held,
+                        owner=p.owner, hold_count=p.hold_count, fencing_token=p.fencing_token,
+                        ttl_remaining=_seconds(p.ttl_remaining), waiters=p.waiters,
+                        backend=p.backend)
+
+
+def _seconds(d) -> float:
+    return d.seconds + d.nanos / 1e9
+
+
+def _set_duration(field, seconds: float) -> None:
+    nanos = int(round(seconds * 1e9))
+    field.seconds = nanos // 1_000_000_000
+    field.nanos = nanos % 1_000_000_000
+
+
+def _new_owner() -> str:
+    host = (socket.gethostname() or "unknown-host")[:64]
+    return "%s-%d-%s" % (host, os.getpid(), uuid.uuid4().hex)
+
+
+# --------------------------------------------------------------------------- lease state
+
+class _LeaseState:
+    """Shared by a Lease handle, the watchdog and renewals; guarded by _mu."""
+
+    def __init__(self, client: "Client", namespace: str, name: str, owner: str, token: int,
+                 hold_count: int, ttl: float, auto_renew: bool, valid_until: float,
+                 on_lost: Optional[Callable[[LockLost], None]]):
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.owner = owner
+        self.fencing_token = token
+        self.hold_count = hold_count
+        self.ttl = ttl
+        self.drift = client._drift(ttl)
+        self.auto_renew = auto_renew
+        self.lost = threading.Event()
+        self._mu = threading.Lock()
+        self._valid_until = valid_until
+        self._lost_error: Optional[LockLost] = None
+        self._active = True
+        self._on_lost = on_lost
+
+    @property
+    def valid_until(self) -> float:
+        with self._mu:
+            return self._valid_until
+
+    @property
+    def active(self) -> bool:
+        with self._mu:
+            return self._active
+
+    @property
+    def lost_error(self) -> Optional[LockLost]:
+        with self._mu:
+            return self._lost_error
+
+    def mark_lost(self, error: LockLost) -> None:
+        """First call wins; runs on_lost once if the lease is still active."""
+        with self._mu:
+            if self._lost_error is not None:
+                return
+            self._lost_error = error
+            callback = self._on_lost if self._active else None
+            self._on_lost = None
+        self.lost.set()
+        if callback is not None:
+            try:
+                callback(error)
+            except Exception:  # a user callback must not kill the watchdog
+                _log.exception("lockd: on_lost callback for %s raised",
+                               _describe(self.namespace, self.name))
+
+    def check_expiry(self, now: float) -> bool:
+        with self._mu:
+            if self._lost_error is not None:
+                return True
+            if not self._active or now < self._valid_until:
+                return False
+        self.mark_lost(LockLost(
+            "lease of %s lost: its validity ran out before a renewal succeeded (ttl %gs)"
+            % (_describe(self.namespace, self.name), self.ttl), "VALIDITY_EXPIRED"))
+        return True
+
+    def on_renewed(self, send_time: float, reply_time: float, granted: float,
+                   token: int) -> Optional[LockLost]:
+        lost = None
+        with self._mu:
+            if self._lost_error is None:
+                if token != self.fencing_token:
+                    lost = LockLost(
+                        "lease of %s lost: a renewal reported fencing token %d instead of %d "
+                        "(the hold ended and the lock was granted again)"
+                        % (_describe(self.namespace, self.name), token, self.fencing_token),
+                        "FENCING_TOKEN_CHANGED")
+                elif reply_time >= self._valid_until:
+                    lost = LockLost(
+                        "lease of %s lost: its validity ran out before a renewal's reply arrived"
+                        % _describe(self.namespace, self.name), "VALIDITY_EXPIRED")
+                else:
+                    self._valid_until = max(self._valid_until,
+                                            send_time + granted - self.client._drift(granted))
+        if lost is not None:
+            self.mark_lost(lost)
+        return self.lost_error
+
+    def end(self, now: float) -> Tuple[bool, Optional[LockLost]]:
+        """Ends the lease locally: returns (was_active, lost error or None)."""
+        with self._mu:
+            was_active = self._active
+            if was_active and self._lost_error is None and now >= self._valid_until:
+                self._lost_error = LockLost(
+                    "lease of %s lost: its validity had run out (ttl %gs)"
+                    % (_describe(self.namespace, self.name), self.ttl), "VALIDITY_EXPIRED")
+            self._active = False
+            self._on_lost = None
+            error = self._lost_error
+        if error is not None:
+            self.lost.set()
+        return was_active, error
+
+    def set_lost_after_end(self, error: LockLost) -> None:
+        with self._mu:
+            if self._lost_error is None:
+                self._lost_error = error
+        self.lost.set()
+
+
+# --------------------------------------------------------------------------- watchdog
+
+class _Watchdog:
+    """One daemon thread per Client: renews auto-renewed leases every ttl/3,
+    notices leases whose validity ran out, and releases leases whose Lease
+    object was garbage-collected while still active."""
+
+    def __init__(self, client: "Client"):
+        self._client = client
+        self._cv = threading.Condition()
+        self._entries = {}  # _LeaseState -> next renewal (monotonic)
+        self._abandoned: List[_LeaseState] = []
+        self._thread: Optional[threading.Thread] = None
+        self._stop = False
+        self.renewals = 0
+
+    def add(self, state: _LeaseState, first_renew: float) -> None:
+        with self._cv:
+            self._entries[state] = first_renew
+            if self._thread is None and not self._stop:
+                self._thread = threading.Thread(target=self._run, name="lockd-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def remove(self, state: _LeaseState) -> None:
+        with self._cv:
+            self._entries.pop(state, None)
+
+    def renewed(self, state: _LeaseState, send_time: float) -> None:
+        with self._cv:
+            if state in self._entries:
+                self._entries[state] = send_time + state.ttl / 3
+                self._cv.notify_all()
+
+    def abandon(self, state: _LeaseState) -> None:
+        """The Lease handle was collected while active: release it soon."""
+        with self._cv:
+            if self._stop:
+                return
+            self._entries.pop(state, None)
+            self._abandoned.append(state)
+            self._cv.notify_all()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self._client._rpc_timeout + 1)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                if self._stop:
+                    return
+                now = time.monotonic()
+                wake = now + 3600
+                expired, due, due_at = [], None, None
+                for state, next_renew in list(self._entries.items()):
+                    if not state.active or state.lost_error is not None:
+                        del self._entries[state]
+                        continue
+                    valid_until = state.valid_until
+                    if now >= valid_until:
+                        expired.append(state)
+                        continue
+                    wake = min(wake, valid_until)
+                    if state.auto_renew:
+                        if next_renew <= now:
+                            if due_at is None or next_renew < due_at:
+                                due, due_at = state, next_renew
+                        else:
+                            wake = min(wake, next_renew)
+                abandoned, self._abandoned = self._abandoned, []
+                if not expired and due is None and not abandoned:
+                    self._cv.wait(timeout=max(0.0, wake - now))
+                    continue
+            for state in expired:
+                state.check_expiry(time.monotonic())
+            for state in abandoned:
+                self._release_abandoned(state)
+            if due is not None:
+                self._renew_one(due)
+
+    def _renew_one(self, state: _LeaseState) -> None:
+        now = time.monotonic()
+        deadline = min(now + self._client._rpc_timeout, state.valid_until)
+        try:
+            send_time = self._client._renew_lease(state, deadline)
+            ok = True
+        except LockLost:
+            ok = False
+        except LockdError as e:
+            _log.debug("lockd: renewal of %s failed: %s", _describe(state.namespace, state.name), e)
+            ok = False
+        except Exception:  # never let the watchdog die
+            _log.exception("lockd: renewal of %s failed", _describe(state.namespace, state.name))
+            ok = False
+        with self._cv:
+            self.renewals += 1
+            if state not in self._entries:
+                return
+            if ok:
+                self._entries[state] = send_time + state.ttl / 3
+            else:
+                self._entries[state] = time.monotonic() + min(max(state.ttl / 10, 0.05), 1.0)
+
+    def _release_abandoned(self, state: _LeaseState) -> None:
+        was_active, lost = state.end(time.monotonic())
+        if not was_active or lost is not None:
+            return
+        try:
+            self._client._release_hold(state.namespace, state.name, state.owner,
+                                       time.monotonic() + self._client._release_timeout)
+        except Exception as e:
+            _log.debug("lockd: release of abandoned lease %s failed: %s",
+                       _describe(state.namespace, state.name), e)
+
+
+# --------------------------------------------------------------------------- Lease
+
+class Lease:
+    """One hold of one owner on (namespace, name).
+
+    Use it as a context manager (``with client.lock(...) as lease``) or call
+    ``release()``. A Lease that is garbage-collected while still active stops
+    renewing and is released in the background (best effort).
+
+    Attributes: name, namespace, owner, fencing_token (pass it to the protected
+    resource with every write), hold_count (after this acquire), ttl (seconds,
+    as granted), lost (threading.Event, set once the lease is lost).
+    """
+
+    def __init__(self, state: _LeaseState):
+        self._state = state
+        self._finalizer = weakref.finalize(self, state.client._watchdog.abandon, state)
+        self._finalizer.atexit = False
+
+    name = property(lambda self: self._state.name)
+    namespace = property(lambda self: self._state.namespace)
+    owner = property(lambda self: self._state.owner)
+    fencing_token = property(lambda self: self._state.fencing_token)
+    hold_count = property(lambda self: self._state.hold_count)
+    ttl = property(lambda self: self._state.ttl)
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set once the lease is lost (sticky). Noticing a passed validity
+        deadline also sets it."""
+        self._state.check_expiry(time.monotonic())
+        return self._state.lost
+
+    @property
+    def lost_error(self) -> Optional[LockLost]:
+        """Why the lease was lost, or None."""
+        self._state.check_expiry(time.monotonic())
+        return self._state.lost_error
+
+    @property
+    def valid_until(self) -> float:
+        """Client-side validity deadline on the time.monotonic() clock."""
+        return self._state.valid_until
+
+    def remaining(self) -> float:
+        """Seconds of validity left (<= 0 once passed)."""
+        return self._state.valid_until - time.monotonic()
+
+    @property
+    def active(self) -> bool:
+        """True until release() or detach()."""
+        return self._state.active
+
+    def valid(self) -> bool:
+        """Not lost, active and within validity: check it right before an
+        action the lock protects (and pass fencing_token along)."""
+        now = time.monotonic()
+        return (self._state.active and not self._state.check_expiry(now)
+                and now < self._state.valid_until)
+
+    def renew(self) -> None:
+        """Renews now (normally the watchdog does it).
+
+        Raises LockLost if the lease is lost (now marked so), LockdError if the
+        Lease is no longer active, Unavailable if lockd did not answer (the
+        lease is unchanged)."""
+        s = self._state
+        if not s.active:
+            raise LockdError("lease of %s was already released or detached"
+                             % _describe(s.namespace, s.name))
+        if s.check_expiry(time.monotonic()):
+            raise s.lost_error
+        deadline = min(time.monotonic() + s.client._rpc_timeout, s.valid_until)
+        send_time = s.client._renew_lease(s, deadline)
+        s.client._watchdog.renewed(s, send_time)
+
+    def release(self, timeout: Optional[float] = None) -> None:
+        """Stops renewing and gives up this hold (retried on UNAVAILABLE with one
+        request_id, for up to ``timeout`` seconds, default the client's
+        rpc_timeout). The Lease is inactive afterwards whatever happens.
+
+        Raises LockLost if the lease had been lost (nothing is sent then),
+        LockdError if already released or detached, Unavailable if lockd did not
+        answer in time (the hold ends with its lease)."""
+        s = self._state
+        was_active, lost = s.end(time.monotonic())
+        s.client._watchdog.remove(s)
+        self._finalizer.detach()
+        if not was_active:
+            raise LockdError("lease of %s was already released or detached"
+                             % _describe(s.namespace, s.name))
+        if lost is not None:
+            # Not released: the server's hold (if any) ends within the drift
+            # margin, and a release could take away a newer hold of this owner.
+            raise lost
+        timeout = s.client._rpc_timeout if timeout is None else timeout
+        try:
+            s.client._release_hold(s.namespace, s.name, s.owner, time.monotonic() + timeout)
+        except LockLost as e:
+            error = LockLost("lease of %s had been lost before release(): %s"
+                             % (_describe(s.namespace, s.name), e), "LOCK_NOT_HELD")
+            s.set_lost_after_end(error)
+            raise error from None
+
+    def detach(self) -> None:
+        """Stops renewing and tracking without releasing: the hold stays until
+        its lease ends or someone releases it with ``owner``."""
+        self._state.end(time.monotonic())
+        self._state.client._watchdog.remove(self._state)
+        self._finalizer.detach()
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if not self._state.active:
+            return False
+        if exc_type is not None:
+            try:
+                self.release(self._state.client._release_timeout)
+            except LockdError:
+                pass  # don't mask the block's own exception
+            return False
+        self.release(self._state.client._release_timeout)  # raises LockLost if lost
+        return False
+
+    def __repr__(self) -> str:
+        return "<lockd.Lease %s owner=%r token=%d%s>" % (
+            _describe(self.namespace, self.name), self.owner, self.fencing_token,
+            " LOST" if self._state.lost.is_set() else "")
+
+
+class _LockContext:
+    """What Client.lock() returns: acquires on enter, releases on exit."""
+
+    def __init__(self, client: "Client", name: str, kwargs):
+        self._client = client
+        self._name = name
+        self._kwargs = kwargs
+        self._lease: Optional[Lease] = None
+
+    def __enter__(self) -> Lease:
+        self._lease = self._client.acquire(self._name, **self._kwargs)
+        return self._lease
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        lease, self._lease = self._lease, None
+        return lease.__exit__(exc_type, exc, tb)
+
+
+# --------------------------------------------------------------------------- Client
+
+class Client:
+    """A connection to lockd. Thread-safe. Use as a context manager or call
+    close(); closing does not release outstanding leases (they end with their
+    lease once renewal stops).
+
+    Args:
+      target: gRPC target ("host:port", "dns:///name:port"). Default:
+        $LOCKD_SERVER, else 127.0.0.1:7411.
+      owner: owner id for every lock of this Client (default: random per Client).
+      namespace: default namespace (default: the server's "default").
+      credentials: grpc.ChannelCredentials for TLS (default: plaintext).
+      server_name: with credentials, the name to verify in the server's
+        certificate instead of the target's host.
+      channel: an existing grpc.Channel (then target/credentials are unused).
+      rpc_timeout: seconds for calls that do not wait (release, renew,
+        describe, list), retries included; also the slack an acquire gets
+        beyond its wait.
+      release_timeout: seconds for releases done when leaving a ``with`` block.
+    """
+
+    def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
+                 namespace: str = "", credentials: Optional[grpc.ChannelCredentials] = None,
+                 server_name: Optional[str] = None, channel: Optional[grpc.Channel] = None,
+                 rpc_timeout: float = 10.0, release_timeout: float = 2.0,
+                 initial_backoff: float = 0.05, max_backoff: float = 2.0,
+                 clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002):
+        self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
+        self.owner = owner or _new_owner()
+        self.namespace = namespace
+        self._rpc_timeout = rpc_timeout
+        self._release_timeout = release_timeout
+        self._initial_backoff = max(initial_backoff, 0.001)
+        self._max_backoff = max(max_backoff, self._initial_backoff)
+        self._drift_factor = clock_drift_factor
+        self._min_drift = min_clock_drift
+        self._own_channel = channel is None
+        if channel is None:
+            options = [("grpc.initial_reconnect_backoff_ms", 100),
+                       ("grpc.max_reconnect_backoff_ms", 2000)]
+            if credentials is None:
+                channel = grpc.insecure_channel(self.target, options=options)
+            else:
+                if server_name:
+                    options.append(("grpc.ssl_target_name_override", server_name))
+                channel = grpc.secure_channel(self.target, credentials, options=options)
+        self._channel = channel
+        self._stub = lock_pb2_grpc.LockServiceStub(channel)
+        self._watchdog = _Watchdog(self)
+        self._random = random.Random()
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Stops the watchdog and closes the channel (if this Client made it)."""
+        self._watchdog.stop()
+        if self._own_channel:
+            self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    # -- locks
+
+    def lock(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
+             timeout: Optional[float] = None, namespace: Optional[str] = None,
+             owner: Optional[str] = None, auto_renew: bool = True,
+             on_lost: Optional[Callable[[LockLost], None]] = None) -> _LockContext:
+        """``with client.lock(name, ttl=10, wait=5) as lease:`` acquires on entry
+        (see acquire()) and releases on exit; if the lease was lost meanwhile,
+        the exit raises LockLost (unless the block raised)."""
+        return _LockContext(self, name, dict(ttl=ttl, wait=wait, timeout=timeout,
+                                             namespace=namespace, owner=owner,
+                                             auto_renew=auto_renew, on_lost=on_lost))
+
+    def acquire(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
+                timeout: Optional[float] = None, namespace: Optional[str] = None,
+                owner: Optional[str] = None, auto_renew: bool = True,
+                on_lost: Optional[Callable[[LockLost], None]] = None) -> Lease:
+        """Takes the lock, waiting up to ``wait`` seconds while another owner
+        holds it.
+
+        ttl: lease in seconds (default: the server's, 30 s unless configured).
+        timeout: overall seconds for the call, retries included (default
+          wait + rpc_timeout).
+        auto_renew: renew every ttl/3 from the watchdog thread.
+        on_lost: called once (on the watchdog thread, or the thread that noticed)
+          with the LockLost when the lease is lost while active.
+
+        Returns an active Lease. If the grant came so late that a renewal was
+        already due (a long wait), it is renewed before returning.
+        Raises LockNotAcquired (not acquired in time; ``holder`` says who has
+        it), Unavailable, LockLost (granted, but the lease ended before the
+        post-wait renewal), LockdError (e.g. INVALID_ARGUMENT)."""
+        if ttl is not None and ttl <= 0:
+            raise LockdError("ttl must be positive", grpc.StatusCode.INVALID_ARGUMENT)
+        if wait < 0 or (timeout is not None and timeout <= 0):
+            raise LockdError("wait must not be negative and timeout must be positive",
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        ns = self.namespace if namespace is None else namespace
+        owner = owner or self.owner
+        start = time.monotonic()
+        wait_end = start + wait
+        total = timeout if timeout is not None else wait + self._rpc_timeout
+        deadline = start + total
+        req = lock_pb2.AcquireRequest(namespace=ns, name=name, owner=owner,
+                                      request_id=uuid.uuid4().hex)
+        if ttl is not None:
+            _set_duration(req.lease_ttl, ttl)
+        send_time = start
+
+        def attempt(call_timeout: float):
+            nonlocal send_time
+            now = time.monotonic()
+            if wait_end > now:
+                _set_duration(req.wait_timeout, wait_end - now)
+            else:
+                req.ClearField("wait_timeout")
+            send_time = now
+            return self._stub.Acquire(req, timeout=call_timeout)
+
+        try:
+            resp = self._call_with_retry(deadline, attempt)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if deadline > wait_end:
+                    raise Unavailable("lockd acquire of %s: no reply within %gs (%s)"
+                                      % (_describe(ns, name), total, e.details()),
+                                      grpc.StatusCode.DEADLINE_EXCEEDED) from None
+                raise LockNotAcquired("lockd acquire of %s: not acquired within %gs"
+                                      % (_describe(ns, name), total)) from None
+            raise _translate("acquire", ns, name, e) from None
+        if not resp.acquired:
+            holder = LockInfo._from_proto(resp.current) if resp.HasField("current") else None
+            who = ""
+            if holder is not None and holder.held:
+                who = '; held by owner "%s" (fencing token %d)' % (holder.owner,
+                                                                   holder.fencing_token)
+            raise LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
+                _describe(ns, name), "within %gs" % wait if wait > 0 else "(no wait)", who),
+                holder)
+
+        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else (ttl or 0)
+        if granted <= 0:
+            raise LockdError("lockd acquire of %s: the server granted the lock without a "
+                             "lease_ttl" % _describe(ns, name), grpc.StatusCode.INTERNAL)
+        valid_until = send_time + granted - self._drift(granted)
+        renew_at = send_time + granted / 3
+        now = time.monotonic()
+        if (auto_renew and now >= renew_at) or now >= valid_until:
+            # After a long wait most of the validity measured from the send
+            # time may be gone although the grant is fresh: renew now.
+            rreq = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner)
+            _set_duration(rreq.lease_ttl, granted)
+            rsend = time.monotonic()
+            try:
+                rresp = self._stub.Renew(
+                    rreq, timeout=max(deadline - rsend, min(self._rpc_timeout, granted / 3)))
+                if rresp.fencing_token != resp.fencing_token:
+                    raise LockLost("lockd acquire of %s: the grant was lost before it could be "
+                                   "renewed (fencing token %d instead of %d)"
+                                   % (_describe(ns, name), rresp.fencing_token,
+                                      resp.fencing_token), "FENCING_TOKEN_CHANGED")
+                g = _seconds(rresp.lease_ttl) if rresp.HasField("lease_ttl") else granted
+                valid_until = rsend + g - self._drift(g)
+                renew_at = rsend + granted / 3
+            except grpc.RpcError as e:
+                err = _translate("renew", ns, name, e)
+                if isinstance(err, LockLost):
+                    raise LockLost("lockd acquire of %s: granted, but the lease ended before "
+                                   "the reply could be used: %s" % (_describe(ns, name), err)) \
+                        from None
+                if time.monotonic() >= valid_until:
+                    try:
+                        self._release_hold(ns, name, owner,
+                                           time.monotonic() + self._release_timeout)
+                    except LockdError:
+                        pass
+                    raise Unavailable("lockd acquire of %s: granted after waiting, but the "
+                                      "lease could not be renewed: %s"
+                                      % (_describe(ns, name), err)) from None
+
+        state = _LeaseState(self, ns, name, owner, resp.fencing_token, resp.hold_count, granted,
+                            auto_renew, valid_until, on_lost)
+        self._watchdog.add(state, renew_at)
+        return Lease(state)
+
+    def try_acquire(self, name: str, **kwargs) -> Lease:
+        """acquire() with wait=0: one attempt (retried only on UNAVAILABLE)."""
+        kwargs["wait"] = 0
+        return self.acquire(name, **kwargs)
+
+    # -- low-level operations by owner (tools, handing a lock between processes)
+
+    def release(self, name: str, owner: str, *, namespace: Optional[str] = None) -> Tuple[bool, int]:
+        """Gives up one hold of ``owner``. Returns (released, remaining hold
+        count). Raises LockLost if owner does not hold the lock."""
+        ns = self.namespace if namespace is None else namespace
+        return self._release_hold(ns, name, owner, time.monotonic() + self._rpc_timeout)
+
+    def renew(self, name: str, owner: str, *, ttl: Optional[float] = None,
+              namespace: Optional[str] = None) -> Tuple[float, int]:
+        """Resets owner's lease. Returns (ttl seconds, fencing token). Raises
+        LockLost if owner does not hold the lock."""
+        ns = self.namespace if namespace is None else namespace
+        req = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner)
+        if ttl is not None:
+            _set_duration(req.lease_ttl, ttl)
+        try:
+            resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
+                                         lambda t: self._stub.Renew(req, timeout=t))
+        except grpc.RpcError as e:
+            raise _translate("renew", ns, name, e) from None
+        return _seconds(resp.lease_ttl), resp.fencing_token
+
+    def describe(self, name: str, *, namespace: Optional[str] = None) -> LockInfo:
+        """The lock's state (held=False when free)."""
+        ns = self.namespace if namespace is None else namespace
+        req = lock_pb2.DescribeRequest(namespace=ns, name=name)
+        try:
+            resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
+                                         lambda t: self._stub.Describe(req, timeout=t))
+        except grpc.RpcError as e:
+            raise _translate("describe", ns, name, e) from None
+        return LockInfo._from_proto(resp)
+
+    def list(self, prefix: str = "", *, namespace: Optional[str] = None,
+             page_size: int = 0) -> Iterator[LockInfo]:
+        """Held locks whose name starts with ``prefix``, by name, fetching pages
+        lazily."""
+        ns = self.namespace if namespace is None else namespace
+        token = ""
+        while True:
+            req = lock_pb2.ListRequest(namespace=ns, prefix=prefix, page_size=page_size,
+                                       page_token=token)
+            try:
+                resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
+                                             lambda t: self._stub.List(req, timeout=t))
+            except grpc.RpcError as e:
+                raise _translate("list", ns, prefix + "*", e) from None
+            for info in resp.locks:
+                yield LockInfo._from_proto(info)
+            if not resp.next_page_token:
+                return
+            token = resp.next_page_token
+
+    # -- internals
+
+    def _drift(self, ttl: float) -> float:
+        return ttl * self._drift_factor + self._min_drift
+
+    def _call_with_retry(self, deadline: float, attempt):
+        """Calls attempt(timeout_seconds) again after UNAVAILABLE, with capped
+        jittered backoff, until another outcome or the deadline."""
+        backoff = self._initial_backoff
+        while True:
+            try:
+                return attempt(max(deadline - time.monotonic(), 0.0))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                sleep = self._random.uniform(backoff / 2, backoff)
+                if time.monotonic() + sleep >= deadline:
+                    raise
+                time.sleep(sleep)
+                backoff = min(backoff * 2, self._max_backoff)
+
+    def _renew_lease(self, state: _LeaseState, deadline: float) -> float:
+        """One Renew of a lease, applied to it. Returns the send time; raises
+        LockLost (lease now marked lost) or another LockdError."""
+        req = lock_pb2.RenewRequest(namespace=state.namespace, name=state.name, owner=state.owner)
+        _set_duration(req.lease_ttl, state.ttl)
+        send_time = time.monotonic()
+        try:
+            resp = self._stub.Renew(req, timeout=max(deadline - send_time, 0.0))
+        except grpc.RpcError as e:
+            err = _translate("renew", state.namespace, state.name, e)
+            if isinstance(err, LockLost):
+                state.mark_lost(err)
+                raise state.lost_error from None
+            raise err from None
+        reply_time = time.monotonic()
+        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else state.ttl
+        lost = state.on_renewed(send_time, reply_time, granted, resp.fencing_token)
+        if lost is not None:
+            raise lost
+        return send_time
+
+    def _release_hold(self, ns: str, name: str, owner: str, deadline: float) -> Tuple[bool, int]:
+        req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
+                                      request_id=uuid.uuid4().hex)
+        try:
+            resp = self._call_with_retry(deadline, lambda t: self._stub.Release(req, timeout=t))
+        except grpc.RpcError as e:
+            raise _translate("release", ns, name, e) from None
+        return resp.released, resp.hold_count

@@ -1,0 +1,414 @@
+"""Tests of the lockd Python client.
+
+FakeServerTest runs an in-process gRPC LockService whose answers each test
+scripts (retries, request ids, renewal cadence, send-time validity).
+LockdTest runs the real lockd binary ($LOCKD_BINARY) on a free port.
+
+Run by ctest (label `clients`) with /usr/bin/python3 and PYTHONPATH set to the
+assembled package: see clients/python/CMakeLists.txt.
+"""
+
+import concurrent.futures
+import gc
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+import lockd
+from lockd._proto.google.rpc import error_details_pb2, status_pb2
+from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seconds(d) -> float:
+    return d.seconds + d.nanos / 1e9
+
+
+# ----------------------------------------------------------------------------- fake server
+
+class FakeService(lock_pb2_grpc.LockServiceServicer):
+    """Grants everything unless told otherwise; records every request."""
+
+    def __init__(self):
+        self.mu = threading.Lock()
+        self.acquires = []
+        self.releases = []
+        self.renews = []  # (monotonic time, request)
+        self.fail_acquires = 0  # answer UNAVAILABLE to this many Acquires first
+        self.fail_releases = 0
+        self.acquire_delay = 0.0
+        self.renew_error = None  # (code, details, trailing metadata) or None
+        self.token = 7
+
+    def Acquire(self, request, context):
+        with self.mu:
+            self.acquires.append(request)
+            fail = self.fail_acquires > 0
+            if fail:
+                self.fail_acquires -= 1
+        if fail:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "backend down")
+        time.sleep(self.acquire_delay)
+        ttl = request.lease_ttl if request.HasField("lease_ttl") else None
+        resp = lock_pb2.AcquireResponse(acquired=True, owner=request.owner,
+                                        fencing_token=self.token, hold_count=1)
+        if ttl is not None:
+            resp.lease_ttl.CopyFrom(ttl)
+        else:
+            resp.lease_ttl.seconds = 30
+        return resp
+
+    def Release(self, request, context):
+        with self.mu:
+            self.releases.append(request)
+            fail = self.fail_releases > 0
+            if fail:
+                self.fail_releases -= 1
+        if fail:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "backend down")
+        return lock_pb2.ReleaseResponse(released=True, hold_count=0)
+
+    def Renew(self, request, context):
+        with self.mu:
+            self.renews.append((time.monotonic(), request))
+            error = self.renew_error
+        if error is not None:
+            code, details, trailing = error
+            context.set_trailing_metadata(trailing)
+            context.abort(code, details)
+        resp = lock_pb2.RenewResponse(fencing_token=self.token)
+        resp.lease_ttl.CopyFrom(request.lease_ttl)
+        return resp
+
+
+def lock_not_held_error():
+    info = error_details_pb2.ErrorInfo(reason="LOCK_NOT_HELD", domain="lockd")
+    st = status_pb2.Status(code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
+                           message="lock not held")
+    st.details.add().Pack(info)
+    return (grpc.StatusCode.FAILED_PRECONDITION, "lock not held",
+            (("grpc-status-details-bin", st.SerializeToString()),))
+
+
+class FakeServerTest(unittest.TestCase):
+    def setUp(self):
+        self.service = FakeService()
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8))
+        lock_pb2_grpc.add_LockServiceServicer_to_server(self.service, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.client = lockd.Client("127.0.0.1:%d" % self.port, owner="test-owner",
+                                   initial_backoff=0.005, max_backoff=0.02, rpc_timeout=2,
+                                   release_timeout=0.3)
+
+    def tearDown(self):
+        self.client.close()
+        self.server.stop(None)
+
+    def test_acquire_retries_unavailable_with_the_same_request_id(self):
+        self.service.fail_acquires = 2
+        lease = self.client.acquire("orders/42", ttl=10)
+        ids = [r.request_id for r in self.service.acquires]
+        self.assertEqual(len(ids), 3)
+        self.assertTrue(ids[0])
+        self.assertEqual(set(ids), {ids[0]})
+        self.assertEqual(lease.fencing_token, 7)
+        lease.release()
+
+    def test_each_acquire_has_its_own_request_id(self):
+        a = self.client.acquire("x", ttl=10)
+        b = self.client.acquire("x", ttl=10)
+        self.assertNotEqual(self.service.acquires[0].request_id,
+                            self.service.acquires[1].request_id)
+        a.release()
+        b.release()
+
+    def test_release_retries_unavailable_with_the_same_request_id(self):
+        lease = self.client.acquire("x", ttl=10)
+        self.service.fail_releases = 2
+        lease.release()
+        ids = [r.request_id for r in self.service.releases]
+        self.assertEqual(len(ids), 3)
+        self.assertTrue(ids[0])
+        self.assertEqual(set(ids), {ids[0]})
+
+    def test_acquire_gives_up_with_unavailable_at_the_deadline(self):
+        self.service.fail_acquires = 10 ** 6
+        start = time.monotonic()
+        with self.assertRaises(lockd.Unavailable):
+            self.client.acquire("x", ttl=10, timeout=0.3)
+        self.assertLess(time.monotonic() - start, 1.5)
+        self.assertGreaterEqual(len(self.service.acquires), 2)
+
+    def test_validity_is_measured_from_the_send_time(self):
+        self.service.acquire_delay = 0.4
+        before = time.monotonic()
+        lease = self.client.acquire("x", ttl=3, auto_renew=False)
+        after = time.monotonic()
+        drift = 3 * 0.01 + 0.002
+        self.assertLessEqual(lease.valid_until, before + 3 - drift + 0.05)
+        self.assertLess(lease.valid_until, after + 3 - drift - 0.3)
+        lease.release()
+
+    def test_watchdog_renews_every_third_of_the_ttl_from_one_thread(self):
+        start = time.monotonic()
+        a = self.client.acquire("a", ttl=0.9)
+        b = self.client.acquire("b", ttl=0.9)
+        time.sleep(1.5)
+        self.assertTrue(a.valid() and b.valid())
+        times = [t for t, r in self.service.renews if r.name == "a"]
+        self.assertGreaterEqual(len(times), 3)
+        self.assertLessEqual(len(times), 6)
+        self.assertGreaterEqual(times[0] - start, 0.29)
+        for x, y in zip(times, times[1:]):
+            self.assertGreaterEqual(y - x, 0.29)
+        for _, r in self.service.renews:
+            self.assertAlmostEqual(seconds(r.lease_ttl), 0.9)
+            self.assertEqual(r.owner, "test-owner")
+        watchdogs = [t for t in threading.enumerate() if t.name == "lockd-watchdog"]
+        self.assertEqual(len(watchdogs), 1)
+        a.release()
+        b.release()
+
+    def test_lock_not_held_on_renew_loses_the_lease_once(self):
+        self.service.renew_error = lock_not_held_error()
+        fired = []
+        done = threading.Event()
+
+        def on_lost(err):
+            fired.append(err)
+            done.set()
+
+        lease = self.client.acquire("x", ttl=0.6, on_lost=on_lost)
+        self.assertTrue(done.wait(3))
+        self.assertTrue(lease.lost.is_set())
+        self.assertIsInstance(fired[0], lockd.LockLost)
+        self.assertEqual(fired[0].reason, "LOCK_NOT_HELD")
+        with self.assertRaises(lockd.LockLost):
+            lease.release()
+        time.sleep(0.3)
+        self.assertEqual(len(fired), 1)
+        self.assertEqual(self.service.releases, [])  # a lost lease sends no release
+
+    def test_lease_is_lost_when_validity_runs_out_while_renewals_fail(self):
+        self.service.renew_error = (grpc.StatusCode.UNAVAILABLE, "down", ())
+        start = time.monotonic()
+        lease = self.client.acquire("x", ttl=0.6)
+        self.assertTrue(lease.lost.wait(3))
+        self.assertGreaterEqual(time.monotonic() - start, 0.55)
+        self.assertEqual(lease.lost_error.reason, "VALIDITY_EXPIRED")
+        self.assertGreaterEqual(len(self.service.renews), 2)
+
+    def test_leaving_the_block_after_a_loss_raises_lock_lost(self):
+        self.service.renew_error = lock_not_held_error()
+        with self.assertRaises(lockd.LockLost):
+            with self.client.lock("x", ttl=0.3) as lease:
+                self.assertTrue(lease.lost.wait(3))
+
+    def test_grant_after_a_long_wait_is_renewed_before_acquire_returns(self):
+        self.service.acquire_delay = 1.3
+        lease = self.client.acquire("x", ttl=1.2, wait=5)
+        self.assertGreaterEqual(len(self.service.renews), 1)
+        self.assertTrue(lease.valid())
+        self.assertGreater(lease.remaining(), 0.9)
+        lease.release()
+
+    def test_collected_lease_is_released_in_the_background(self):
+        lease = self.client.acquire("x", ttl=10)
+        del lease
+        gc.collect()
+        deadline = time.monotonic() + 3
+        while not self.service.releases and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(len(self.service.releases), 1)
+
+
+# ----------------------------------------------------------------------------- real lockd
+
+class Lockd:
+    """The lockd binary on a fixed port (so that it can be restarted on it)."""
+
+    def __init__(self, tmp: str, port: int):
+        self.tmp, self.port, self.proc = tmp, port, None
+        self.address = "127.0.0.1:%d" % port
+
+    def start(self):
+        binary = os.environ["LOCKD_BINARY"]
+        log = open(os.path.join(self.tmp, "lockd-%d.log" % self.port), "ab")
+        self.proc = subprocess.Popen(
+            [binary, "--listen=" + self.address, "--lease.min=100ms"],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("lockd exited: " + self.log())
+            if "lockd serving on" in self.log():
+                return
+            time.sleep(0.02)
+        raise RuntimeError("lockd did not start: " + self.log())
+
+    def log(self) -> str:
+        with open(os.path.join(self.tmp, "lockd-%d.log" % self.port), errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class LockdTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lockd-py-test-")
+        self.lockd = Lockd(self.tmp, free_port())
+        self.lockd.start()
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        self.lockd.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def client(self, **kwargs) -> lockd.Client:
+        kwargs.setdefault("rpc_timeout", 3)
+        c = lockd.Client(self.lockd.address, **kwargs)
+        self.clients.append(c)
+        return c
+
+    def test_with_block_holds_the_lock_and_releases_it(self):
+        a, b = self.client(), self.client()
+        with a.lock("orders/42", ttl=10, wait=5) as lease:
+            info = b.describe("orders/42")
+            self.assertTrue(info.held)
+            self.assertEqual(info.owner, a.owner)
+            self.assertEqual(info.fencing_token, lease.fencing_token)
+            self.assertFalse(lease.lost.is_set())
+            self.assertTrue(lease.valid())
+        self.assertFalse(b.describe("orders/42").held)
+
+    def test_other_owner_is_not_acquired_and_learns_the_holder(self):
+        a, b = self.client(), self.client()
+        with a.lock("x", ttl=10):
+            with self.assertRaises(lockd.LockNotAcquired) as cm:
+                b.try_acquire("x", ttl=10)
+            self.assertEqual(cm.exception.holder.owner, a.owner)
+            with self.assertRaises(lockd.LockNotAcquired):
+                b.acquire("x", ttl=10, wait=0.3)
+
+    def test_waiter_gets_the_lock_after_release_with_a_greater_token(self):
+        a, b = self.client(), self.client()
+        first = a.acquire("x", ttl=10)
+        got = []
+
+        def waiter():
+            with b.lock("x", ttl=10, wait=10) as lease:
+                got.append(lease.fencing_token)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.3)
+        self.assertEqual(got, [])
+        first.release()
+        t.join(10)
+        self.assertEqual(len(got), 1)
+        self.assertGreater(got[0], first.fencing_token)
+
+    def test_same_owner_is_reentrant(self):
+        a = self.client()
+        one = a.acquire("x", ttl=10)
+        two = a.acquire("x", ttl=10)
+        self.assertEqual(two.hold_count, 2)
+        self.assertEqual(two.fencing_token, one.fencing_token)
+        two.release()
+        self.assertTrue(a.describe("x").held)
+        one.release()
+        self.assertFalse(a.describe("x").held)
+
+    def test_lease_outlives_its_ttl_while_renewed(self):
+        a, b = self.client(), self.client()
+        with a.lock("x", ttl=0.5) as lease:
+            time.sleep(1.5)
+            self.assertTrue(lease.valid())
+            self.assertTrue(b.describe("x").held)
+
+    def test_restarted_server_makes_the_lease_lost(self):
+        a = self.client()
+        fired = []
+        lease = a.acquire("x", ttl=1.5, on_lost=fired.append)
+        self.lockd.stop()
+        self.lockd.start()  # memory backend: the hold is gone
+        self.assertTrue(lease.lost.wait(5))
+        self.assertEqual(len(fired), 1)
+        self.assertIsInstance(fired[0], lockd.LockLost)
+        with self.assertRaises(lockd.LockLost):
+            lease.release()
+
+    def test_stopped_server_makes_the_lease_lost_when_validity_ends(self):
+        a = self.client()
+        lease = a.acquire("x", ttl=0.6)
+        self.lockd.stop()
+        self.assertTrue(lease.lost.wait(3))
+        self.assertEqual(lease.lost_error.reason, "VALIDITY_EXPIRED")
+
+    def test_unreachable_server_is_unavailable(self):
+        c = lockd.Client("127.0.0.1:%d" % free_port(), rpc_timeout=0.5)
+        self.clients.append(c)
+        with self.assertRaises(lockd.Unavailable):
+            c.acquire("x", ttl=10)
+        with self.assertRaises(lockd.Unavailable):
+            c.describe("x")
+
+    def test_exception_in_the_block_releases_and_propagates(self):
+        a = self.client()
+        with self.assertRaises(ZeroDivisionError):
+            with a.lock("x", ttl=10):
+                1 / 0
+        self.assertFalse(a.describe("x").held)
+
+    def test_second_release_and_foreign_release_are_errors(self):
+        a, b = self.client(), self.client()
+        lease = a.acquire("x", ttl=10)
+        with self.assertRaises(lockd.LockLost):
+            b.release("x", b.owner)
+        lease.release()
+        with self.assertRaises(lockd.LockdError) as cm:
+            lease.release()
+        self.assertNotIsInstance(cm.exception, lockd.LockLost)
+
+    def test_invalid_ttl_is_rejected_by_the_server(self):
+        a = self.client()
+        with self.assertRaises(lockd.LockdError) as cm:
+            a.acquire("x", ttl=10 * 3600)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_list_describe_renew_and_release_by_owner(self):
+        a = self.client(namespace="jobs")
+        leases = [a.acquire(n, ttl=10, auto_renew=False) for n in ("r/1", "r/2", "s/1")]
+        names = [i.name for i in a.list("r/", page_size=1)]
+        self.assertEqual(names, ["r/1", "r/2"])
+        ttl, token = a.renew("r/1", a.owner, ttl=20)
+        self.assertAlmostEqual(ttl, 20)
+        self.assertEqual(token, leases[0].fencing_token)
+        self.assertEqual(a.release("s/1", a.owner), (True, 0))
+        self.assertFalse(a.describe("s/1").held)
+        self.assertEqual(a.describe("r/2").namespace, "jobs")
+        for lease in leases[:2]:
+            lease.release()
+
+
+if __name__ == "__main__":
+    unittest.main()
