@@ -2,6 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/memory/memory_backend.h"
+#ifdef LOCKD_HAVE_MYSQL_BACKEND
+#include "backends/mysql/mysql_backend.h"
+#endif
 
 namespace lockd {
 
@@ -11,6 +14,40 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.max_waiters = static_cast<size_t>(config.max_waiters);
     return NewMemoryBackend(o);
   }
+#ifdef LOCKD_HAVE_MYSQL_BACKEND
+  if (config.backend == "mysql") {
+    const Config::Mysql& c = config.mysql;
+    MysqlOptions o;
+    o.host = c.host;
+    o.port = static_cast<int>(c.port);
+    o.socket = c.socket;
+    o.user = c.user;
+    o.password = c.password;
+    if (!c.password_file.empty()) {
+      absl::StatusOr<std::string> secret = ReadSecretFile(c.password_file);
+      if (!secret.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mysql.password_file: ", secret.status().message()));
+      }
+      o.password = *std::move(secret);
+    }
+    o.database = c.database;
+    o.table_prefix = c.table_prefix;
+    o.pool_size = static_cast<size_t>(c.pool_size);
+    o.sweep_interval = c.sweep_interval;
+    o.connect_timeout = c.connect_timeout;
+    o.read_timeout = c.read_timeout;
+    o.write_timeout = c.write_timeout;
+    o.ssl_mode = c.ssl_mode == "required"          ? MysqlSslMode::kRequired
+                 : c.ssl_mode == "verify_identity" ? MysqlSslMode::kVerifyIdentity
+                                                   : MysqlSslMode::kDisabled;
+    o.ssl_ca = c.ssl_ca;
+    o.ssl_cert = c.ssl_cert;
+    o.ssl_key = c.ssl_key;
+    o.max_waiters = static_cast<size_t>(config.max_waiters);
+    return NewMysqlBackend(o);
+  }
+#endif
   return absl::InvalidArgumentError(
       absl::StrCat("backend: \"", config.backend, "\" is not available in this build"));
 }

@@ -1,0 +1,340 @@
+// lockd processes with backend=mysql against a private MariaDB server:
+// the database stopped and restarted (cleanly and by a crash) under load,
+// schema start-up of several processes, TLS to the database.
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "lockd/v1/lock.grpc.pb.h"
+#include "tests/support/lockd_process.h"
+#include "tests/support/mariadb_server.h"
+#include "tests/support/process.h"
+
+namespace lockd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using v1::LockService;
+
+google::protobuf::Duration Dur(absl::Duration d) {
+  google::protobuf::Duration out;
+  int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out.set_seconds(nanos / 1000000000);
+  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  return out;
+}
+
+std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
+  static std::atomic<int> n{0};
+  grpc::ChannelArguments args;
+  args.SetInt("lockd.test.channel", n++);
+  return LockService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING,
+// -1 if the call failed. (No generated health stubs here: the request is an
+// empty message and the answer is field 1, a varint.)
+int HealthStatus(const std::string& address) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  grpc::ByteBuffer request, response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(s); });
+  if (!done.get_future().get().ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
+  return -1;
+}
+
+class Workload {
+ public:
+  // Clients round-robin over `addresses`, each looping over critical
+  // sections on one lock with a non-atomic counter update inside.
+  Workload(const std::vector<std::string>& addresses, int clients) {
+    for (int c = 0; c < clients; ++c) {
+      threads_.emplace_back(
+          [this, c, address = addresses[c % addresses.size()]] { Run(c, address); });
+    }
+  }
+  ~Workload() { Stop(); }
+
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  int64_t grants() const { return grants_; }
+  int64_t unavailable() const { return unavailable_; }
+  int64_t counter() const { return counter_; }
+  uint64_t last_token() {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_token_;
+  }
+  std::vector<std::string> TakeErrors() {
+    std::lock_guard<std::mutex> l(mu_);
+    return std::move(errors_);
+  }
+
+ private:
+  void Error(const std::string& e) {
+    std::lock_guard<std::mutex> l(mu_);
+    errors_.push_back(e);
+  }
+
+  void Run(int c, const std::string& address) {
+    auto stub = NewStub(address);
+    std::string owner = absl::StrCat("client-", c);
+    while (!stop_) {
+      v1::AcquireRequest req;
+      req.set_name("counter");
+      req.set_owner(owner);
+      *req.mutable_lease_ttl() = Dur(absl::Seconds(10));
+      *req.mutable_wait_timeout() = Dur(absl::Milliseconds(500));
+      v1::AcquireResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      grpc::Status s = stub->Acquire(&ctx, req, &resp);
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        ++unavailable_;
+        absl::SleepFor(absl::Milliseconds(20));
+        continue;
+      }
+      if (!s.ok()) {
+        Error(absl::StrCat("acquire: ", s.error_code(), " ", s.error_message()));
+        continue;
+      }
+      if (!resp.acquired()) continue;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (resp.fencing_token() <= last_token_) {
+          errors_.push_back(absl::StrCat("token ", resp.fencing_token(), " after ", last_token_));
+        }
+        last_token_ = resp.fencing_token();
+      }
+      int64_t v = counter_.load();
+      absl::SleepFor(absl::Microseconds(300));
+      counter_.store(v + 1);
+      ++grants_;
+      v1::ReleaseRequest rel;
+      rel.set_name("counter");
+      rel.set_owner(owner);
+      v1::ReleaseResponse rel_resp;
+      grpc::ClientContext rctx;
+      rctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      s = stub->Release(&rctx, rel, &rel_resp);
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        // Maybe released, maybe not: the lease ends it either way.
+        ++unavailable_;
+      } else if (!s.ok() || !rel_resp.released()) {
+        Error(absl::StrCat("release: ", s.error_code(), " ", s.error_message()));
+      }
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> grants_{0}, unavailable_{0}, counter_{0};
+  std::mutex mu_;
+  uint64_t last_token_ = 0;
+  std::vector<std::string> errors_;
+  std::vector<std::thread> threads_;
+};
+
+std::vector<std::string> WithFlags(std::vector<std::string> flags,
+                                   const std::vector<std::string>& extra) {
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
+TEST(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutRestart) {
+  absl::StatusOr<std::unique_ptr<MariadbServer>> server = MariadbServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  MariadbServer& db = **server;
+  std::vector<std::unique_ptr<LockdProcess>> lockds;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    auto p = LockdProcess::Start(db.LockdFlags("restart_"), db.dir());
+    ASSERT_TRUE(p.ok()) << p.status();
+    addresses.push_back((*p)->address());
+    lockds.push_back(*std::move(p));
+  }
+  auto all_health = [&](int want) {
+    for (const std::string& a : addresses) {
+      if (HealthStatus(a) != want) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitFor([&] { return all_health(1); }, absl::Seconds(5)));
+
+  Workload work(addresses, 6);
+  uint64_t token = 0;
+  for (bool crash : {false, true}) {
+    SCOPED_TRACE(crash ? "killed" : "stopped");
+    int64_t grants = work.grants();
+    ASSERT_TRUE(WaitFor([&] { return work.grants() > grants + 20; }, absl::Seconds(10)))
+        << "no progress while the database is up";
+    ASSERT_GT(work.last_token(), token);
+    token = work.last_token();
+
+    int64_t unavailable = work.unavailable();
+    if (crash) {
+      db.Kill();
+    } else {
+      ASSERT_TRUE(db.Stop().ok());
+    }
+    EXPECT_TRUE(WaitFor([&] { return all_health(2); }, absl::Seconds(5)))
+        << "health stays SERVING while the database is down";
+    EXPECT_TRUE(WaitFor([&] { return work.unavailable() > unavailable + 10; }, absl::Seconds(5)))
+        << "calls are not answered UNAVAILABLE while the database is down";
+    {
+      auto stub = NewStub(addresses[0]);
+      v1::DescribeRequest req;
+      req.set_name("counter");
+      v1::LockInfo info;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      EXPECT_EQ(stub->Describe(&ctx, req, &info).error_code(), grpc::StatusCode::UNAVAILABLE);
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+    grants = work.grants();
+
+    ASSERT_TRUE(db.Restart().ok()) << db.Log();
+    EXPECT_TRUE(WaitFor([&] { return all_health(1); }, absl::Seconds(10)))
+        << "health does not come back after the database does";
+    EXPECT_TRUE(WaitFor([&] { return work.grants() > grants + 20; }, absl::Seconds(15)))
+        << "lockd does not grant again after the database came back";
+    EXPECT_GT(work.last_token(), token) << "tokens must keep growing across the restart";
+    token = work.last_token();
+  }
+  work.Stop();
+  for (const std::string& e : work.TakeErrors()) ADD_FAILURE() << e;
+  EXPECT_EQ(work.counter(), work.grants()) << "lost updates: mutual exclusion was broken";
+  for (auto& p : lockds) {
+    EXPECT_TRUE(p->process().Running()) << "lockd exited";
+    std::string log = p->process().Log();
+    EXPECT_THAT(log, Not(HasSubstr(db.password()))) << "the password was logged";
+    EXPECT_EQ(p->process().Stop(), 0) << log;
+  }
+}
+
+TEST(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
+  absl::StatusOr<std::unique_ptr<MariadbServer>> server = MariadbServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  MariadbServer& db = **server;
+
+  // The same database twice in a row.
+  for (int i = 0; i < 2; ++i) {
+    auto p = LockdProcess::Start(db.LockdFlags("again_"), db.dir());
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ((*p)->process().Stop(), 0);
+  }
+
+  // Three replicas at once on a fresh prefix.
+  std::vector<absl::StatusOr<std::unique_ptr<LockdProcess>>> started(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back(
+        [&, i] { started[i] = LockdProcess::Start(db.LockdFlags("together_"), db.dir()); });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& p : started) ASSERT_TRUE(p.ok()) << p.status();
+
+  // They share the locks.
+  auto a = NewStub((*started[0])->address());
+  auto b = NewStub((*started[2])->address());
+  v1::AcquireRequest req;
+  req.set_name("shared");
+  req.set_owner("first");
+  v1::AcquireResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(a->Acquire(&ctx, req, &resp).ok());
+    ASSERT_TRUE(resp.acquired());
+  }
+  req.set_owner("second");
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(b->Acquire(&ctx, req, &resp).ok());
+    EXPECT_FALSE(resp.acquired());
+    EXPECT_EQ(resp.current().owner(), "first");
+    EXPECT_EQ(resp.current().backend(), "mysql");
+  }
+  absl::StatusOr<std::string> tables =
+      db.Query("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()");
+  ASSERT_TRUE(tables.ok());
+  EXPECT_EQ(*tables, "6");  // three per prefix
+  for (auto& p : started) EXPECT_EQ((*p)->process().Stop(), 0);
+}
+
+TEST(MysqlRestartTest, TlsToTheDatabase) {
+  MariadbServer::Options options;
+  options.tls = true;
+  absl::StatusOr<std::unique_ptr<MariadbServer>> server = MariadbServer::Start(options);
+  if (server.status().code() == absl::StatusCode::kFailedPrecondition &&
+      absl::StrContains(server.status().message(), "openssl")) {
+    GTEST_SKIP() << server.status();
+  }
+  ASSERT_TRUE(server.ok()) << server.status();
+  MariadbServer& db = **server;
+  ASSERT_TRUE(db.Query(absl::StrCat("ALTER USER '", db.user(), "'@'%' REQUIRE SSL")).ok());
+
+  for (const char* mode : {"required", "verify_identity"}) {
+    SCOPED_TRACE(mode);
+    auto p = LockdProcess::Start(
+        WithFlags(db.LockdFlags("tls_"),
+                  {absl::StrCat("--mysql.ssl_mode=", mode), "--mysql.ssl_ca=" + db.tls_ca()}),
+        db.dir());
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_THAT((*p)->process().Log(), HasSubstr("TLS"));
+    auto stub = NewStub((*p)->address());
+    v1::AcquireRequest req;
+    req.set_name("tls");
+    req.set_owner("o");
+    v1::AcquireResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Acquire(&ctx, req, &resp).ok());
+    EXPECT_TRUE(resp.acquired());
+    v1::ReleaseRequest rel;
+    rel.set_name("tls");
+    rel.set_owner("o");
+    v1::ReleaseResponse rel_resp;
+    grpc::ClientContext rctx;
+    ASSERT_TRUE(stub->Release(&rctx, rel, &rel_resp).ok());
+    EXPECT_EQ((*p)->process().Stop(), 0);
+  }
+
+  // Without TLS the user that requires it is refused at start.
+  auto p = LockdProcess::Start(db.LockdFlags("tls_"), db.dir(), absl::Seconds(10));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("Access denied"));
+  EXPECT_THAT(p.status().message(), Not(HasSubstr(db.password())));
+}
+
+}  // namespace
+}  // namespace lockd::testing
