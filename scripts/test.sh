@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs the whole test suite, as CI does:
+#   1. installs what is missing (Debian 12 packages, including the Redis,
+#      MariaDB and ZooKeeper servers the tests start themselves on free
+#      loopback ports in temporary directories);
+#   2. checks formatting with clang-format;
+#   3. builds everything with -Werror and runs every test (unit, conformance
+#      against each backend's real server, integration, Python clients);
+#   4. rebuilds the unit and conformance tests under AddressSanitizer +
+#      UndefinedBehaviorSanitizer and runs them.
+# Exits non-zero if anything fails. Options: --fast skips step 4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FAST=0
+[ "${1:-}" = "--fast" ] && FAST=1
+JOBS=${JOBS:-$(nproc)}
+start=$(date +%s)
+step() { echo; echo "=== $* ($(( $(date +%s) - start ))s)"; }
+
+step "install dependencies"
+scripts/install-deps.sh
+
+step "clang-format check"
+files=$(git ls-files '*.cc' '*.h')
+if ! clang-format --dry-run --Werror $files; then
+  echo "clang-format: the files above need formatting (clang-format -i)"
+  exit 1
+fi
+
+step "build (-Werror)"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKD_WERROR=ON >/dev/null
+cmake --build build/ci -j "$JOBS"
+
+step "all tests"
+(cd build/ci && ctest -j "$JOBS" --output-on-failure --timeout 900)
+
+if [ "$FAST" -eq 0 ]; then
+  step "unit and conformance tests under ASan+UBSan"
+  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKD_WERROR=ON \
+        -DLOCKD_SANITIZER=address >/dev/null
+  cmake --build build/asan -j "$JOBS"
+  (cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest -j "$JOBS" -L 'unit|conformance' --output-on-failure --timeout 900)
+fi
+
+step "all tests passed"
