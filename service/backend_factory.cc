@@ -5,6 +5,9 @@
 #ifdef LOCKD_HAVE_MYSQL_BACKEND
 #include "backends/mysql/mysql_backend.h"
 #endif
+#ifdef LOCKD_HAVE_REDIS_BACKEND
+#include "backends/redis/redis_backend.h"
+#endif
 
 namespace lockd {
 
@@ -46,6 +49,35 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.ssl_key = c.ssl_key;
     o.max_waiters = static_cast<size_t>(config.max_waiters);
     return NewMysqlBackend(o);
+  }
+#endif
+#ifdef LOCKD_HAVE_REDIS_BACKEND
+  if (config.backend == "redis") {
+    const Config::Redis& c = config.redis;
+    RedisOptions o;
+    o.addresses = c.addresses;
+    o.username = c.username;
+    o.password = c.password;
+    if (!c.password_file.empty()) {
+      if (!c.password.empty()) {
+        return absl::InvalidArgumentError(
+            "redis.password_file: redis.password is set too; use one of them");
+      }
+      absl::StatusOr<std::string> secret = ReadSecretFile(c.password_file);
+      if (!secret.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("redis.password_file: ", secret.status().message()));
+      }
+      o.password = *std::move(secret);
+    }
+    o.db = static_cast<int>(c.db);
+    o.key_prefix = c.key_prefix;
+    o.pool_size = static_cast<int>(c.pool_size);
+    o.connect_timeout = c.connect_timeout;
+    o.command_timeout = c.command_timeout;
+    o.fence_retention = c.fence_retention;
+    o.max_waiters = static_cast<size_t>(config.max_waiters);
+    return NewRedisBackend(o);
   }
 #endif
   return absl::InvalidArgumentError(

@@ -124,6 +124,8 @@ const std::vector<Option>& Options() {
        Duration(&C::redis, &C::Redis::connect_timeout)},
       {"redis.command_timeout", "1s", "Redis command timeout",
        Duration(&C::redis, &C::Redis::command_timeout)},
+      {"redis.fence_retention", "24h", "how long a fence key outlives its lock (0: forever)",
+       Duration(&C::redis, &C::Redis::fence_retention)},
 
       {"mysql.host", "127.0.0.1", "MySQL/MariaDB host", String(&C::mysql, &C::Mysql::host)},
       {"mysql.port", "3306", "MySQL/MariaDB port", Int(&C::mysql, &C::Mysql::port, 0, 65535)},

@@ -45,6 +45,7 @@ struct Config {
     int64_t pool_size = 0;
     absl::Duration connect_timeout;
     absl::Duration command_timeout;
+    absl::Duration fence_retention;
   } redis;
 
   struct Mysql {

@@ -1,0 +1,131 @@
+// The Lua scripts of the redis backend: every state change of a lock is one
+// script, so it is atomic on the server. Key layout: keys.h.
+//
+// Numbers that may exceed 14 digits (fencing tokens) are kept as strings end
+// to end: Redis converts Lua numbers to strings with limited precision.
+// Scripts touch only the keys they are given (all in one hash slot) plus
+// PUBLISH, so they run on Redis Cluster. They need Redis >= 5 (HSET with
+// several fields; effects replication, so TIME may precede writes).
+
+#ifndef LOCKD_BACKENDS_REDIS_SCRIPTS_H_
+#define LOCKD_BACKENDS_REDIS_SCRIPTS_H_
+
+namespace lockd::redis {
+
+// Grants, re-enters or reports a lock.
+// KEYS: lock, fence, freed.
+// ARGV: owner, lease_ms, request_id ('' = none), mode, fence_ttl_ms.
+//   mode 'n': grant a free lock; 'r': only re-enter (a waiter that must not
+//   jump the local queue). fence_ttl_ms '0': the fence key never expires.
+// Returns {granted, owner, hold_count, token, ms}:
+//   granted 1: ms is the lease in force; a repeat of the owner's last
+//   request_id returns that request's result and changes nothing.
+//   granted 0: owner/hold_count/token describe the holder ('' owner: free)
+//   and ms is the lock's PTTL (-2 when free).
+// A first grant INCRs the fence key, seeding it first from TIME (in
+// microseconds) when it is missing, so tokens keep growing across a Redis
+// restart that lost the data; it also forgets the last freeing release.
+inline constexpr char kAcquireScript[] = R"lua(
+local lock, fence, freed = KEYS[1], KEYS[2], KEYS[3]
+local owner, ttl, rid, mode, fttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl')
+local function keep_fence()
+  if fttl == '0' then redis.call('PERSIST', fence) else redis.call('PEXPIRE', fence, fttl) end
+end
+local function remember(count)
+  if rid == '' then
+    redis.call('HDEL', lock, 'rkind', 'rid', 'rcount', 'rttl')
+  else
+    redis.call('HSET', lock, 'rkind', 'a', 'rid', rid, 'rcount', count, 'rttl', ttl)
+  end
+end
+if not h[1] then
+  if mode == 'r' then return {0, '', 0, '0', -2} end
+  if redis.call('EXISTS', fence) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', fence, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  redis.call('INCR', fence)
+  local token = redis.call('GET', fence)
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token)
+  remember(1)
+  redis.call('PEXPIRE', lock, ttl)
+  keep_fence()
+  redis.call('DEL', freed)
+  return {1, owner, 1, token, tonumber(ttl)}
+end
+if h[1] == owner then
+  if rid ~= '' and h[4] == 'a' and h[5] == rid then
+    return {1, owner, tonumber(h[6]), h[3], tonumber(h[7])}
+  end
+  local c = redis.call('HINCRBY', lock, 'count', 1)
+  remember(c)
+  redis.call('PEXPIRE', lock, ttl)
+  keep_fence()
+  return {1, owner, c, h[3], tonumber(ttl)}
+end
+return {0, h[1], tonumber(h[2]), h[3], redis.call('PTTL', lock)}
+)lua";
+
+// Gives up one hold.
+// KEYS: lock, freed. ARGV: owner, request_id, release_memory_ms, channel.
+// Returns {code, hold_count}: code 1 freed (and PUBLISHed to the channel),
+// 0 decremented, -1 not held (free), -2 held by another owner. A repeat of
+// the owner's last request_id returns its result and changes nothing; for
+// the release that freed the lock, the freed key remembers it.
+inline constexpr char kReleaseScript[] = R"lua(
+local lock, freed = KEYS[1], KEYS[2]
+local owner, rid = ARGV[1], ARGV[2]
+local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount')
+if h[1] ~= owner then
+  if rid ~= '' then
+    local f = redis.call('HMGET', freed, 'owner', 'rid')
+    if f[1] == owner and f[2] == rid then return {1, 0} end
+  end
+  if not h[1] then return {-1, 0} end
+  return {-2, 0}
+end
+if rid ~= '' and h[2] == 'r' and h[3] == rid then return {0, tonumber(h[4])} end
+local c = redis.call('HINCRBY', lock, 'count', -1)
+if c > 0 then
+  if rid == '' then
+    redis.call('HDEL', lock, 'rkind', 'rid', 'rcount', 'rttl')
+  else
+    redis.call('HSET', lock, 'rkind', 'r', 'rid', rid, 'rcount', c)
+  end
+  return {0, c}
+end
+redis.call('DEL', lock)
+if rid ~= '' then
+  redis.call('DEL', freed)
+  redis.call('HSET', freed, 'owner', owner, 'rid', rid)
+  redis.call('PEXPIRE', freed, ARGV[3])
+end
+redis.call('PUBLISH', ARGV[4], '')
+return {1, 0}
+)lua";
+
+// Resets the lease of a held lock.
+// KEYS: lock, fence. ARGV: owner, lease_ms, fence_ttl_ms ('0': persist).
+// Returns {code, token}: 1 renewed, -1 free, -2 held by another owner.
+inline constexpr char kRenewScript[] = R"lua(
+local h = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if not h[1] then return {-1, ''} end
+if h[1] ~= ARGV[1] then return {-2, ''} end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[3] == '0' then redis.call('PERSIST', KEYS[2]) else redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return {1, h[2]}
+)lua";
+
+// One lock's state. KEYS: lock.
+// Returns {} when free, else {owner, hold_count, token, pttl_ms}.
+inline constexpr char kDescribeScript[] = R"lua(
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')
+if not h[1] then return {} end
+return {h[1], tonumber(h[2]), h[3], redis.call('PTTL', KEYS[1])}
+)lua";
+
+}  // namespace lockd::redis
+
+#endif  // LOCKD_BACKENDS_REDIS_SCRIPTS_H_
