@@ -91,6 +91,19 @@ TEST(ConfigTest, HelpListsEveryKeyWithItsEnvironmentVariable) {
   EXPECT_TRUE(parsed->help);
 }
 
+TEST(ConfigTest, ShippedExampleFileIsValidAndMatchesTheDefaults) {
+  auto parsed =
+      ParseConfig({"--config", std::string(LOCKD_SOURCE_DIR) + "/deploy/lockd.example.yaml"}, {});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  Config d = DefaultConfig();
+  const Config& c = parsed->config;
+  EXPECT_EQ(c.listen, d.listen);
+  EXPECT_EQ(c.lease.default_ttl, d.lease.default_ttl);
+  EXPECT_EQ(c.redis.key_prefix, d.redis.key_prefix);
+  EXPECT_EQ(c.mysql.table_prefix, d.mysql.table_prefix);
+  EXPECT_EQ(c.zookeeper.session_timeout, d.zookeeper.session_timeout);
+}
+
 TEST(ConfigTest, EnvNameMapsMechanically) {
   EXPECT_EQ(EnvName("redis.addresses"), "LOCKD_REDIS_ADDRESSES");
   EXPECT_EQ(EnvName("lease.default"), "LOCKD_LEASE_DEFAULT");
