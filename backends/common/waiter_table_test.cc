@@ -1,6 +1,7 @@
 #include "backends/common/waiter_table.h"
 
 #include <atomic>
+#include <deque>
 #include <memory>
 
 #include "absl/synchronization/notification.h"
@@ -12,22 +13,32 @@ namespace {
 
 class WaiterTableTest : public ::testing::Test {
  protected:
+  // Where a waiter's answer lands. Owned by the fixture and declared before
+  // the table, so that waiters the table still holds when it is destroyed
+  // (answered UNAVAILABLE) write into live memory.
+  struct Slot {
+    absl::StatusOr<AcquireResult> result;
+    absl::Notification done;
+  };
+
   WaiterTable::Waiter MakeWaiter(const std::string& name, const std::string& owner,
-                                 absl::Duration wait, absl::StatusOr<AcquireResult>* out,
-                                 absl::Notification* done,
+                                 absl::Duration wait, Slot** slot_out,
                                  std::shared_ptr<CancelSignal> cancel = nullptr) {
+    Slot* slot = &slots_.emplace_back();
+    *slot_out = slot;
     WaiterTable::Waiter w;
     w.params.key = LockKey{"default", name};
     w.params.owner = owner;
     w.cancel = std::move(cancel);
     w.deadline = SteadyAfter(wait);
-    w.done = [out, done](absl::StatusOr<AcquireResult> r) {
-      *out = std::move(r);
-      done->Notify();
+    w.done = [slot](absl::StatusOr<AcquireResult> r) {
+      slot->result = std::move(r);
+      slot->done.Notify();
     };
     return w;
   }
 
+  std::deque<Slot> slots_;
   TimerQueue timers_;
   std::atomic<int> timeouts_{0};
   WaiterTable table_{&timers_, 3, [this](WaiterTable::Waiter w) {
@@ -39,11 +50,10 @@ class WaiterTableTest : public ::testing::Test {
 };
 
 TEST_F(WaiterTableTest, PopsWaitersInArrivalOrderPerLock) {
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n1, n2, n3;
-  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n1);
-  auto b = MakeWaiter("x", "b", absl::Seconds(30), &r, &n2);
-  auto c = MakeWaiter("y", "c", absl::Seconds(30), &r, &n3);
+  Slot *n1, *n2, *n3;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &n1);
+  auto b = MakeWaiter("x", "b", absl::Seconds(30), &n2);
+  auto c = MakeWaiter("y", "c", absl::Seconds(30), &n3);
   ASSERT_TRUE(table_.Park(a).ok());
   ASSERT_TRUE(table_.Park(b).ok());
   ASSERT_TRUE(table_.Park(c).ok());
@@ -56,85 +66,92 @@ TEST_F(WaiterTableTest, PopsWaitersInArrivalOrderPerLock) {
 }
 
 TEST_F(WaiterTableTest, ParkAtFrontGoesBeforeEarlierWaiters) {
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n1, n2;
-  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n1);
-  auto b = MakeWaiter("x", "b", absl::Seconds(30), &r, &n2);
+  Slot *n1, *n2;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &n1);
+  auto b = MakeWaiter("x", "b", absl::Seconds(30), &n2);
   ASSERT_TRUE(table_.Park(a).ok());
   ASSERT_TRUE(table_.Park(b, /*front=*/true).ok());
   EXPECT_EQ(table_.PopFront(LockKey{"default", "x"})->params.owner, "b");
 }
 
 TEST_F(WaiterTableTest, DeadlineRemovesWaiterAndCallsTimeout) {
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n;
-  auto a = MakeWaiter("x", "a", absl::Milliseconds(50), &r, &n);
+  Slot* n;
+  auto a = MakeWaiter("x", "a", absl::Milliseconds(50), &n);
   ASSERT_TRUE(table_.Park(a).ok());
-  ASSERT_TRUE(n.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->acquired);
+  ASSERT_TRUE(n->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(n->result.ok());
+  EXPECT_FALSE(n->result->acquired);
   EXPECT_EQ(timeouts_.load(), 1);
   EXPECT_EQ(table_.Count(LockKey{"default", "x"}), 0u);
 }
 
 TEST_F(WaiterTableTest, PoppedWaiterNoLongerTimesOut) {
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n;
-  auto a = MakeWaiter("x", "a", absl::Milliseconds(50), &r, &n);
+  Slot* n;
+  auto a = MakeWaiter("x", "a", absl::Milliseconds(50), &n);
   ASSERT_TRUE(table_.Park(a).ok());
   auto w = table_.PopFront(LockKey{"default", "x"});
   ASSERT_TRUE(w.has_value());
   absl::SleepFor(absl::Milliseconds(150));
   EXPECT_EQ(timeouts_.load(), 0);
-  EXPECT_FALSE(n.HasBeenNotified());
+  EXPECT_FALSE(n->done.HasBeenNotified());
 }
 
 TEST_F(WaiterTableTest, CancelRemovesWaiterAndAnswersCancelled) {
   auto cancel = std::make_shared<CancelSignal>();
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n;
-  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n, cancel);
+  Slot* n;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &n, cancel);
   ASSERT_TRUE(table_.Park(a).ok());
   cancel->Cancel();
-  ASSERT_TRUE(n.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(n->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(n->result.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(table_.Total(), 0u);
 }
 
 TEST_F(WaiterTableTest, AlreadyCancelledWaiterIsNotParked) {
   auto cancel = std::make_shared<CancelSignal>();
   cancel->Cancel();
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n;
-  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n, cancel);
+  Slot* n;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &n, cancel);
   EXPECT_EQ(table_.Park(a).code(), absl::StatusCode::kCancelled);
   EXPECT_TRUE(static_cast<bool>(a.done)) << "a refused waiter must be left to the caller";
   EXPECT_EQ(table_.Total(), 0u);
 }
 
 TEST_F(WaiterTableTest, FullTableRefusesWithResourceExhausted) {
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n[4];
+  Slot* slot[4];
   for (int i = 0; i < 3; ++i) {
-    auto w = MakeWaiter("x", "w", absl::Seconds(30), &r, &n[i]);
+    auto w = MakeWaiter("x", "w", absl::Seconds(30), &slot[i]);
     ASSERT_TRUE(table_.Park(w).ok());
   }
-  auto extra = MakeWaiter("y", "w", absl::Seconds(30), &r, &n[3]);
+  auto extra = MakeWaiter("y", "w", absl::Seconds(30), &slot[3]);
   EXPECT_EQ(table_.Park(extra).code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(WaiterTableTest, CloseReturnsEveryWaiterAndRefusesMore) {
-  absl::StatusOr<AcquireResult> r;
-  absl::Notification n1, n2, n3;
-  auto a = MakeWaiter("x", "a", absl::Seconds(30), &r, &n1);
-  auto b = MakeWaiter("y", "b", absl::Seconds(30), &r, &n2);
+  Slot *n1, *n2, *n3;
+  auto a = MakeWaiter("x", "a", absl::Seconds(30), &n1);
+  auto b = MakeWaiter("y", "b", absl::Seconds(30), &n2);
   ASSERT_TRUE(table_.Park(a).ok());
   ASSERT_TRUE(table_.Park(b).ok());
   std::vector<WaiterTable::Waiter> all = table_.Close();
   EXPECT_EQ(all.size(), 2u);
-  auto c = MakeWaiter("x", "c", absl::Seconds(30), &r, &n3);
+  auto c = MakeWaiter("x", "c", absl::Seconds(30), &n3);
   EXPECT_EQ(table_.Park(c).code(), absl::StatusCode::kUnavailable);
   for (auto& w : all) std::move(w.done)(ShuttingDownError());
+}
+
+TEST(WaiterTableLifetimeTest, DestroyingTheTableAnswersParkedWaitersUnavailable) {
+  absl::StatusOr<AcquireResult> result;
+  TimerQueue timers;
+  {
+    WaiterTable table(&timers, 10, [](WaiterTable::Waiter) {});
+    WaiterTable::Waiter w;
+    w.params.key = LockKey{"default", "x"};
+    w.deadline = SteadyAfter(absl::Seconds(30));
+    w.done = [&result](absl::StatusOr<AcquireResult> r) { result = std::move(r); };
+    ASSERT_TRUE(table.Park(w).ok());
+  }
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
