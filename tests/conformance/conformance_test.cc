@@ -471,7 +471,7 @@ TEST_P(ConformanceTest, TooManyWaitersIsResourceExhausted) {
     waiters.emplace_back([&, i] {
       auto s2 = NewStub(small->address());
       v1::AcquireResponse r;
-      Acquire({"full", absl::StrCat("w", i), absl::Seconds(30), absl::Seconds(2)}, &r, s2.get());
+      Acquire({"full", absl::StrCat("w", i), absl::Seconds(30), absl::Seconds(4)}, &r, s2.get());
     });
   }
   ASSERT_TRUE(WaitFor(
@@ -561,10 +561,11 @@ TEST_P(ConformanceTest, ReentrantAcquireCountsHolds) {
 }
 
 TEST_P(ConformanceTest, ReentrantAcquireResetsLease) {
-  MustAcquire("re-lease", "alice", absl::Milliseconds(600));
-  absl::SleepFor(absl::Milliseconds(400));
-  MustAcquire("re-lease", "alice", absl::Milliseconds(600));
-  absl::SleepFor(absl::Milliseconds(400));
+  // 700 + 700 ms outlives the first 1 s lease only if the second acquire reset it.
+  MustAcquire("re-lease", "alice", absl::Seconds(1));
+  absl::SleepFor(absl::Milliseconds(700));
+  MustAcquire("re-lease", "alice", absl::Seconds(1));
+  absl::SleepFor(absl::Milliseconds(700));
   v1::LockInfo info = Describe("re-lease");
   EXPECT_TRUE(info.held()) << "reentrant acquire did not reset the lease";
   EXPECT_EQ(info.hold_count(), 2u);
@@ -597,13 +598,13 @@ TEST_P(ConformanceTest, ReleaseAfterExpiryIsLockNotHeld) {
 }
 
 TEST_P(ConformanceTest, RenewExtendsLease) {
-  uint64_t token = MustAcquire("renew", "alice", absl::Milliseconds(500));
-  absl::SleepFor(absl::Milliseconds(250));
+  uint64_t token = MustAcquire("renew", "alice", absl::Milliseconds(800));
+  absl::SleepFor(absl::Milliseconds(300));
   v1::RenewResponse resp;
   ASSERT_TRUE(Renew("renew", "alice", absl::Seconds(3), &resp).ok());
   EXPECT_EQ(FromProto(resp.lease_ttl()), absl::Seconds(3));
   EXPECT_EQ(resp.fencing_token(), token);
-  absl::SleepFor(absl::Milliseconds(500));
+  absl::SleepFor(absl::Milliseconds(800));
   v1::LockInfo info = Describe("renew");
   EXPECT_TRUE(info.held()) << "renew did not extend the lease";
   EXPECT_GT(FromProto(info.ttl_remaining()), absl::Seconds(1));
