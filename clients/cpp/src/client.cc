@@ -90,13 +90,15 @@ std::string NewClientOwner() {
   return absl::StrCat(h, "-", ::getpid(), "-", RandomHex(16));
 }
 
-ClientCore::ClientCore(std::shared_ptr<Stub> stub, ClientOptions options)
+ClientCore::ClientCore(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
+                       ClientOptions options)
     : stub_(std::move(stub)),
+      channel_(std::move(channel)),
       options_([&] {
         if (options.owner.empty()) options.owner = NewClientOwner();
         return std::move(options);
       }()),
-      watchdog_(std::make_shared<Watchdog>(stub_, options_)) {}
+      watchdog_(std::make_shared<Watchdog>(stub_, channel_, options_)) {}
 
 ClientCore::~ClientCore() { watchdog_->Shutdown(); }
 
@@ -197,9 +199,9 @@ absl::Status Lease::Release(absl::Duration timeout) {
   // hold that the same owner was granted again meanwhile.
   if (!end.lost.ok()) return end.lost;
   if (timeout <= absl::ZeroDuration()) timeout = core_->options().rpc_timeout;
-  absl::StatusOr<ReleaseOutcome> r =
-      client_internal::ReleaseHold(core_->stub(), core_->options(), state_->ns, state_->name,
-                                   state_->owner, SteadyClock::now() + ToSteady(timeout));
+  absl::StatusOr<ReleaseOutcome> r = client_internal::ReleaseHold(
+      core_->stub(), core_->channel(), core_->options(), state_->ns, state_->name, state_->owner,
+      SteadyClock::now() + ToSteady(timeout));
   if (r.ok()) return absl::OkStatus();
   if (IsLockLost(r.status())) {
     absl::Status lost = client_internal::LockLostError(
@@ -228,11 +230,12 @@ absl::StatusOr<Client> Client::Connect(absl::string_view target, ClientOptions o
 }
 
 Client::Client(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
-    : Client(std::shared_ptr<v1::LockService::StubInterface>(v1::LockService::NewStub(channel)),
-             std::move(options)) {}
+    : core_(std::make_shared<ClientCore>(
+          std::shared_ptr<v1::LockService::StubInterface>(v1::LockService::NewStub(channel)),
+          channel, std::move(options))) {}
 
 Client::Client(std::shared_ptr<v1::LockService::StubInterface> stub, ClientOptions options)
-    : core_(std::make_shared<ClientCore>(std::move(stub), std::move(options))) {}
+    : core_(std::make_shared<ClientCore>(std::move(stub), nullptr, std::move(options))) {}
 
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
@@ -272,18 +275,19 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
   req.set_request_id(client_internal::RandomHex(16));
   v1::AcquireResponse resp;
   SteadyTime send_time;
-  grpc::Status gs = client_internal::CallWithRetry(co, deadline, [&](grpc::ClientContext* ctx) {
-    // A retry waits only for what is left of the caller's wait.
-    SteadyTime now = SteadyClock::now();
-    if (wait_end > now) {
-      ToProto(client_internal::FromSteady(wait_end - now), req.mutable_wait_timeout());
-    } else {
-      req.clear_wait_timeout();
-    }
-    resp.Clear();
-    send_time = now;
-    return core_->stub().Acquire(ctx, req, &resp);
-  });
+  grpc::Status gs =
+      client_internal::CallWithRetry(co, core_->channel(), deadline, [&](grpc::ClientContext* ctx) {
+        // A retry waits only for what is left of the caller's wait.
+        SteadyTime now = SteadyClock::now();
+        if (wait_end > now) {
+          ToProto(client_internal::FromSteady(wait_end - now), req.mutable_wait_timeout());
+        } else {
+          req.clear_wait_timeout();
+        }
+        resp.Clear();
+        send_time = now;
+        return core_->stub().Acquire(ctx, req, &resp);
+      });
   if (!gs.ok()) {
     if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && deadline > wait_end) {
       // The server would have answered when the wait ended; it did not.
@@ -357,7 +361,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
     } else if (SteadyClock::now() >= valid_until) {
       // Granted but unconfirmable: give the hold back rather than hand out
       // a lease that is already invalid.
-      client_internal::ReleaseHold(core_->stub(), co, ns, name, owner,
+      client_internal::ReleaseHold(core_->stub(), core_->channel(), co, ns, name, owner,
                                    SteadyClock::now() + ToSteady(co.release_timeout))
           .IgnoreError();
       return absl::UnavailableError(absl::StrCat(
@@ -384,8 +388,8 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
 
 absl::StatusOr<ReleaseOutcome> Client::Release(absl::string_view name, absl::string_view owner,
                                                absl::string_view ns) {
-  return client_internal::ReleaseHold(core_->stub(), core_->options(), core_->Namespace(ns), name,
-                                      owner,
+  return client_internal::ReleaseHold(core_->stub(), core_->channel(), core_->options(),
+                                      core_->Namespace(ns), name, owner,
                                       SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
 }
 
@@ -400,8 +404,8 @@ absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_
   if (ttl > absl::ZeroDuration()) ToProto(ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
   grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
-      [&](grpc::ClientContext* ctx) {
+      core_->options(), core_->channel(),
+      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
         resp.Clear();
         return core_->stub().Renew(ctx, req, &resp);
       });
@@ -416,8 +420,8 @@ absl::StatusOr<LockInfo> Client::Describe(absl::string_view name, absl::string_v
   req.set_name(std::string(name));
   v1::LockInfo resp;
   grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
-      [&](grpc::ClientContext* ctx) {
+      core_->options(), core_->channel(),
+      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
         resp.Clear();
         return core_->stub().Describe(ctx, req, &resp);
       });
@@ -434,8 +438,8 @@ absl::StatusOr<ListPage> Client::List(const ListOptions& options) {
   req.set_page_token(options.page_token);
   v1::ListResponse resp;
   grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
-      [&](grpc::ClientContext* ctx) {
+      core_->options(), core_->channel(),
+      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
         resp.Clear();
         return core_->stub().List(ctx, req, &resp);
       });

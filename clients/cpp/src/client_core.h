@@ -16,13 +16,16 @@ namespace lockd::client_internal {
 
 class ClientCore {
  public:
-  // Fills in options.owner if empty.
-  ClientCore(std::shared_ptr<Stub> stub, ClientOptions options);
+  // Fills in options.owner if empty. `channel` is the stub's channel, or null
+  // when unknown (a stub given by the caller, e.g. a mock).
+  ClientCore(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
+             ClientOptions options);
   ~ClientCore();
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
   Stub& stub() const { return *stub_; }
+  grpc::ChannelInterface* channel() const { return channel_.get(); }
   const ClientOptions& options() const { return options_; }
   Watchdog& watchdog() const { return *watchdog_; }
 
@@ -31,6 +34,7 @@ class ClientCore {
 
  private:
   const std::shared_ptr<Stub> stub_;
+  const std::shared_ptr<grpc::ChannelInterface> channel_;
   const ClientOptions options_;
   const std::shared_ptr<Watchdog> watchdog_;
 };

@@ -30,7 +30,22 @@ void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline) {
                         deadline - SteadyClock::now()));
 }
 
-grpc::Status CallWithRetry(const ClientOptions& options, SteadyTime deadline,
+void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until) {
+  if (channel == nullptr) {
+    std::this_thread::sleep_for(until - SteadyClock::now());
+    return;
+  }
+  while (SteadyClock::now() < until) {
+    grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    if (state == GRPC_CHANNEL_READY) return;
+    auto left =
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(until - SteadyClock::now());
+    if (!channel->WaitForStateChange(state, std::chrono::system_clock::now() + left)) return;
+  }
+}
+
+grpc::Status CallWithRetry(const ClientOptions& options, grpc::ChannelInterface* channel,
+                           SteadyTime deadline,
                            absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt) {
   thread_local absl::BitGen gen;
   absl::Duration backoff = std::max(options.initial_backoff, absl::Milliseconds(1));
@@ -42,7 +57,7 @@ grpc::Status CallWithRetry(const ClientOptions& options, SteadyTime deadline,
     int64_t half = absl::ToInt64Nanoseconds(backoff / 2);
     absl::Duration sleep = absl::Nanoseconds(half + absl::Uniform<int64_t>(gen, 0, half + 1));
     if (SteadyClock::now() + ToSteady(sleep) >= deadline) return status;
-    std::this_thread::sleep_for(ToSteady(sleep));
+    PauseWatchingChannel(channel, SteadyClock::now() + ToSteady(sleep));
     backoff = std::min(backoff * 2, std::max(options.max_backoff, backoff));
   }
 }
@@ -73,16 +88,17 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
   return send_time;
 }
 
-absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, const ClientOptions& options,
-                                           absl::string_view ns, absl::string_view name,
-                                           absl::string_view owner, SteadyTime deadline) {
+absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* channel,
+                                           const ClientOptions& options, absl::string_view ns,
+                                           absl::string_view name, absl::string_view owner,
+                                           SteadyTime deadline) {
   v1::ReleaseRequest req;
   req.set_namespace_(std::string(ns));
   req.set_name(std::string(name));
   req.set_owner(std::string(owner));
   req.set_request_id(RandomHex(16));
   v1::ReleaseResponse resp;
-  grpc::Status status = CallWithRetry(options, deadline, [&](grpc::ClientContext* ctx) {
+  grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
     resp.Clear();
     return stub.Release(ctx, req, &resp);
   });

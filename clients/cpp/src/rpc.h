@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "clients/cpp/src/lease_state.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "lockd/client.h"
 #include "lockd/v1/lock.grpc.pb.h"
@@ -24,12 +25,20 @@ std::string RandomHex(int bytes);
 // Sets the context's deadline to the steady-clock `deadline`.
 void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline);
 
+// Waits until `until`, returning early once `channel` (if not null) is READY,
+// and meanwhile asks the channel to connect and polls it. With gRPC's
+// synchronous API nothing else drives reconnection between calls (only
+// gRPC's 5 s backup poller), so without this a server that comes back is
+// noticed seconds late.
+void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until);
+
 // Runs `attempt` with a fresh context whose deadline is `deadline`, again
-// after UNAVAILABLE with capped, jittered exponential backoff, until another
-// status comes back or the next sleep would end past `deadline` (then the
-// last UNAVAILABLE is returned). Blocks; never past `deadline` (+ one
-// attempt's scheduling noise).
-grpc::Status CallWithRetry(const ClientOptions& options, SteadyTime deadline,
+// after UNAVAILABLE with capped, jittered exponential backoff (cut short when
+// `channel`, if given, becomes READY), until another status comes back or the
+// next pause would end past `deadline` (then the last UNAVAILABLE is
+// returned). Blocks; never past `deadline` (+ one attempt's scheduling noise).
+grpc::Status CallWithRetry(const ClientOptions& options, grpc::ChannelInterface* channel,
+                           SteadyTime deadline,
                            absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt);
 
 // One Renew of `lease` (ttl = lease.ttl), bounded by `deadline`, applied to
@@ -40,9 +49,10 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
 
 // Release of one hold with a fresh request_id, retried on UNAVAILABLE with
 // that same request_id until `deadline`. Errors as Client::Release.
-absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, const ClientOptions& options,
-                                           absl::string_view ns, absl::string_view name,
-                                           absl::string_view owner, SteadyTime deadline);
+absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* channel,
+                                           const ClientOptions& options, absl::string_view ns,
+                                           absl::string_view name, absl::string_view owner,
+                                           SteadyTime deadline);
 
 }  // namespace lockd::client_internal
 

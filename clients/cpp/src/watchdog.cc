@@ -13,8 +13,9 @@ absl::Duration RetryDelay(absl::Duration ttl) {
 
 }  // namespace
 
-Watchdog::Watchdog(std::shared_ptr<Stub> stub, ClientOptions options)
-    : stub_(std::move(stub)), options_(std::move(options)) {}
+Watchdog::Watchdog(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
+                   ClientOptions options)
+    : stub_(std::move(stub)), channel_(std::move(channel)), options_(std::move(options)) {}
 
 Watchdog::~Watchdog() {
   // Only reachable joinable if Shutdown() was skipped; never terminate().
@@ -114,6 +115,15 @@ void Watchdog::Run() {
       expired.clear();  // drop references without the lock held
       if (due != nullptr) RenewOne(due);
       due.reset();
+      l.lock();
+      continue;
+    }
+    if (channel_ != nullptr && !entries_.empty() &&
+        channel_->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
+      // Drive reconnection while leases depend on it. Slices of at most
+      // 100 ms keep Add/Remove/Shutdown responsive.
+      l.unlock();
+      PauseWatchingChannel(channel_.get(), std::min(wake, now + std::chrono::milliseconds(100)));
       l.lock();
       continue;
     }

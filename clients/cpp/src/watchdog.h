@@ -31,7 +31,10 @@ namespace lockd::client_internal {
 
 class Watchdog : public std::enable_shared_from_this<Watchdog> {
  public:
-  Watchdog(std::shared_ptr<Stub> stub, ClientOptions options);
+  // `channel` may be null (unknown); when given, the thread polls it while
+  // it is not READY so that reconnection is prompt (see PauseWatchingChannel).
+  Watchdog(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
+           ClientOptions options);
   // REQUIRES: Shutdown() was called, or no lease was ever added.
   ~Watchdog();
 
@@ -65,6 +68,7 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   void RenewOne(const std::shared_ptr<LeaseState>& lease);
 
   const std::shared_ptr<Stub> stub_;
+  const std::shared_ptr<grpc::ChannelInterface> channel_;
   const ClientOptions options_;
 
   mutable std::mutex mu_;

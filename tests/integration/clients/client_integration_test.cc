@@ -1,0 +1,283 @@
+// lockd::Client against a real lockd process (memory backend): grants,
+// waiting, renewal past the TTL, loss on a server restart, retries across a
+// server that comes up late, and release on destruction.
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lockd/client.h"
+#include "tests/integration/clients/restartable_lockd.h"
+#include "tests/support/process.h"
+
+namespace lockd {
+namespace {
+
+using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::TempDir;
+using ::testing::HasSubstr;
+
+class ClientIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lockd_.emplace(tmp_.path());
+    ASSERT_TRUE(lockd_->Start().ok());
+  }
+
+  Client NewClient(ClientOptions options = {}) {
+    options.rpc_timeout = absl::Seconds(3);
+    absl::StatusOr<Client> c = Client::Connect(lockd_->address(), options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *std::move(c);
+  }
+
+  static AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
+    AcquireOptions o;
+    o.ttl = ttl;
+    o.wait = wait;
+    return o;
+  }
+
+  TempDir tmp_;
+  std::optional<RestartableLockd> lockd_;
+};
+
+TEST_F(ClientIntegrationTest, AcquiredLockIsHeldByTheOwnerUntilReleased) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("orders/42", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_GT(lease->fencing_token(), 0u);
+  EXPECT_EQ(lease->ttl(), absl::Seconds(10));
+  absl::StatusOr<LockInfo> info = observer.Describe("orders/42");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, a.owner());
+  EXPECT_EQ(info->fencing_token, lease->fencing_token());
+  EXPECT_EQ(info->backend, "memory");
+  ASSERT_TRUE(lease->Release().ok());
+  EXPECT_FALSE(observer.Describe("orders/42")->held);
+}
+
+TEST_F(ClientIntegrationTest, OtherOwnerIsNotAcquiredAndLearnsTheHolder) {
+  Client a = NewClient();
+  Client b = NewClient();
+  absl::StatusOr<Lease> held = a.Acquire("x", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(held.ok());
+  absl::StatusOr<Lease> no = b.TryAcquire("x", Opts(absl::Seconds(10)));
+  ASSERT_EQ(no.status().code(), absl::StatusCode::kDeadlineExceeded);
+  std::optional<LockInfo> holder = CurrentHolder(no.status());
+  ASSERT_TRUE(holder.has_value());
+  EXPECT_EQ(holder->owner, a.owner());
+  absl::StatusOr<Lease> waited = b.Acquire("x", Opts(absl::Seconds(10), absl::Milliseconds(300)));
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientIntegrationTest, WaiterGetsTheLockAfterReleaseWithAGreaterToken) {
+  Client a = NewClient();
+  Client b = NewClient();
+  absl::StatusOr<Lease> first = a.Acquire("x", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(first.ok());
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_TRUE(first->Release().ok());
+  });
+  absl::StatusOr<Lease> second = b.Acquire("x", Opts(absl::Seconds(10), absl::Seconds(10)));
+  releaser.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->fencing_token(), first->fencing_token());
+}
+
+TEST_F(ClientIntegrationTest, SameOwnerIsReentrant) {
+  Client a = NewClient();
+  absl::StatusOr<Lease> one = a.Acquire("x", Opts(absl::Seconds(10)));
+  absl::StatusOr<Lease> two = a.Acquire("x", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ(two->hold_count(), 2u);
+  EXPECT_EQ(two->fencing_token(), one->fencing_token());
+  ASSERT_TRUE(two->Release().ok());
+  EXPECT_TRUE(a.Describe("x")->held);
+  ASSERT_TRUE(one->Release().ok());
+  EXPECT_FALSE(a.Describe("x")->held);
+}
+
+TEST_F(ClientIntegrationTest, WatchdogKeepsTheLockPastItsTtl) {
+  Client a = NewClient();
+  Client b = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("x", Opts(absl::Milliseconds(500)));
+  ASSERT_TRUE(lease.ok());
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_TRUE(lease->valid());
+  EXPECT_EQ(b.TryAcquire("x", Opts(absl::Seconds(1))).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(lease->Release().ok());
+}
+
+TEST_F(ClientIntegrationTest, LeaseWithoutAutoRenewEndsAfterItsTtl) {
+  Client a = NewClient();
+  Client b = NewClient();
+  AcquireOptions o = Opts(absl::Milliseconds(300));
+  o.auto_renew = false;
+  absl::StatusOr<Lease> lease = a.Acquire("x", o);
+  ASSERT_TRUE(lease.ok());
+  absl::StatusOr<Lease> next = b.Acquire("x", Opts(absl::Seconds(5), absl::Seconds(5)));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(lease->lost());
+  EXPECT_TRUE(IsLockLost(lease->Release()));
+}
+
+TEST_F(ClientIntegrationTest, ServerRestartMakesTheLeaseLostAndFiresTheCallbackOnce) {
+  Client a = NewClient();
+  std::atomic<int> fired{0};
+  absl::Notification lost;
+  AcquireOptions o = Opts(absl::Milliseconds(1500));
+  o.on_lost = [&](const absl::Status& why) {
+    EXPECT_TRUE(IsLockLost(why));
+    if (++fired == 1) lost.Notify();
+  };
+  absl::StatusOr<Lease> lease = a.Acquire("x", o);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(lockd_->Restart().ok());  // the memory backend forgets the hold
+  ASSERT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(lease->lost());
+  absl::Status released = lease->Release();
+  EXPECT_EQ(released.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(IsLockLost(released));
+  EXPECT_EQ(fired.load(), 1);
+}
+
+TEST_F(ClientIntegrationTest, StoppedServerMakesTheLeaseLostWhenValidityEnds) {
+  Client a = NewClient();
+  absl::Notification lost;
+  AcquireOptions o = Opts(absl::Milliseconds(600));
+  o.on_lost = [&](const absl::Status& why) {
+    EXPECT_THAT(std::string(why.message()), HasSubstr("validity"));
+    lost.Notify();
+  };
+  absl::StatusOr<Lease> lease = a.Acquire("x", o);
+  ASSERT_TRUE(lease.ok());
+  lockd_->Kill();
+  ASSERT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_FALSE(lease->valid());
+}
+
+TEST_F(ClientIntegrationTest, AcquireRetriesUntilALateServerComesUp) {
+  lockd_->Kill();
+  Client a = NewClient();
+  AcquireOptions o = Opts(absl::Seconds(10));
+  o.timeout = absl::Seconds(20);
+  absl::StatusOr<Lease> lease;
+  absl::Time started = absl::Now();
+  // The server is started from this thread: a child dies with the thread that
+  // forked it (PR_SET_PDEATHSIG).
+  std::thread acquirer([&] { lease = a.Acquire("x", o); });
+  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(lockd_->Start().ok());
+  absl::Time up = absl::Now();
+  acquirer.join();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_LT(absl::Now() - up, absl::Seconds(3)) << "since start " << (absl::Now() - started);
+  EXPECT_EQ(a.Describe("x")->hold_count, 1u);  // retries did not double the hold
+}
+
+TEST_F(ClientIntegrationTest, WatchdogReconnectsPromptlyAfterAnOutage) {
+  Client a = NewClient();
+  absl::Notification lost;
+  absl::Status why;
+  AcquireOptions o = Opts(absl::Seconds(4));
+  o.on_lost = [&](const absl::Status& s) {
+    why = s;
+    lost.Notify();
+  };
+  absl::StatusOr<Lease> lease = a.Acquire("x", o);
+  ASSERT_TRUE(lease.ok());
+  lockd_->Kill();
+  absl::SleepFor(absl::Seconds(2));  // renewals fail; the channel backs off
+  ASSERT_TRUE(lockd_->Start().ok());
+  // The restarted (memory) server no longer has the hold. The watchdog must
+  // reach it before the validity (about 4 s after the last renewal at ~1.3 s)
+  // runs out, so the loss is reported by the server, not by the clock.
+  ASSERT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_THAT(std::string(why.message()), HasSubstr("not held")) << why;
+}
+
+TEST_F(ClientIntegrationTest, UnreachableServerIsUnavailable) {
+  lockd_->Kill();
+  Client a = NewClient();
+  AcquireOptions o = Opts(absl::Seconds(10));
+  o.timeout = absl::Milliseconds(500);
+  EXPECT_EQ(a.Acquire("x", o).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(a.Describe("x").status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ClientIntegrationTest, DestroyedLeaseReleasesTheLock) {
+  Client a = NewClient();
+  {
+    absl::StatusOr<Lease> lease = a.Acquire("x", Opts(absl::Seconds(30)));
+    ASSERT_TRUE(lease.ok());
+    EXPECT_TRUE(a.Describe("x")->held);
+  }
+  EXPECT_FALSE(a.Describe("x")->held);
+}
+
+TEST_F(ClientIntegrationTest, GrantAfterAWaitLongerThanTheTtlComesBackValid) {
+  Client a = NewClient();
+  Client b = NewClient();
+  absl::StatusOr<Lease> first = a.Acquire("x", Opts(absl::Milliseconds(600)));
+  ASSERT_TRUE(first.ok());
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(1200));  // two TTLs, renewed meanwhile
+    EXPECT_TRUE(first->Release().ok());
+  });
+  absl::StatusOr<Lease> second = b.Acquire("x", Opts(absl::Milliseconds(600), absl::Seconds(10)));
+  releaser.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->valid());
+  EXPECT_GT(second->validity_remaining(), absl::Milliseconds(300));
+}
+
+TEST_F(ClientIntegrationTest, LowLevelOperationsByOwner) {
+  ClientOptions co;
+  co.default_namespace = "jobs";
+  Client a = NewClient(co);
+  std::vector<Lease> leases;
+  for (const char* n : {"r/1", "r/2", "s/1"}) {
+    AcquireOptions o = Opts(absl::Seconds(10));
+    o.auto_renew = false;
+    absl::StatusOr<Lease> l = a.Acquire(n, o);
+    ASSERT_TRUE(l.ok());
+    leases.push_back(*std::move(l));
+  }
+  ListOptions lo;
+  lo.prefix = "r/";
+  lo.page_size = 1;
+  absl::StatusOr<ListPage> page = a.List(lo);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->locks.size(), 1u);
+  EXPECT_EQ(page->locks[0].name, "r/1");
+  EXPECT_EQ(page->locks[0].ns, "jobs");
+  lo.page_token = page->next_page_token;
+  page = a.List(lo);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->locks.size(), 1u);
+  EXPECT_EQ(page->locks[0].name, "r/2");
+
+  absl::StatusOr<RenewOutcome> renewed = a.Renew("r/1", a.owner(), absl::Seconds(20));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(renewed->ttl, absl::Seconds(20));
+  EXPECT_EQ(renewed->fencing_token, leases[0].fencing_token());
+  absl::StatusOr<ReleaseOutcome> released = a.Release("s/1", a.owner());
+  ASSERT_TRUE(released.ok());
+  EXPECT_TRUE(released->released);
+  EXPECT_TRUE(IsLockLost(a.Release("s/1", a.owner()).status()));
+  EXPECT_TRUE(IsLockLost(a.Renew("s/1", "nobody", absl::Seconds(5)).status()));
+  leases[2].Detach();  // already released above
+}
+
+}  // namespace
+}  // namespace lockd

@@ -1,0 +1,250 @@
+// lockctl end to end against a real lockd: every subcommand, the documented
+// exit codes, and `run` as a distributed flock (mutual exclusion between
+// racing runs, exit status pass-through, signals on loss, forwarding).
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/clients/restartable_lockd.h"
+#include "tests/support/process.h"
+
+namespace lockd {
+namespace {
+
+using ::lockd::testing::ReadFileOrEmpty;
+using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::Subprocess;
+using ::lockd::testing::TempDir;
+using ::lockd::testing::WaitFor;
+using ::testing::HasSubstr;
+
+constexpr int kNotAcquired = 75;
+constexpr int kLockLost = 76;
+constexpr int kUnavailable = 69;
+constexpr int kUsage = 64;
+
+int ExitCode(int wait_status) {
+  if (wait_status == -1) return -1;
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return -2;
+}
+
+// The value of the "key: value" line in lockctl's text output.
+std::string Field(const std::string& output, absl::string_view key) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (absl::ConsumePrefix(&line, absl::StrCat(key, ": "))) return std::string(line);
+  }
+  return "";
+}
+
+class LockctlTest : public ::testing::Test {
+ protected:
+  struct Result {
+    int code;
+    std::string output;  // stdout and stderr
+  };
+
+  void SetUp() override {
+    lockd_.emplace(tmp_.path());
+    ASSERT_TRUE(lockd_->Start().ok());
+  }
+
+  std::unique_ptr<Subprocess> Start(std::vector<std::string> args) {
+    std::vector<std::string> argv = {LOCKCTL_BINARY, "--server", lockd_->address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<std::unique_ptr<Subprocess>> p =
+        Subprocess::Start(argv, absl::StrCat(tmp_.path(), "/lockctl-", ++runs_, ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+
+  Result Run(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(20)) {
+    std::unique_ptr<Subprocess> p = Start(std::move(args));
+    if (p == nullptr) return {-1, ""};
+    int status = p->Wait(timeout);
+    return {ExitCode(status), p->Log()};
+  }
+
+  std::string Path(absl::string_view name) const { return absl::StrCat(tmp_.path(), "/", name); }
+
+  TempDir tmp_;
+  std::optional<RestartableLockd> lockd_;
+  int runs_ = 0;
+};
+
+TEST_F(LockctlTest, AcquireRenewDescribeReleaseRoundTrip) {
+  Result acq = Run({"acquire", "--name", "orders/42", "--owner", "me", "--ttl", "20s"});
+  ASSERT_EQ(acq.code, 0) << acq.output;
+  EXPECT_EQ(Field(acq.output, "owner"), "me");
+  std::string token = Field(acq.output, "fencing_token");
+  EXPECT_FALSE(token.empty());
+
+  Result desc = Run({"describe", "--name", "orders/42"});
+  ASSERT_EQ(desc.code, 0) << desc.output;
+  EXPECT_EQ(Field(desc.output, "held"), "true");
+  EXPECT_EQ(Field(desc.output, "owner"), "me");
+  EXPECT_EQ(Field(desc.output, "fencing_token"), token);
+
+  Result other = Run({"acquire", "--name", "orders/42", "--owner", "other"});
+  EXPECT_EQ(other.code, kNotAcquired) << other.output;
+  EXPECT_THAT(other.output, HasSubstr("\"me\""));
+  Result other_json =
+      Run({"acquire", "--name", "orders/42", "--owner", "other", "--output", "json"});
+  EXPECT_EQ(other_json.code, kNotAcquired);
+  EXPECT_THAT(other_json.output, HasSubstr("{\"acquired\":false"));
+  EXPECT_THAT(other_json.output, HasSubstr("\"owner\":\"me\""));
+
+  Result renew = Run({"renew", "--name", "orders/42", "--owner", "me", "--ttl", "40s"});
+  ASSERT_EQ(renew.code, 0) << renew.output;
+  EXPECT_EQ(Field(renew.output, "ttl"), "40s");
+  EXPECT_EQ(Field(renew.output, "fencing_token"), token);
+
+  Result wrong = Run({"release", "--name", "orders/42", "--owner", "other"});
+  EXPECT_EQ(wrong.code, kLockLost) << wrong.output;
+  Result rel = Run({"release", "--name", "orders/42", "--owner", "me", "--output", "json"});
+  ASSERT_EQ(rel.code, 0) << rel.output;
+  EXPECT_THAT(rel.output, HasSubstr("{\"released\":true,\"hold_count\":0}"));
+  EXPECT_EQ(Field(Run({"describe", "--name", "orders/42"}).output, "held"), "false");
+  EXPECT_EQ(Run({"renew", "--name", "orders/42", "--owner", "me"}).code, kLockLost);
+}
+
+TEST_F(LockctlTest, ListShowsHeldLocksByPrefixAsTextAndJson) {
+  for (const char* n : {"jobs/a", "jobs/b", "other"}) {
+    ASSERT_EQ(Run({"acquire", "--name", n, "--namespace", "ops"}).code, 0);
+  }
+  Result text = Run({"list", "--namespace", "ops", "--prefix", "jobs/"});
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("NAME"));
+  EXPECT_THAT(text.output, HasSubstr("jobs/a"));
+  EXPECT_THAT(text.output, HasSubstr("jobs/b"));
+  EXPECT_THAT(text.output, ::testing::Not(HasSubstr("other")));
+  Result json = Run({"list", "--namespace", "ops", "--output", "json", "--limit", "1"});
+  ASSERT_EQ(json.code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr("{\"locks\":[{\"namespace\":\"ops\",\"name\":\"jobs/a\""));
+  EXPECT_THAT(json.output, ::testing::Not(HasSubstr("jobs/b")));
+}
+
+TEST_F(LockctlTest, ExitCodesForUsageHelpAndUnavailableServer) {
+  EXPECT_EQ(Run({"frobnicate"}).code, kUsage);
+  EXPECT_EQ(Run({"describe"}).code, kUsage);
+  Result help = Run({"--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_THAT(help.output, HasSubstr("Exit codes"));
+  EXPECT_EQ(Run({"run", "--help"}).code, 0);
+  lockd_->Kill();
+  Result down = Run({"describe", "--name", "x", "--timeout", "1s"});
+  EXPECT_EQ(down.code, kUnavailable) << down.output;
+  EXPECT_EQ(Run({"run", "--name", "x", "--timeout", "1s", "--", "true"}).code, kUnavailable);
+}
+
+TEST_F(LockctlTest, RunPassesTheExitCodeThroughAndReleases) {
+  Result r = Run({"run", "--name", "job", "--", "sh", "-c",
+                  "echo token=$LOCKD_FENCING_TOKEN name=$LOCKD_LOCK_NAME; exit 7"});
+  EXPECT_EQ(r.code, 7) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("name=job"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("token=[1-9][0-9]*"));
+  EXPECT_EQ(Field(Run({"describe", "--name", "job"}).output, "held"), "false");
+  EXPECT_EQ(Run({"run", "--name", "job", "--", "true"}).code, 0);
+  EXPECT_EQ(Run({"run", "--name", "job", "--", "/nonexistent/command"}).code, 127);
+  EXPECT_EQ(Field(Run({"describe", "--name", "job"}).output, "held"), "false");
+}
+
+TEST_F(LockctlTest, RacingRunsNeverRunTheirCommandsAtTheSameTime) {
+  const std::string log = Path("race.log");
+  const std::string script =
+      absl::StrCat("echo start $$ >> ", log, "; sleep 0.3; echo end $$ >> ", log);
+  std::vector<std::unique_ptr<Subprocess>> runs;
+  for (int i = 0; i < 4; ++i) {
+    runs.push_back(Start({"run", "--name", "nightly-report", "--ttl", "5s", "--wait", "30s", "--",
+                          "sh", "-c", script}));
+  }
+  for (auto& p : runs) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(ExitCode(p->Wait(absl::Seconds(30))), 0) << p->Log();
+  }
+  std::vector<std::string> lines = absl::StrSplit(ReadFileOrEmpty(log), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 8u) << ReadFileOrEmpty(log);
+  for (size_t i = 0; i < lines.size(); i += 2) {
+    // Each start is immediately followed by the end of the same command.
+    ASSERT_TRUE(absl::StartsWith(lines[i], "start ")) << ReadFileOrEmpty(log);
+    EXPECT_EQ(lines[i + 1], absl::StrCat("end ", lines[i].substr(6))) << ReadFileOrEmpty(log);
+  }
+}
+
+TEST_F(LockctlTest, RacingRunsWithoutWaitRunExactlyOneCommand) {
+  const std::string log = Path("once.log");
+  std::vector<std::unique_ptr<Subprocess>> runs;
+  for (int i = 0; i < 3; ++i) {
+    runs.push_back(Start({"run", "--name", "cron", "--", "sh", "-c",
+                          absl::StrCat("echo ran >> ", log, "; sleep 1.5")}));
+  }
+  int ok = 0, busy = 0;
+  for (auto& p : runs) {
+    ASSERT_NE(p, nullptr);
+    int code = ExitCode(p->Wait(absl::Seconds(20)));
+    if (code == 0) ++ok;
+    if (code == kNotAcquired) ++busy;
+  }
+  EXPECT_EQ(ok, 1);
+  EXPECT_EQ(busy, 2);
+  EXPECT_EQ(ReadFileOrEmpty(log), "ran\n");
+}
+
+TEST_F(LockctlTest, LostLockSendsTheSignalAndExitsWithTheLostCode) {
+  const std::string log = Path("lost.log");
+  std::unique_ptr<Subprocess> run =
+      Start({"run", "--name", "lost", "--ttl", "1s", "--", "sh", "-c",
+             absl::StrCat("trap 'echo got-term >> ", log, "; exit 0' TERM; echo started >> ", log,
+                          "; sleep 30 & wait")});
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFileOrEmpty(log), "started"); },
+                      absl::Seconds(10)));
+  ASSERT_TRUE(lockd_->Restart().ok());  // the hold is gone: the next renew is LOCK_NOT_HELD
+  int code = ExitCode(run->Wait(absl::Seconds(10)));
+  EXPECT_EQ(code, kLockLost) << run->Log();
+  EXPECT_THAT(ReadFileOrEmpty(log), HasSubstr("got-term"));
+  EXPECT_THAT(run->Log(), HasSubstr("lost"));
+}
+
+TEST_F(LockctlTest, CommandIgnoringTheSignalIsKilledAfterKillAfter) {
+  const std::string log = Path("stubborn.log");
+  std::unique_ptr<Subprocess> run =
+      Start({"run", "--name", "stubborn", "--ttl", "600ms", "--kill-after", "500ms", "--", "sh",
+             "-c", absl::StrCat("trap '' TERM; echo started >> ", log, "; sleep 30")});
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFileOrEmpty(log), "started"); },
+                      absl::Seconds(10)));
+  lockd_->Kill();  // renewals fail; the lease's validity runs out
+  int code = ExitCode(run->Wait(absl::Seconds(10)));
+  EXPECT_EQ(code, kLockLost) << run->Log();
+  EXPECT_THAT(run->Log(), HasSubstr("SIGKILL"));
+}
+
+TEST_F(LockctlTest, SigtermToLockctlIsForwardedAndTheLockReleased) {
+  const std::string log = Path("fwd.log");
+  std::unique_ptr<Subprocess> run =
+      Start({"run", "--name", "fwd", "--", "sh", "-c",
+             absl::StrCat("echo started >> ", log, "; sleep 30 & wait")});
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFileOrEmpty(log), "started"); },
+                      absl::Seconds(10)));
+  run->Signal(SIGTERM);
+  EXPECT_EQ(ExitCode(run->Wait(absl::Seconds(10))), 128 + SIGTERM) << run->Log();
+  EXPECT_EQ(Field(Run({"describe", "--name", "fwd"}).output, "held"), "false");
+}
+
+}  // namespace
+}  // namespace lockd
