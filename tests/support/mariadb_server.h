@@ -44,7 +44,7 @@ class MariadbServer {
   static absl::StatusOr<std::unique_ptr<MariadbServer>> Start(const Options& options);
   static absl::StatusOr<std::unique_ptr<MariadbServer>> Start() { return Start(Options()); }
 
-  // Stops the server (SIGTERM, then SIGKILL after 30 s).
+  // Kills the server and removes its directory.
   ~MariadbServer();
 
   MariadbServer(const MariadbServer&) = delete;

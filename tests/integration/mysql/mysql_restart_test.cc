@@ -57,7 +57,8 @@ int HealthStatus(const std::string& address) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  grpc::ByteBuffer request, response;
+  grpc::Slice empty;  // HealthCheckRequest{service: ""} encodes to no bytes
+  grpc::ByteBuffer request(&empty, 1), response;
   std::promise<grpc::Status> done;
   stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&](grpc::Status s) { done.set_value(s); });
@@ -108,33 +109,41 @@ class Workload {
     errors_.push_back(e);
   }
 
+  // Retries an UNAVAILABLE call with the same request_id, as a careful
+  // client does: whether the first try took effect is unknown, and the
+  // request_id makes the retry answer what it did.
   void Run(int c, const std::string& address) {
     auto stub = NewStub(address);
     std::string owner = absl::StrCat("client-", c);
+    int64_t request = 0;
     while (!stop_) {
       v1::AcquireRequest req;
       req.set_name("counter");
       req.set_owner(owner);
+      req.set_request_id(absl::StrCat("acquire-", ++request));
       *req.mutable_lease_ttl() = Dur(absl::Seconds(10));
       *req.mutable_wait_timeout() = Dur(absl::Milliseconds(500));
       v1::AcquireResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      grpc::Status s = stub->Acquire(&ctx, req, &resp);
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        ++unavailable_;
-        absl::SleepFor(absl::Milliseconds(20));
-        continue;
-      }
+      grpc::Status s;
+      do {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+        s = stub->Acquire(&ctx, req, &resp);
+        if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+          ++unavailable_;
+          absl::SleepFor(absl::Milliseconds(20));
+        }
+      } while (s.error_code() == grpc::StatusCode::UNAVAILABLE && !stop_);
       if (!s.ok()) {
-        Error(absl::StrCat("acquire: ", s.error_code(), " ", s.error_message()));
+        if (!stop_) Error(absl::StrCat("acquire: ", s.error_code(), " ", s.error_message()));
         continue;
       }
       if (!resp.acquired()) continue;
       {
         std::lock_guard<std::mutex> l(mu_);
-        if (resp.fencing_token() <= last_token_) {
-          errors_.push_back(absl::StrCat("token ", resp.fencing_token(), " after ", last_token_));
+        if (resp.fencing_token() <= last_token_ || resp.hold_count() != 1) {
+          errors_.push_back(absl::StrCat("token ", resp.fencing_token(), " after ", last_token_,
+                                         ", hold count ", resp.hold_count()));
         }
         last_token_ = resp.fencing_token();
       }
@@ -145,14 +154,18 @@ class Workload {
       v1::ReleaseRequest rel;
       rel.set_name("counter");
       rel.set_owner(owner);
+      rel.set_request_id(absl::StrCat("release-", request));
       v1::ReleaseResponse rel_resp;
-      grpc::ClientContext rctx;
-      rctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      s = stub->Release(&rctx, rel, &rel_resp);
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        // Maybe released, maybe not: the lease ends it either way.
-        ++unavailable_;
-      } else if (!s.ok() || !rel_resp.released()) {
+      do {
+        grpc::ClientContext rctx;
+        rctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+        s = stub->Release(&rctx, rel, &rel_resp);
+        if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+          ++unavailable_;
+          absl::SleepFor(absl::Milliseconds(20));
+        }
+      } while (s.error_code() == grpc::StatusCode::UNAVAILABLE);
+      if (!s.ok() || !rel_resp.released()) {
         Error(absl::StrCat("release: ", s.error_code(), " ", s.error_message()));
       }
     }
@@ -172,10 +185,141 @@ std::vector<std::string> WithFlags(std::vector<std::string> flags,
   return flags;
 }
 
-TEST(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutRestart) {
-  absl::StatusOr<std::unique_ptr<MariadbServer>> server = MariadbServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
-  MariadbServer& db = **server;
+// One server for the suite (with TLS, for the test that needs it); the
+// outage test, which stops and kills it, runs last and restarts it.
+class MysqlRestartTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    MariadbServer::Options options;
+    options.tls = !FindExecutable({"openssl"}).empty();
+    absl::StatusOr<std::unique_ptr<MariadbServer>> s = MariadbServer::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+
+  static MariadbServer* server_;
+};
+
+MariadbServer* MysqlRestartTest::server_ = nullptr;
+
+TEST_F(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
+  MariadbServer& db = *server_;
+
+  // The same database twice in a row.
+  for (int i = 0; i < 2; ++i) {
+    auto p = LockdProcess::Start(db.LockdFlags("again_"), db.dir());
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ((*p)->process().Stop(), 0);
+  }
+
+  // Three replicas at once on a fresh prefix. Started from this thread
+  // (Subprocess children die with the thread that started them) without
+  // waiting in between, so their schema start-ups overlap.
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 3; ++i) {
+    int port = FreePort();
+    std::vector<std::string> argv = {LockdBinary()};
+    for (const std::string& f : db.LockdFlags("together_")) argv.push_back(f);
+    argv.push_back(absl::StrCat("--listen=127.0.0.1:", port));
+    auto p = Subprocess::Start(argv, absl::StrCat(db.dir(), "/together-", i, ".log"));
+    ASSERT_TRUE(p.ok()) << p.status();
+    procs.push_back(*std::move(p));
+    addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  }
+  for (auto& p : procs) {
+    EXPECT_TRUE(
+        WaitFor([&] { return !p->Running() || absl::StrContains(p->Log(), "lockd serving on"); },
+                absl::Seconds(30)));
+    ASSERT_TRUE(p->Running()) << p->Log();
+  }
+
+  // They share the locks.
+  auto a = NewStub(addresses[0]);
+  auto b = NewStub(addresses[2]);
+  v1::AcquireRequest req;
+  req.set_name("shared");
+  req.set_owner("first");
+  v1::AcquireResponse resp;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = a->Acquire(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    ASSERT_TRUE(resp.acquired());
+  }
+  req.set_owner("second");
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(b->Acquire(&ctx, req, &resp).ok());
+    EXPECT_FALSE(resp.acquired());
+    EXPECT_EQ(resp.current().owner(), "first");
+    EXPECT_EQ(resp.current().backend(), "mysql");
+  }
+  absl::StatusOr<std::string> tables = db.Query(
+      "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+      " AND TABLE_NAME LIKE 'together!_%' ESCAPE '!'");
+  ASSERT_TRUE(tables.ok());
+  EXPECT_EQ(*tables, "3");
+  a.reset();  // an open channel would hold up lockd's shutdown
+  b.reset();
+  for (auto& p : procs) EXPECT_EQ(p->Stop(), 0);
+}
+
+TEST_F(MysqlRestartTest, TlsToTheDatabase) {
+  MariadbServer& db = *server_;
+  if (db.tls_ca().empty()) GTEST_SKIP() << "no openssl command to make a certificate";
+  // A user that may only connect over TLS.
+  const std::string password_file = absl::StrCat(db.dir(), "/tls-password");
+  ASSERT_TRUE(WriteFile(password_file, "tls-pw-2f9c\n").ok());
+  ASSERT_TRUE(db.Query(absl::StrCat("CREATE USER 'tls'@'%' IDENTIFIED BY 'tls-pw-2f9c' REQUIRE SSL;"
+                                    " GRANT ALL PRIVILEGES ON `",
+                                    db.database(), "`.* TO 'tls'@'%'"))
+                  .ok());
+  const std::vector<std::string> tls_user = {"--mysql.user=tls",
+                                             "--mysql.password_file=" + password_file};
+
+  for (const char* mode : {"required", "verify_identity"}) {
+    SCOPED_TRACE(mode);
+    auto p = LockdProcess::Start(
+        WithFlags(WithFlags(db.LockdFlags("tls_"), tls_user),
+                  {absl::StrCat("--mysql.ssl_mode=", mode), "--mysql.ssl_ca=" + db.tls_ca()}),
+        db.dir());
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_THAT((*p)->process().Log(), HasSubstr("TLS"));
+    {  // the channel must be gone before lockd is stopped, or it waits
+      auto stub = NewStub((*p)->address());
+      v1::AcquireRequest req;
+      req.set_name("tls");
+      req.set_owner("o");
+      v1::AcquireResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(stub->Acquire(&ctx, req, &resp).ok());
+      EXPECT_TRUE(resp.acquired());
+      v1::ReleaseRequest rel;
+      rel.set_name("tls");
+      rel.set_owner("o");
+      v1::ReleaseResponse rel_resp;
+      grpc::ClientContext rctx;
+      ASSERT_TRUE(stub->Release(&rctx, rel, &rel_resp).ok());
+    }
+    EXPECT_EQ((*p)->process().Stop(), 0);
+  }
+
+  // Without TLS the user that requires it is refused at start.
+  auto p =
+      LockdProcess::Start(WithFlags(db.LockdFlags("tls_"), tls_user), db.dir(), absl::Seconds(10));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("Access denied"));
+  EXPECT_THAT(p.status().message(), Not(HasSubstr("tls-pw-2f9c")));
+}
+
+TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutRestart) {
+  MariadbServer& db = *server_;
   std::vector<std::unique_ptr<LockdProcess>> lockds;
   std::vector<std::string> addresses;
   for (int i = 0; i < 2; ++i) {
@@ -241,99 +385,6 @@ TEST(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutRestart
     EXPECT_THAT(log, Not(HasSubstr(db.password()))) << "the password was logged";
     EXPECT_EQ(p->process().Stop(), 0) << log;
   }
-}
-
-TEST(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
-  absl::StatusOr<std::unique_ptr<MariadbServer>> server = MariadbServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
-  MariadbServer& db = **server;
-
-  // The same database twice in a row.
-  for (int i = 0; i < 2; ++i) {
-    auto p = LockdProcess::Start(db.LockdFlags("again_"), db.dir());
-    ASSERT_TRUE(p.ok()) << p.status();
-    EXPECT_EQ((*p)->process().Stop(), 0);
-  }
-
-  // Three replicas at once on a fresh prefix.
-  std::vector<absl::StatusOr<std::unique_ptr<LockdProcess>>> started(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) {
-    threads.emplace_back(
-        [&, i] { started[i] = LockdProcess::Start(db.LockdFlags("together_"), db.dir()); });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& p : started) ASSERT_TRUE(p.ok()) << p.status();
-
-  // They share the locks.
-  auto a = NewStub((*started[0])->address());
-  auto b = NewStub((*started[2])->address());
-  v1::AcquireRequest req;
-  req.set_name("shared");
-  req.set_owner("first");
-  v1::AcquireResponse resp;
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(a->Acquire(&ctx, req, &resp).ok());
-    ASSERT_TRUE(resp.acquired());
-  }
-  req.set_owner("second");
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(b->Acquire(&ctx, req, &resp).ok());
-    EXPECT_FALSE(resp.acquired());
-    EXPECT_EQ(resp.current().owner(), "first");
-    EXPECT_EQ(resp.current().backend(), "mysql");
-  }
-  absl::StatusOr<std::string> tables =
-      db.Query("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()");
-  ASSERT_TRUE(tables.ok());
-  EXPECT_EQ(*tables, "6");  // three per prefix
-  for (auto& p : started) EXPECT_EQ((*p)->process().Stop(), 0);
-}
-
-TEST(MysqlRestartTest, TlsToTheDatabase) {
-  MariadbServer::Options options;
-  options.tls = true;
-  absl::StatusOr<std::unique_ptr<MariadbServer>> server = MariadbServer::Start(options);
-  if (server.status().code() == absl::StatusCode::kFailedPrecondition &&
-      absl::StrContains(server.status().message(), "openssl")) {
-    GTEST_SKIP() << server.status();
-  }
-  ASSERT_TRUE(server.ok()) << server.status();
-  MariadbServer& db = **server;
-  ASSERT_TRUE(db.Query(absl::StrCat("ALTER USER '", db.user(), "'@'%' REQUIRE SSL")).ok());
-
-  for (const char* mode : {"required", "verify_identity"}) {
-    SCOPED_TRACE(mode);
-    auto p = LockdProcess::Start(
-        WithFlags(db.LockdFlags("tls_"),
-                  {absl::StrCat("--mysql.ssl_mode=", mode), "--mysql.ssl_ca=" + db.tls_ca()}),
-        db.dir());
-    ASSERT_TRUE(p.ok()) << p.status();
-    EXPECT_THAT((*p)->process().Log(), HasSubstr("TLS"));
-    auto stub = NewStub((*p)->address());
-    v1::AcquireRequest req;
-    req.set_name("tls");
-    req.set_owner("o");
-    v1::AcquireResponse resp;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->Acquire(&ctx, req, &resp).ok());
-    EXPECT_TRUE(resp.acquired());
-    v1::ReleaseRequest rel;
-    rel.set_name("tls");
-    rel.set_owner("o");
-    v1::ReleaseResponse rel_resp;
-    grpc::ClientContext rctx;
-    ASSERT_TRUE(stub->Release(&rctx, rel, &rel_resp).ok());
-    EXPECT_EQ((*p)->process().Stop(), 0);
-  }
-
-  // Without TLS the user that requires it is refused at start.
-  auto p = LockdProcess::Start(db.LockdFlags("tls_"), db.dir(), absl::Seconds(10));
-  ASSERT_FALSE(p.ok());
-  EXPECT_THAT(p.status().message(), HasSubstr("Access denied"));
-  EXPECT_THAT(p.status().message(), Not(HasSubstr(db.password())));
 }
 
 }  // namespace
