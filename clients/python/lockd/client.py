@@ -594,6 +594,12 @@ class Client:
                     options.append(("grpc.ssl_target_name_override", server_name))
                 channel = grpc.secure_channel(self.target, credentials, options=options)
         self._channel = channel
+        # Watching connectivity keeps one of grpcio's threads polling the
+        # channel. Without it nothing drives reconnection between calls (only
+        # gRPC's 5 s backup poller), and a server that comes back would be
+        # seen seconds late: too late for short leases.
+        self._connectivity = None
+        self._channel.subscribe(self._on_connectivity, try_to_connect=False)
         self._stub = lock_pb2_grpc.LockServiceStub(channel)
         self._watchdog = _Watchdog(self)
         self._random = random.Random()
@@ -603,6 +609,7 @@ class Client:
     def close(self) -> None:
         """Stops the watchdog and closes the channel (if this Client made it)."""
         self._watchdog.stop()
+        self._channel.unsubscribe(self._on_connectivity)
         if self._own_channel:
             self._channel.close()
 
@@ -798,6 +805,9 @@ class Client:
             token = resp.next_page_token
 
     # -- internals
+
+    def _on_connectivity(self, state: grpc.ChannelConnectivity) -> None:
+        self._connectivity = state
 
     def _drift(self, ttl: float) -> float:
         return ttl * self._drift_factor + self._min_drift

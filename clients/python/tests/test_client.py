@@ -364,6 +364,34 @@ class LockdTest(unittest.TestCase):
         self.assertTrue(lease.lost.wait(3))
         self.assertEqual(lease.lost_error.reason, "VALIDITY_EXPIRED")
 
+    def test_acquire_retries_until_a_late_server_comes_up(self):
+        self.lockd.stop()
+        a = self.client()
+        result = {}
+
+        def acquire():
+            result["lease"] = a.acquire("x", ttl=10, timeout=20)
+
+        t = threading.Thread(target=acquire)
+        t.start()
+        time.sleep(0.5)
+        self.lockd.start()
+        up = time.monotonic()
+        t.join(25)
+        self.assertIn("lease", result)
+        self.assertLess(time.monotonic() - up, 3)
+        self.assertEqual(a.describe("x").hold_count, 1)  # retries did not double the hold
+
+    def test_watchdog_reaches_a_restarted_server_before_validity_ends(self):
+        a = self.client()
+        fired = []
+        lease = a.acquire("x", ttl=4, on_lost=fired.append)
+        self.lockd.stop()
+        time.sleep(2)  # renewals fail; the channel backs off
+        self.lockd.start()
+        self.assertTrue(lease.lost.wait(10))
+        self.assertEqual(fired[0].reason, "LOCK_NOT_HELD")
+
     def test_unreachable_server_is_unavailable(self):
         c = lockd.Client("127.0.0.1:%d" % free_port(), rpc_timeout=0.5)
         self.clients.append(c)
