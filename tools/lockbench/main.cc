@@ -1,0 +1,247 @@
+// lockbench: load generator and latency meter for lockd. See `lockbench --help`.
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "tools/lockbench/scenarios.h"
+
+namespace lockd::bench {
+namespace {
+
+constexpr char kUsage[] = R"(lockbench: drives a running lockd and measures it.
+
+Usage: lockbench <scenario> [flags]
+
+Scenarios:
+  contended    C clients, one lock, a budget of critical sections; each
+               critical section is a non-atomic read-modify-write of a counter,
+               so broken exclusion shows up as lost updates. Reports CS/s,
+               acquire latency, handoff latency (a holder's Release sent ->
+               the next waiter's grant received), fairness (min/max CS per
+               client) and lost updates (exit status 1 if any).
+  uncontended  C clients, each on its own lock names, acquire (no wait) +
+               release pairs for a duration. Reports pairs/s and the latency
+               of each call.
+  waiters      parks W waiting Acquires on a few held locks, reads lockd's
+               resident memory and thread count (--lockd-pid), then releases:
+               each waiter releases once granted. Reports the drain time.
+  expiry       per lock, a holder that never releases and waiters that never
+               release either; reports how long after each lease ends the next
+               waiter is granted.
+
+Common flags:
+  --target=HOST:PORT[,HOST:PORT...]  lockd address(es), clients round-robin
+                                     (default 127.0.0.1:7411)
+  --clients=C          concurrent clients, each with its own channel (16);
+                       expiry: number of locks
+  --namespace=NS       lock namespace (lockbench)
+  --lease=DUR          lease_ttl of every Acquire (10s)
+  --seed=N             seed for the randomness used (1)
+  --json               print one JSON object instead of a table
+  --direct-redis=HOST:PORT   contended/uncontended only: no lockd; run the
+                       redis backend's Lua scripts straight against this Redis
+                       with hiredis (the baseline)
+  --direct-prefix=P    key prefix for --direct-redis (lockbench-direct)
+
+contended:
+  --budget=N           critical sections in total (20000)
+  --duration=DUR       stop earlier once this has passed (60s)
+  --wait=DUR           wait_timeout of each Acquire (10s)
+  --counter-redis=HOST:PORT  keep the counter in Redis (GET, then SET)
+                       instead of in this process
+uncontended:
+  --duration=DUR       how long to run (5s)
+  --names-per-client=K lock names per client, picked at random (1)
+waiters:
+  --waiters=W          parked Acquires (10000)
+  --locks=L            locks they wait on (4)
+  --lockd-pid=PID      lockd process to read /proc/PID/status of
+  --timeout=DUR        limit for parking and for draining (300s)
+expiry:
+  --chain=N            clients per lock: one holder, N-1 waiters (3)
+
+Exit status: 0 ok, 1 the run failed or found broken exclusion, 2 bad usage.
+)";
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  bool json = false;
+};
+
+// --name=value, --name value, or --json. Unknown names are errors.
+absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args,
+                                 const std::set<std::string>& known) {
+  Flags f;
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view a = args[i];
+    if (!absl::ConsumePrefix(&a, "--")) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument: ", args[i]));
+    }
+    std::string name, value;
+    size_t eq = a.find('=');
+    if (eq != absl::string_view::npos) {
+      name = std::string(a.substr(0, eq));
+      value = std::string(a.substr(eq + 1));
+    } else {
+      name = std::string(a);
+      if (name == "json") {
+        f.json = true;
+        continue;
+      }
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      value = args[++i];
+    }
+    if (name == "json") {
+      f.json = value != "false";
+      continue;
+    }
+    if (known.count(name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    f.values[name] = value;
+  }
+  return f;
+}
+
+absl::Status GetDuration(const Flags& f, const std::string& name, absl::Duration* out) {
+  auto it = f.values.find(name);
+  if (it == f.values.end()) return absl::OkStatus();
+  if (!absl::ParseDuration(it->second, out) || *out < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": not a duration like 250ms, 10s: ", it->second));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status GetInt(const Flags& f, const std::string& name, T* out, int64_t min) {
+  auto it = f.values.find(name);
+  if (it == f.values.end()) return absl::OkStatus();
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(it->second, &v) || v < min) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": not an integer >= ", min, ": ", it->second));
+  }
+  *out = static_cast<T>(v);
+  return absl::OkStatus();
+}
+
+std::string GetString(const Flags& f, const std::string& name, const std::string& def) {
+  auto it = f.values.find(name);
+  return it == f.values.end() ? def : it->second;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string scenario = argv[1];
+  std::set<std::string> known = {"target", "clients",      "namespace",    "lease",
+                                 "seed",   "direct-redis", "direct-prefix"};
+  if (scenario == "contended") {
+    known.insert({"budget", "duration", "wait", "counter-redis"});
+  } else if (scenario == "uncontended") {
+    known.insert({"duration", "names-per-client"});
+  } else if (scenario == "waiters") {
+    known.insert({"waiters", "locks", "lockd-pid", "timeout"});
+  } else if (scenario == "expiry") {
+    known.insert({"chain"});
+  } else {
+    std::cerr << "lockbench: unknown scenario \"" << scenario << "\" (see lockbench --help)\n";
+    return 2;
+  }
+  absl::StatusOr<Flags> flags = ParseFlags(std::vector<std::string>(argv + 2, argv + argc), known);
+  if (!flags.ok()) {
+    std::cerr << "lockbench: " << flags.status().message() << " (see lockbench --help)\n";
+    return 2;
+  }
+
+  CommonOptions common;
+  common.targets =
+      absl::StrSplit(GetString(*flags, "target", "127.0.0.1:7411"), ',', absl::SkipWhitespace());
+  common.ns = GetString(*flags, "namespace", common.ns);
+  common.direct_redis = GetString(*flags, "direct-redis", "");
+  common.direct_prefix = GetString(*flags, "direct-prefix", common.direct_prefix);
+  // Unique per run (pid and start time), so leftovers never collide; the
+  // seed drives the randomness that is measured.
+  common.run_id = absl::StrCat(getpid(), "-", absl::ToUnixMillis(absl::Now()) % 100000000);
+  ContendedOptions contended;
+  UncontendedOptions uncontended;
+  WaitersOptions waiters;
+  ExpiryOptions expiry;
+  contended.counter_redis = GetString(*flags, "counter-redis", "");
+
+  std::vector<absl::Status> checks = {
+      GetInt(*flags, "clients", &common.clients, 1),
+      GetInt(*flags, "seed", &common.seed, 0),
+      GetDuration(*flags, "lease", &common.lease),
+      GetInt(*flags, "budget", &contended.budget, 1),
+      GetDuration(*flags, "wait", &contended.wait),
+      GetInt(*flags, "names-per-client", &uncontended.names_per_client, 1),
+      GetInt(*flags, "waiters", &waiters.waiters, 1),
+      GetInt(*flags, "locks", &waiters.locks, 1),
+      GetInt(*flags, "lockd-pid", &waiters.lockd_pid, 0),
+      GetDuration(*flags, "timeout", &waiters.timeout),
+      GetInt(*flags, "chain", &expiry.chain, 2),
+  };
+  if (scenario == "contended") {
+    checks.push_back(GetDuration(*flags, "duration", &contended.max_duration));
+  } else {
+    checks.push_back(GetDuration(*flags, "duration", &uncontended.duration));
+  }
+  for (const absl::Status& s : checks) {
+    if (!s.ok()) {
+      std::cerr << "lockbench: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  if (common.targets.empty()) {
+    std::cerr << "lockbench: --target is empty\n";
+    return 2;
+  }
+
+  absl::StatusOr<Report> report;
+  if (scenario == "contended") {
+    report = RunContended(common, contended);
+  } else if (scenario == "uncontended") {
+    report = RunUncontended(common, uncontended);
+  } else if (scenario == "waiters") {
+    report = RunWaiters(common, waiters);
+  } else {
+    report = RunExpiry(common, expiry);
+  }
+  if (!report.ok()) {
+    std::cerr << "lockbench " << scenario << ": " << report.status().ToString() << "\n";
+    return 1;
+  }
+  if (flags->json) {
+    report->PrintJson(std::cout);
+  } else {
+    report->PrintTable(std::cout);
+  }
+  const Report::Value* ok = report->Find("ok");
+  bool passed = ok != nullptr && std::get<bool>(*ok);
+  if (!passed) std::cerr << "lockbench " << scenario << ": FAILED (see ok/lost_updates above)\n";
+  return passed ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace lockd::bench
+
+int main(int argc, char** argv) { return lockd::bench::Main(argc, argv); }

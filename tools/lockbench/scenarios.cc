@@ -1,0 +1,699 @@
+#include "tools/lockbench/scenarios.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "tools/lockbench/locker.h"
+#include "tools/lockbench/stats.h"
+
+namespace lockd::bench {
+namespace {
+
+constexpr absl::Duration kConnectTimeout = absl::Seconds(20);
+
+std::string Target(const CommonOptions& c, int client) {
+  return c.targets[static_cast<size_t>(client) % c.targets.size()];
+}
+
+std::string Owner(const CommonOptions& c, absl::string_view role, int client) {
+  return absl::StrCat("lockbench-", c.run_id, "-", role, "-", client);
+}
+
+// One Locker per client, each on its own connection(s).
+absl::StatusOr<std::vector<std::unique_ptr<Locker>>> NewLockers(const CommonOptions& c, int n) {
+  std::vector<std::unique_ptr<Locker>> out;
+  for (int i = 0; i < n; ++i) {
+    if (!c.direct_redis.empty()) {
+#ifdef LOCKBENCH_HAVE_REDIS
+      absl::StatusOr<std::unique_ptr<Locker>> l =
+          NewRedisDirectLocker(c.direct_redis, c.direct_prefix, c.ns);
+      if (!l.ok()) return l.status();
+      out.push_back(*std::move(l));
+      continue;
+#else
+      return absl::UnimplementedError("lockbench was built without hiredis (--direct-redis)");
+#endif
+    }
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        NewDedicatedChannel(Target(c, i), kConnectTimeout);
+    if (!ch.ok()) return ch.status();
+    out.push_back(NewGrpcLocker(*std::move(ch), c.ns));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Counter>> NewCounter(const std::string& redis,
+                                                    const std::string& key,
+                                                    std::atomic<int64_t>* cell) {
+  if (redis.empty()) return NewLocalCounter(cell);
+#ifdef LOCKBENCH_HAVE_REDIS
+  return NewRedisCounter(redis, key);
+#else
+  return absl::UnimplementedError("lockbench was built without hiredis (--counter-redis)");
+#endif
+}
+
+// Fills the fields every report starts with.
+absl::StatusOr<Report> NewReport(const CommonOptions& c, absl::string_view scenario) {
+  Report r;
+  r.Set("scenario", std::string(scenario));
+  if (!c.direct_redis.empty()) {
+    r.Set("backend", std::string("redis-direct"));
+    r.Set("target", c.direct_redis);
+  } else {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        NewDedicatedChannel(c.targets[0], kConnectTimeout);
+    if (!ch.ok()) return ch.status();
+    absl::StatusOr<std::string> backend = BackendName(ch->get(), c.ns);
+    if (!backend.ok()) return backend.status();
+    r.Set("backend", *backend);
+    r.Set("target", absl::StrJoin(c.targets, ","));
+  }
+  r.SetInt("clients", c.clients);
+  r.SetInt("seed", c.seed);
+  r.Set("lease_ms", absl::ToDoubleMilliseconds(c.lease));
+  return r;
+}
+
+void AddLatency(Report& r, const std::string& prefix, Samples& s) {
+  r.SetInt(prefix + "_samples", s.count());
+  r.Set(prefix + "_p50_ms", s.PercentileMs(50));
+  r.Set(prefix + "_p90_ms", s.PercentileMs(90));
+  r.Set(prefix + "_p99_ms", s.PercentileMs(99));
+  r.Set(prefix + "_max_ms", s.MaxMs());
+}
+
+double PerSecond(int64_t n, int64_t nanos) {
+  return nanos <= 0 ? 0.0 : static_cast<double>(n) * 1e9 / static_cast<double>(nanos);
+}
+
+void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load();
+  while (cur < v && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+// The first error any client saw; clients stop at the first one.
+class FirstError {
+ public:
+  void Set(absl::Status s) {
+    absl::MutexLock l(&mu_);
+    if (status_.ok()) status_ = std::move(s);
+  }
+  absl::Status Get() {
+    absl::MutexLock l(&mu_);
+    return status_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// contended
+
+absl::StatusOr<Report> RunContended(const CommonOptions& common, const ContendedOptions& options) {
+  absl::StatusOr<Report> report = NewReport(common, "contended");
+  if (!report.ok()) return report;
+  const int n = common.clients;
+  const std::string lock = absl::StrCat("contended-", common.run_id);
+  const std::string counter_key = absl::StrCat("lockbench:counter:", common.run_id);
+
+  absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(common, n);
+  if (!lockers.ok()) return lockers.status();
+  std::atomic<int64_t> cell{0};
+  std::vector<std::unique_ptr<Counter>> counters;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::unique_ptr<Counter>> c =
+        NewCounter(options.counter_redis, counter_key, &cell);
+    if (!c.ok()) return c.status();
+    counters.push_back(*std::move(c));
+  }
+  absl::Status reset = counters[0]->Set(0);
+  if (!reset.ok()) return reset;
+
+  struct PerClient {
+    Samples acquire, handoff, release;
+    int64_t cs = 0;
+    int64_t timeouts = 0;
+  };
+  std::vector<PerClient> per(n);
+  // The shared state below is written by the lock holder only (so, if the
+  // lock works, by one client at a time); atomics keep a broken lock from
+  // being undefined behaviour.
+  std::atomic<int64_t> last_release_start{0};
+  std::atomic<int64_t> cs_started{0};
+  std::atomic<int64_t> end_ns{0};
+  std::atomic<bool> stop{false};
+  FirstError error;
+  absl::Notification go;
+  int64_t start_ns = 0;
+  int64_t hard_deadline = 0;
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      Locker& locker = *(*lockers)[i];
+      Counter& counter = *counters[i];
+      PerClient& me = per[i];
+      const std::string owner = Owner(common, "c", i);
+      go.WaitForNotification();
+      while (!stop.load()) {
+        int64_t t0 = NowNanos();
+        absl::StatusOr<AcquireOutcome> a = locker.Acquire(lock, owner, common.lease, options.wait);
+        int64_t t1 = NowNanos();
+        if (!a.ok()) {
+          error.Set(a.status());
+          stop = true;
+          break;
+        }
+        if (!a->acquired) {
+          ++me.timeouts;
+          continue;
+        }
+        if (stop.load()) {  // the budget was used up while this client waited
+          (void)locker.Release(lock, owner);
+          break;
+        }
+        // A handoff: this client was already waiting when the holder before
+        // it started its Release.
+        int64_t released_at = last_release_start.load();
+        if (released_at > t0) me.handoff.Add(t1 - released_at);
+        me.acquire.Add(t1 - t0);
+
+        // The critical section: a deliberately non-atomic read-modify-write.
+        absl::StatusOr<int64_t> v = counter.Get();
+        if (!v.ok()) {
+          error.Set(v.status());
+          stop = true;
+          (void)locker.Release(lock, owner);
+          break;
+        }
+        if (options.counter_redis.empty()) std::this_thread::yield();  // widen the window
+        absl::Status set = counter.Set(*v + 1);
+        if (!set.ok()) {
+          error.Set(set);
+          stop = true;
+          (void)locker.Release(lock, owner);
+          break;
+        }
+        ++me.cs;
+        int64_t done = cs_started.fetch_add(1) + 1;
+        if (done >= options.budget || t1 >= hard_deadline) stop = true;
+
+        int64_t t2 = NowNanos();
+        last_release_start.store(t2);
+        absl::Status r = locker.Release(lock, owner);
+        int64_t t3 = NowNanos();
+        if (!r.ok()) {
+          error.Set(r);
+          stop = true;
+          break;
+        }
+        me.release.Add(t3 - t2);
+        AtomicMax(end_ns, t3);
+      }
+    });
+  }
+  start_ns = NowNanos();
+  hard_deadline = start_ns + absl::ToInt64Nanoseconds(options.max_duration);
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+  if (absl::Status e = error.Get(); !e.ok()) return e;
+
+  Samples acquire, handoff, release;
+  int64_t total = 0, timeouts = 0, min_cs = INT64_MAX, max_cs = 0;
+  for (PerClient& p : per) {
+    acquire.Merge(p.acquire);
+    handoff.Merge(p.handoff);
+    release.Merge(p.release);
+    total += p.cs;
+    timeouts += p.timeouts;
+    min_cs = std::min(min_cs, p.cs);
+    max_cs = std::max(max_cs, p.cs);
+  }
+  absl::StatusOr<int64_t> final_value = counters[0]->Get();
+  if (!final_value.ok()) return final_value.status();
+  int64_t lost = total - *final_value;
+  int64_t elapsed = end_ns.load() - start_ns;
+
+  Report& r = *report;
+  r.Set("counter", std::string(options.counter_redis.empty() ? "in-process" : "redis"));
+  r.SetInt("critical_sections", total);
+  r.Set("elapsed_s", static_cast<double>(elapsed) / 1e9);
+  r.Set("cs_per_s", PerSecond(total, elapsed));
+  AddLatency(r, "acquire", acquire);
+  r.SetInt("handoff_samples", handoff.count());
+  r.Set("handoff_p50_ms", handoff.PercentileMs(50));
+  r.Set("handoff_p99_ms", handoff.PercentileMs(99));
+  r.Set("release_p50_ms", release.PercentileMs(50));
+  r.Set("release_p99_ms", release.PercentileMs(99));
+  r.SetInt("cs_per_client_min", min_cs);
+  r.SetInt("cs_per_client_max", max_cs);
+  r.Set("fairness", max_cs == 0 ? 0.0 : static_cast<double>(min_cs) / max_cs);
+  r.SetInt("wait_timeouts", timeouts);
+  r.SetInt("counter_final", *final_value);
+  r.SetInt("lost_updates", lost);
+  r.Set("ok", lost == 0 && total > 0);
+  return report;
+}
+
+// ---------------------------------------------------------------------------
+// uncontended
+
+absl::StatusOr<Report> RunUncontended(const CommonOptions& common,
+                                      const UncontendedOptions& options) {
+  absl::StatusOr<Report> report = NewReport(common, "uncontended");
+  if (!report.ok()) return report;
+  const int n = common.clients;
+  absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(common, n);
+  if (!lockers.ok()) return lockers.status();
+
+  struct PerClient {
+    Samples acquire, release;
+    int64_t pairs = 0;
+    int64_t not_acquired = 0;
+  };
+  std::vector<PerClient> per(n);
+  std::atomic<int64_t> end_ns{0};
+  std::atomic<bool> stop{false};
+  FirstError error;
+  absl::Notification go;
+  int64_t deadline = 0;
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      Locker& locker = *(*lockers)[i];
+      PerClient& me = per[i];
+      const std::string owner = Owner(common, "u", i);
+      std::vector<std::string> names;
+      for (int k = 0; k < std::max(1, options.names_per_client); ++k) {
+        names.push_back(absl::StrCat("uncontended-", common.run_id, "-", i, "-", k));
+      }
+      std::mt19937_64 rng(common.seed * 1000003 + static_cast<uint64_t>(i));
+      go.WaitForNotification();
+      int64_t t0 = NowNanos();
+      while (!stop.load() && t0 < deadline) {
+        const std::string& name = names[rng() % names.size()];
+        absl::StatusOr<AcquireOutcome> a =
+            locker.Acquire(name, owner, common.lease, absl::ZeroDuration());
+        int64_t t1 = NowNanos();
+        if (!a.ok()) {
+          error.Set(a.status());
+          stop = true;
+          break;
+        }
+        if (!a->acquired) {
+          ++me.not_acquired;
+          t0 = t1;
+          continue;
+        }
+        absl::Status rel = locker.Release(name, owner);
+        int64_t t2 = NowNanos();
+        if (!rel.ok()) {
+          error.Set(rel);
+          stop = true;
+          break;
+        }
+        me.acquire.Add(t1 - t0);
+        me.release.Add(t2 - t1);
+        ++me.pairs;
+        t0 = t2;
+      }
+      AtomicMax(end_ns, t0);
+    });
+  }
+  int64_t start_ns = NowNanos();
+  deadline = start_ns + absl::ToInt64Nanoseconds(options.duration);
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+  if (absl::Status e = error.Get(); !e.ok()) return e;
+
+  Samples acquire, release;
+  int64_t pairs = 0, not_acquired = 0;
+  for (PerClient& p : per) {
+    acquire.Merge(p.acquire);
+    release.Merge(p.release);
+    pairs += p.pairs;
+    not_acquired += p.not_acquired;
+  }
+  int64_t elapsed = end_ns.load() - start_ns;
+  Report& r = *report;
+  r.SetInt("names_per_client", options.names_per_client);
+  r.SetInt("pairs", pairs);
+  r.Set("elapsed_s", static_cast<double>(elapsed) / 1e9);
+  r.Set("pairs_per_s", PerSecond(pairs, elapsed));
+  AddLatency(r, "acquire", acquire);
+  AddLatency(r, "release", release);
+  r.SetInt("not_acquired", not_acquired);
+  r.Set("ok", pairs > 0 && not_acquired == 0);
+  return report;
+}
+
+// ---------------------------------------------------------------------------
+// waiters
+
+namespace {
+
+struct ProcSample {
+  int64_t rss_kb = -1;
+  int64_t threads = -1;
+};
+
+ProcSample ReadProc(int pid) {
+  ProcSample s;
+  if (pid <= 0) return s;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view v(line);
+    if (absl::ConsumePrefix(&v, "VmRSS:")) {
+      v = absl::StripAsciiWhitespace(v);
+      (void)absl::ConsumeSuffix(&v, "kB");
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &s.rss_kb);
+    } else if (absl::ConsumePrefix(&v, "Threads:")) {
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &s.threads);
+    }
+  }
+  return s;
+}
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(nanos / 1000000000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+// One parked Acquire: granted, it releases at once (through the callback
+// API, so W waiters need no W threads on this side either).
+struct AsyncWaiter {
+  grpc::ClientContext acquire_ctx;
+  v1::AcquireRequest acquire;
+  v1::AcquireResponse acquire_resp;
+  grpc::ClientContext release_ctx;
+  v1::ReleaseRequest release;
+  v1::ReleaseResponse release_resp;
+};
+
+// What the waiters' callbacks report, guarded by `mu`.
+struct DrainState {
+  absl::Mutex mu;
+  int64_t target = 0;
+  int64_t granted = 0;
+  int64_t drained = 0;  // finished, granted or not
+  int64_t failed = 0;
+  int64_t last_drain_ns = 0;
+  absl::Status first_error;
+
+  static bool AllDone(DrainState* s) { return s->drained >= s->target; }
+
+  void Finish(bool ok, const grpc::Status& s) {
+    absl::MutexLock l(&mu);
+    ++drained;
+    last_drain_ns = NowNanos();
+    if (ok) return;
+    ++failed;
+    if (first_error.ok() && !s.ok()) {
+      first_error = absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    }
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOptions& options) {
+  if (!common.direct_redis.empty()) {
+    return absl::InvalidArgumentError("waiters: --direct-redis is not supported");
+  }
+  absl::StatusOr<Report> report = NewReport(common, "waiters");
+  if (!report.ok()) return report;
+  const int n = std::max(1, common.clients);
+  const int locks = std::max(1, options.locks);
+  const int w_total = std::max(0, options.waiters);
+
+  std::vector<std::unique_ptr<v1::LockService::Stub>> stubs;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        NewDedicatedChannel(Target(common, i), kConnectTimeout);
+    if (!ch.ok()) return ch.status();
+    stubs.push_back(v1::LockService::NewStub(*ch));
+  }
+  // The holder and the observer use client 0's channel.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> holder_ch =
+      NewDedicatedChannel(Target(common, 0), kConnectTimeout);
+  if (!holder_ch.ok()) return holder_ch.status();
+  std::unique_ptr<Locker> holder = NewGrpcLocker(*holder_ch, common.ns);
+  auto observer = v1::LockService::NewStub(*holder_ch);
+  const std::string holder_owner = Owner(common, "holder", 0);
+  auto lock_name = [&](int l) { return absl::StrCat("waiters-", common.run_id, "-", l); };
+
+  for (int l = 0; l < locks; ++l) {
+    absl::StatusOr<AcquireOutcome> a =
+        holder->Acquire(lock_name(l), holder_owner, options.timeout * 2, absl::ZeroDuration());
+    if (!a.ok()) return a.status();
+    if (!a->acquired) return absl::InternalError("waiters: the holder could not take a fresh lock");
+  }
+  ProcSample idle = ReadProc(options.lockd_pid);
+
+  DrainState st;
+  st.target = w_total;
+  std::vector<std::unique_ptr<AsyncWaiter>> waiters;
+  waiters.reserve(static_cast<size_t>(w_total));
+  // Callbacks reference `st` and `waiters`: every early return below first
+  // cancels what is outstanding and waits for it.
+  auto abandon = [&](absl::Status why) -> absl::Status {
+    for (auto& w : waiters) w->acquire_ctx.TryCancel();
+    absl::MutexLock l(&st.mu);
+    if (!st.mu.AwaitWithTimeout(absl::Condition(&DrainState::AllDone, &st), absl::Seconds(60))) {
+      std::fprintf(stderr, "lockbench: waiters did not finish after cancellation; aborting\n");
+      std::abort();
+    }
+    return why;
+  };
+
+  int64_t park_start = NowNanos();
+  for (int i = 0; i < w_total; ++i) {
+    auto w = std::make_unique<AsyncWaiter>();
+    AsyncWaiter* wp = w.get();
+    v1::LockService::Stub* stub = stubs[static_cast<size_t>(i % n)].get();
+    wp->acquire.set_namespace_(common.ns);
+    wp->acquire.set_name(lock_name(i % locks));
+    wp->acquire.set_owner(Owner(common, "w", i));
+    SetDuration(common.lease, wp->acquire.mutable_lease_ttl());
+    SetDuration(options.timeout, wp->acquire.mutable_wait_timeout());
+    wp->acquire_ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout * 2));
+    waiters.push_back(std::move(w));
+    stub->async()->Acquire(
+        &wp->acquire_ctx, &wp->acquire, &wp->acquire_resp, [&, wp, stub](grpc::Status s) {
+          if (!s.ok() || !wp->acquire_resp.acquired()) {
+            st.Finish(false, s);
+            return;
+          }
+          {
+            absl::MutexLock l(&st.mu);
+            ++st.granted;
+          }
+          wp->release.set_namespace_(common.ns);
+          wp->release.set_name(wp->acquire.name());
+          wp->release.set_owner(wp->acquire.owner());
+          wp->release_ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+          stub->async()->Release(&wp->release_ctx, &wp->release, &wp->release_resp,
+                                 [&st](grpc::Status rs) { st.Finish(rs.ok(), rs); });
+        });
+  }
+
+  // Parked once lockd reports every waiter on the locks.
+  int64_t seen = 0;
+  const int64_t park_deadline = park_start + absl::ToInt64Nanoseconds(options.timeout);
+  while (NowNanos() < park_deadline) {
+    seen = 0;
+    for (int l = 0; l < locks; ++l) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+      v1::DescribeRequest req;
+      req.set_namespace_(common.ns);
+      req.set_name(lock_name(l));
+      v1::LockInfo info;
+      if (observer->Describe(&ctx, req, &info).ok()) seen += info.waiters();
+    }
+    {
+      absl::MutexLock l(&st.mu);
+      if (st.drained > 0) break;  // a waiter failed (e.g. RESOURCE_EXHAUSTED)
+    }
+    if (seen >= w_total) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  int64_t parked_ns = NowNanos();
+  // Let lockd settle, then take the highest of a few samples.
+  ProcSample parked;
+  for (int k = 0; k < 5; ++k) {
+    absl::SleepFor(absl::Milliseconds(100));
+    ProcSample s = ReadProc(options.lockd_pid);
+    parked.rss_kb = std::max(parked.rss_kb, s.rss_kb);
+    parked.threads = std::max(parked.threads, s.threads);
+  }
+
+  // Release the locks: each granted waiter releases at once, which grants
+  // the next, one by one, until every waiter has been served.
+  int64_t drain_start = NowNanos();
+  for (int l = 0; l < locks; ++l) {
+    absl::Status s = holder->Release(lock_name(l), holder_owner);
+    if (!s.ok()) return abandon(s);
+  }
+  int64_t drain_end = 0;
+  int64_t drained = 0;
+  {
+    absl::MutexLock l(&st.mu);
+    st.mu.AwaitWithTimeout(absl::Condition(&DrainState::AllDone, &st), options.timeout);
+    drain_end = st.last_drain_ns;
+    drained = st.drained;
+  }
+  if (drained < w_total) {
+    return abandon(absl::DeadlineExceededError(
+        absl::StrCat("waiters: only ", drained, " of ", w_total, " waiters finished")));
+  }
+  ProcSample after = ReadProc(options.lockd_pid);
+
+  Report& r = *report;
+  int64_t fails, grants;
+  absl::Status err;
+  {
+    absl::MutexLock l(&st.mu);
+    fails = st.failed;
+    grants = st.granted;
+    err = st.first_error;
+  }
+  r.SetInt("waiters", w_total);
+  r.SetInt("locks", locks);
+  r.SetInt("waiters_seen_by_lockd", seen);
+  r.Set("park_s", static_cast<double>(parked_ns - park_start) / 1e9);
+  if (options.lockd_pid > 0) {
+    r.SetInt("lockd_pid", options.lockd_pid);
+    r.SetInt("rss_idle_kb", idle.rss_kb);
+    r.SetInt("rss_parked_kb", parked.rss_kb);
+    r.Set("rss_per_waiter_bytes",
+          w_total == 0 ? 0.0 : (parked.rss_kb - idle.rss_kb) * 1024.0 / w_total);
+    r.SetInt("threads_idle", idle.threads);
+    r.SetInt("threads_parked", parked.threads);
+    r.SetInt("threads_after", after.threads);
+  }
+  r.SetInt("granted", grants);
+  r.SetInt("failed", fails);
+  if (!err.ok()) r.Set("first_error", err.ToString());
+  r.Set("drain_s", static_cast<double>(drain_end - drain_start) / 1e9);
+  r.Set("drain_per_s", PerSecond(grants, drain_end - drain_start));
+  r.Set("ok", fails == 0 && grants == w_total && seen >= w_total);
+  return report;
+}
+
+// ---------------------------------------------------------------------------
+// expiry
+
+absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOptions& options) {
+  if (!common.direct_redis.empty()) {
+    return absl::InvalidArgumentError("expiry: --direct-redis is not supported");
+  }
+  absl::StatusOr<Report> report = NewReport(common, "expiry");
+  if (!report.ok()) return report;
+  const int locks = std::max(1, common.clients);
+  const int chain = std::max(2, options.chain);
+  const absl::Duration wait = common.lease * chain + absl::Seconds(30);
+
+  struct Grant {
+    int64_t at = 0;
+    uint64_t token = 0;
+    bool ok = false;
+  };
+  std::vector<std::vector<Grant>> grants(locks, std::vector<Grant>(chain));
+  std::vector<std::unique_ptr<Locker>> lockers;
+  for (int i = 0; i < locks * chain; ++i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        NewDedicatedChannel(Target(common, i), kConnectTimeout);
+    if (!ch.ok()) return ch.status();
+    lockers.push_back(NewGrpcLocker(*std::move(ch), common.ns));
+  }
+  std::vector<absl::Notification> held(locks);
+  FirstError error;
+  absl::Notification go;
+  std::vector<std::thread> threads;
+  for (int l = 0; l < locks; ++l) {
+    for (int j = 0; j < chain; ++j) {
+      threads.emplace_back([&, l, j] {
+        Locker& locker = *lockers[static_cast<size_t>(l * chain + j)];
+        const std::string name = absl::StrCat("expiry-", common.run_id, "-", l);
+        const std::string owner = Owner(common, absl::StrCat("e", l), j);
+        go.WaitForNotification();
+        if (j > 0) held[l].WaitForNotification();
+        absl::StatusOr<AcquireOutcome> a =
+            locker.Acquire(name, owner, common.lease, j == 0 ? absl::ZeroDuration() : wait);
+        int64_t t = NowNanos();
+        if (j == 0) held[l].Notify();
+        if (!a.ok()) {
+          error.Set(a.status());
+          return;
+        }
+        // Never released: the lease has to end by itself.
+        grants[l][j] = Grant{t, a->fencing_token, a->acquired};
+      });
+    }
+  }
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+  if (absl::Status e = error.Get(); !e.ok()) return e;
+
+  Samples delay;
+  int64_t not_granted = 0;
+  bool tokens_increase = true;
+  double early_ms = 0;  // the earliest grant before the lease could have ended
+  const int64_t lease_ns = absl::ToInt64Nanoseconds(common.lease);
+  for (std::vector<Grant>& g : grants) {
+    std::sort(g.begin(), g.end(), [](const Grant& a, const Grant& b) { return a.at < b.at; });
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (!g[j].ok) {
+        ++not_granted;
+        continue;
+      }
+      if (j == 0 || !g[j - 1].ok) continue;
+      if (g[j].token <= g[j - 1].token) tokens_increase = false;
+      int64_t d = g[j].at - g[j - 1].at - lease_ns;
+      if (d < 0) {
+        early_ms = std::min(early_ms, static_cast<double>(d) / 1e6);
+        d = 0;
+      }
+      delay.Add(d);
+    }
+  }
+  Report& r = *report;
+  r.SetInt("locks", locks);
+  r.SetInt("chain", chain);
+  r.SetInt("grants_after_expiry", delay.count());
+  r.Set("delay_p50_ms", delay.PercentileMs(50));
+  r.Set("delay_p90_ms", delay.PercentileMs(90));
+  r.Set("delay_p99_ms", delay.PercentileMs(99));
+  r.Set("delay_max_ms", delay.MaxMs());
+  r.Set("delay_min_ms", delay.MinMs());
+  r.Set("earliest_before_lease_end_ms", early_ms);
+  r.SetInt("not_granted", not_granted);
+  r.Set("tokens_increase", tokens_increase);
+  r.Set("ok", not_granted == 0 && tokens_increase && delay.count() > 0);
+  return report;
+}
+
+}  // namespace lockd::bench

@@ -1,0 +1,70 @@
+// The four lockbench scenarios. Each drives a running lockd (or, for
+// contended/uncontended, Redis directly) and returns its figures as a Report;
+// an error status means the run itself failed (cannot connect, an RPC error).
+// Broken exclusion is not an error status: it is reported (lost_updates,
+// ok=false) so that it is seen.
+//
+// Every client is a thread with its own channel (own TCP connection) to
+// lockd, except in `waiters`, where W asynchronous calls share the C
+// clients' channels. Clients are assigned to the targets round-robin.
+
+#ifndef LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
+#define LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tools/lockbench/report.h"
+
+namespace lockd::bench {
+
+struct CommonOptions {
+  std::vector<std::string> targets = {"127.0.0.1:7411"};  // lockd host:port
+  int clients = 16;
+  std::string ns = "lockbench";
+  absl::Duration lease = absl::Seconds(10);
+  uint64_t seed = 1;
+  // Lock names of this run carry this id, so that leftovers of an earlier
+  // run (holds whose lease has not ended) never meet this run's clients.
+  std::string run_id;
+  // host:port of a Redis server: run the scenario straight against it with
+  // the redis backend's scripts (the baseline), instead of against lockd.
+  std::string direct_redis;
+  std::string direct_prefix = "lockbench-direct";
+};
+
+struct ContendedOptions {
+  int64_t budget = 20000;                           // critical sections in total
+  absl::Duration max_duration = absl::Seconds(60);  // stop earlier if reached
+  absl::Duration wait = absl::Seconds(10);          // wait_timeout of each Acquire
+  std::string counter_redis;                        // host:port; empty: in-process counter
+};
+
+struct UncontendedOptions {
+  absl::Duration duration = absl::Seconds(5);
+  int names_per_client = 1;  // each pair picks one of them (seeded)
+};
+
+struct WaitersOptions {
+  int waiters = 10000;
+  int locks = 4;
+  int lockd_pid = 0;                            // 0: do not read /proc
+  absl::Duration timeout = absl::Seconds(300);  // for parking and for draining
+};
+
+struct ExpiryOptions {
+  int chain = 3;  // clients per lock: one holder, chain-1 waiters; none releases
+};
+
+absl::StatusOr<Report> RunContended(const CommonOptions& common, const ContendedOptions& options);
+absl::StatusOr<Report> RunUncontended(const CommonOptions& common,
+                                      const UncontendedOptions& options);
+absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOptions& options);
+absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOptions& options);
+
+}  // namespace lockd::bench
+
+#endif  // LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_

@@ -1,0 +1,133 @@
+"""lockbench smoke test: every scenario for about a second against a real
+lockd on the memory backend, so that the benchmark cannot rot. Asserts what
+must hold on any machine, however loaded: the JSON parses, work was done,
+exclusion held (no lost updates), every parked waiter was served and lockd's
+thread count did not grow with the waiters. No timing thresholds.
+
+Run: python3 smoke_test.py --lockd PATH --lockbench PATH
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ARGS = None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LockbenchSmokeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.port = free_port()
+        cls.log = tempfile.NamedTemporaryFile(prefix="lockd-lockbench-", suffix=".log",
+                                              delete=False)
+        # lease.min lowered so that `expiry` runs in about a second.
+        cls.lockd = subprocess.Popen(
+            [ARGS.lockd, "--listen=127.0.0.1:%d" % cls.port, "--backend=memory",
+             "--lease.min=100ms"],
+            stdout=cls.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if "lockd serving on" in cls.read_log():
+                return
+            if cls.lockd.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise RuntimeError("lockd did not start:\n" + cls.read_log())
+
+    @classmethod
+    def read_log(cls):
+        with open(cls.log.name) as f:
+            return f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.lockd.send_signal(signal.SIGTERM)
+        cls.lockd.wait(timeout=30)
+        os.unlink(cls.log.name)
+
+    def run_bench(self, *args):
+        cmd = [ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port, "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0,
+                         "%s exited %d\nstdout: %s\nstderr: %s" %
+                         (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+        report = json.loads(p.stdout)
+        self.assertEqual(report["backend"], "memory")
+        self.assertIs(report["ok"], True)
+        return report
+
+    def test_contended_keeps_exclusion(self):
+        r = self.run_bench("contended", "--clients=4", "--duration=1s", "--budget=1000000")
+        self.assertEqual(r["scenario"], "contended")
+        self.assertGreater(r["critical_sections"], 0)
+        self.assertGreater(r["cs_per_s"], 0)
+        self.assertEqual(r["lost_updates"], 0)
+        self.assertEqual(r["counter_final"], r["critical_sections"])
+        self.assertEqual(r["acquire_samples"], r["critical_sections"])
+        self.assertGreater(r["handoff_samples"], 0)
+        self.assertGreater(r["handoff_p50_ms"], 0)
+        self.assertLessEqual(r["acquire_p50_ms"], r["acquire_p99_ms"])
+        self.assertLessEqual(r["acquire_p99_ms"], r["acquire_max_ms"])
+        self.assertGreater(r["cs_per_client_min"], 0)
+        self.assertGreater(r["fairness"], 0)
+        self.assertLessEqual(r["fairness"], 1)
+
+    def test_contended_budget_is_exact(self):
+        r = self.run_bench("contended", "--clients=3", "--budget=200", "--duration=60s")
+        self.assertEqual(r["critical_sections"], 200)
+        self.assertEqual(r["lost_updates"], 0)
+
+    def test_uncontended_pairs(self):
+        r = self.run_bench("uncontended", "--clients=4", "--duration=1s", "--names-per-client=3")
+        self.assertGreater(r["pairs"], 0)
+        self.assertGreater(r["pairs_per_s"], 0)
+        self.assertEqual(r["not_acquired"], 0)
+        self.assertEqual(r["acquire_samples"], r["pairs"])
+        self.assertGreater(r["acquire_p50_ms"], 0)
+
+    def test_waiters_are_parked_without_threads_and_drained(self):
+        r = self.run_bench("waiters", "--clients=4", "--waiters=1000", "--locks=4",
+                           "--lockd-pid=%d" % self.lockd.pid, "--timeout=60s")
+        self.assertEqual(r["waiters_seen_by_lockd"], 1000)
+        self.assertEqual(r["granted"], 1000)
+        self.assertEqual(r["failed"], 0)
+        self.assertGreater(r["rss_parked_kb"], 0)
+        # Parking 1000 calls must not add a thread per waiter.
+        self.assertLess(r["threads_parked"], r["threads_idle"] + 50)
+        self.assertGreater(r["drain_s"], 0)
+
+    def test_expiry_grants_after_lease_end(self):
+        r = self.run_bench("expiry", "--clients=2", "--chain=3", "--lease=200ms")
+        self.assertEqual(r["grants_after_expiry"], 4)
+        self.assertEqual(r["not_granted"], 0)
+        self.assertIs(r["tokens_increase"], True)
+        # The next holder is granted after, not before, the lease ends (50 ms
+        # of slack for the two replies' different transit times).
+        self.assertGreater(r["earliest_before_lease_end_ms"], -50)
+
+    def test_bad_flag_is_usage_error(self):
+        p = subprocess.run([ARGS.lockbench, "contended", "--no-such-flag=1"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--no-such-flag", p.stderr)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lockd", required=True)
+    parser.add_argument("--lockbench", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
