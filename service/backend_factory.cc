@@ -2,6 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/memory/memory_backend.h"
+#ifdef LOCKD_HAVE_ZOOKEEPER_BACKEND
+#include "backends/zookeeper/zookeeper_backend.h"
+#endif
 #ifdef LOCKD_HAVE_MYSQL_BACKEND
 #include "backends/mysql/mysql_backend.h"
 #endif
@@ -17,6 +20,29 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.max_waiters = static_cast<size_t>(config.max_waiters);
     return NewMemoryBackend(o);
   }
+#ifdef LOCKD_HAVE_ZOOKEEPER_BACKEND
+  if (config.backend == "zookeeper") {
+    ZooKeeperOptions o;
+    o.hosts = config.zookeeper.hosts;
+    o.root = config.zookeeper.root;
+    o.session_timeout = config.zookeeper.session_timeout;
+    o.reap_interval = config.zookeeper.reap_interval;
+    o.max_waiters = static_cast<size_t>(config.max_waiters);
+    if (!config.zookeeper.auth_file.empty()) {
+      absl::StatusOr<std::string> digest = ReadSecretFile(config.zookeeper.auth_file);
+      if (!digest.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("zookeeper.auth_file: ", digest.status().message()));
+      }
+      if (digest->find(':') == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "zookeeper.auth_file: ", config.zookeeper.auth_file, " must hold user:password"));
+      }
+      o.digest = *std::move(digest);
+    }
+    return NewZooKeeperBackend(o);
+  }
+#endif
 #ifdef LOCKD_HAVE_MYSQL_BACKEND
   if (config.backend == "mysql") {
     const Config::Mysql& c = config.mysql;

@@ -1,0 +1,114 @@
+// What the ZooKeeper backend stores, and how: znode name encoding, contender
+// node names and their queue order, and the text kept in znode data. Pure
+// functions with no ZooKeeper dependency, so they are unit-tested alone.
+//
+// Layout (see README, "ZooKeeper"):
+//   <root>                          persistent, created on start
+//   <root>/<ns>                     container node, one per namespace
+//   <root>/<ns>/<name>              container node ("lock node"), one per lock;
+//                                   its data is the "freed" tombstone, if any
+//   <root>/<ns>/<name>/c-<id>-<seq> ephemeral sequential, one per contender;
+//                                   the lowest <seq> holds the lock; its data
+//                                   is a NodeData
+// <ns> and <name> are EncodeSegment()ed.
+//
+// Thread-safe: everything here is a pure function of its arguments except
+// NewAttemptPrefix(), which draws from a thread-safe random source.
+
+#ifndef LOCKD_BACKENDS_ZOOKEEPER_ZK_CODEC_H_
+#define LOCKD_BACKENDS_ZOOKEEPER_ZK_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace lockd::zk {
+
+// Encodes any byte string as one valid znode name: bytes in [A-Za-z0-9_-]
+// stay, every other byte (including '.', '/', '%', spaces and all non-ASCII
+// bytes) becomes %XX with upper-case hex. The result is never empty for a
+// non-empty input, never "." or "..", and contains no character ZooKeeper
+// rejects.
+std::string EncodeSegment(absl::string_view raw);
+
+// The inverse of EncodeSegment. Returns false (leaving *raw unspecified) for
+// text EncodeSegment never produces.
+bool DecodeSegment(absl::string_view encoded, std::string* raw);
+
+// A contender node name: "c-" + 32 hex digits (the attempt id) + "-", to
+// which ZooKeeper appends a 10-character sequence number. The attempt id lets
+// a client that lost the reply to its create find the node it made (Curator's
+// "protected" mode).
+std::string NewAttemptPrefix();
+
+struct Contender {
+  std::string name;  // the child name, e.g. "c-0123...-0000000042"
+  int32_t seq = 0;   // the sequence ZooKeeper appended
+};
+
+// Parses a child name of a lock node. False for names that are not
+// contender nodes (such children are ignored).
+bool ParseContender(absl::string_view name, Contender* out);
+
+// True if sequence `a` was issued before `b`. ZooKeeper's sequence is the
+// parent's 32-bit cversion and wraps to negative values after 2^31 child
+// changes; comparing with serial-number arithmetic (RFC 1982) keeps the
+// queue order right across the wrap, as long as the live contenders of one
+// lock span fewer than 2^31 sequence numbers.
+inline bool SeqBefore(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) - static_cast<uint32_t>(b)) < 0;
+}
+
+// The contender children in queue order (lowest sequence first); other
+// children are dropped.
+std::vector<Contender> QueueOrder(const std::vector<std::string>& children);
+
+// The data of a contender node: who contends, and, once it is the lowest
+// node, the lock's holder state. Written whole at create; the holder's
+// replica (or any replica serving a Renew/Release/reentrant Acquire)
+// rewrites it with a version check.
+struct NodeData {
+  enum class Last { kNone, kAcquire, kRelease };
+
+  std::string owner;
+  uint32_t holds = 1;  // hold count once this node holds the lock
+  int64_t ttl_ms = 0;  // the lease, counted from `lease`'s first sighting
+  // Lease epoch: bumped by every write that starts a new lease (renew,
+  // reentrant acquire). Replicas time a lease from the moment they first saw
+  // the node as holder with this epoch, on their own monotonic clock.
+  uint64_t lease = 0;
+  // The owner's last request that carried a request_id, for idempotent
+  // retries, with the result it returned.
+  Last last = Last::kNone;
+  std::string last_id;
+  uint32_t last_holds = 0;
+  int64_t last_ttl_ms = 0;
+
+  friend bool operator==(const NodeData& a, const NodeData& b) {
+    return a.owner == b.owner && a.holds == b.holds && a.ttl_ms == b.ttl_ms && a.lease == b.lease &&
+           a.last == b.last && a.last_id == b.last_id && a.last_holds == b.last_holds &&
+           a.last_ttl_ms == b.last_ttl_ms;
+  }
+};
+
+std::string EncodeNodeData(const NodeData& d);
+// False if `text` is not a NodeData this version can read.
+bool DecodeNodeData(absl::string_view text, NodeData* out);
+
+// Kept in a lock node's data by a Release with a request_id that freed the
+// lock, so that a retry of it (on any replica) answers "released" again. It
+// is only valid while the lock node has had no child created or deleted
+// since (its pzxid equals its mzxid, both set by the same multi).
+struct Tombstone {
+  std::string owner;
+  std::string request_id;
+};
+
+std::string EncodeTombstone(const Tombstone& t);
+bool DecodeTombstone(absl::string_view text, Tombstone* out);
+
+}  // namespace lockd::zk
+
+#endif  // LOCKD_BACKENDS_ZOOKEEPER_ZK_CODEC_H_

@@ -1,0 +1,129 @@
+#include "backends/zookeeper/zk_codec.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockd::zk {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(EncodeSegmentTest, RoundTripsAnyName) {
+  const std::vector<std::string> names = {"orders/42",
+                                          "orders%2F42",
+                                          "a b",
+                                          "/",
+                                          "//x//",
+                                          ".",
+                                          "..",
+                                          "...",
+                                          "{tag}",
+                                          "zookeeper",
+                                          "ünïcödé/锁",
+                                          "emoji 🔒",
+                                          "quote'\"`",
+                                          "back\\slash",
+                                          std::string(512, 'n'),
+                                          std::string("\xEE\x80\x80 private use"),
+                                          std::string("\xEF\xBF\xB0 specials"),
+                                          "A-Z_a-z09"};
+  std::set<std::string> encoded;
+  for (const std::string& n : names) {
+    std::string e = EncodeSegment(n);
+    EXPECT_TRUE(encoded.insert(e).second) << "collision for " << n;
+    EXPECT_NE(e, ".");
+    EXPECT_NE(e, "..");
+    for (char c : e) {
+      bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-' || c == '%';
+      EXPECT_TRUE(ok) << "unexpected character in " << e;
+    }
+    std::string back;
+    ASSERT_TRUE(DecodeSegment(e, &back)) << e;
+    EXPECT_EQ(back, n);
+  }
+  EXPECT_EQ(EncodeSegment("a/b c"), "a%2Fb%20c");
+  EXPECT_EQ(EncodeSegment("."), "%2E");
+}
+
+TEST(EncodeSegmentTest, DecodeRefusesWhatEncodeNeverWrites) {
+  std::string out;
+  EXPECT_FALSE(DecodeSegment("", &out));
+  EXPECT_FALSE(DecodeSegment("a b", &out));
+  EXPECT_FALSE(DecodeSegment("%2", &out));
+  EXPECT_FALSE(DecodeSegment("%2f", &out));  // lower-case hex is not canonical
+  EXPECT_FALSE(DecodeSegment("%41", &out));  // 'A' is never escaped
+  EXPECT_FALSE(DecodeSegment("c-abc.", &out));
+}
+
+TEST(ContenderTest, ParsesNamesAndOrdersBySequence) {
+  std::string p = NewAttemptPrefix();
+  ASSERT_EQ(p.size(), 35u);
+  EXPECT_NE(p, NewAttemptPrefix());
+  std::vector<std::string> children = {p + "0000000012", "junk", p + "0000000003",
+                                       "c-0123456789abcdef0123456789abcdef-0000000007"};
+  std::vector<Contender> q = QueueOrder(children);
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_EQ(q[0].seq, 3);
+  EXPECT_EQ(q[1].seq, 7);
+  EXPECT_EQ(q[2].seq, 12);
+  Contender c;
+  EXPECT_FALSE(ParseContender(p + "00000000x1", &c));
+  EXPECT_FALSE(ParseContender(p + "1", &c));
+}
+
+TEST(ContenderTest, QueueOrderSurvivesSequenceWrap) {
+  // ZooKeeper formats the parent's int32 cversion with %010d; past 2^31 it
+  // wraps to negative numbers, which still come later in the queue.
+  std::string p = NewAttemptPrefix();
+  auto name = [&](int32_t seq) { return p + absl::StrFormat("%010d", seq); };
+  std::vector<std::string> children = {name(-2147483647), name(2147483646), name(2147483647),
+                                       name(-2147483648)};
+  std::vector<int32_t> seqs;
+  for (const Contender& c : QueueOrder(children)) seqs.push_back(c.seq);
+  EXPECT_THAT(seqs, ElementsAre(2147483646, 2147483647, -2147483648, -2147483647));
+  EXPECT_TRUE(SeqBefore(2147483647, -2147483648));
+  EXPECT_FALSE(SeqBefore(-2147483648, 2147483647));
+}
+
+TEST(NodeDataTest, RoundTrips) {
+  NodeData d;
+  d.owner = "owner with = and % and \n newline";
+  d.holds = 3;
+  d.ttl_ms = 30000;
+  d.lease = 7;
+  d.last = NodeData::Last::kRelease;
+  d.last_id = "req-1";
+  d.last_holds = 2;
+  d.last_ttl_ms = 1500;
+  NodeData back;
+  ASSERT_TRUE(DecodeNodeData(EncodeNodeData(d), &back)) << EncodeNodeData(d);
+  EXPECT_EQ(back, d);
+}
+
+TEST(NodeDataTest, RefusesForeignData) {
+  NodeData d;
+  EXPECT_FALSE(DecodeNodeData("", &d));
+  EXPECT_FALSE(DecodeNodeData("hello", &d));
+  EXPECT_FALSE(DecodeNodeData("lockd-zk-node 1\nholds=1\n", &d));  // no owner
+  EXPECT_FALSE(DecodeNodeData("lockd-zk-node 1\nowner=a\nttl_ms=5\nholds=x\n", &d));
+  EXPECT_TRUE(DecodeNodeData("lockd-zk-node 1\nowner=a\nttl_ms=5\nfuture=1\n", &d));
+}
+
+TEST(TombstoneTest, RoundTrips) {
+  Tombstone t{"alice", "rel-2"};
+  Tombstone back;
+  ASSERT_TRUE(DecodeTombstone(EncodeTombstone(t), &back));
+  EXPECT_EQ(back.owner, "alice");
+  EXPECT_EQ(back.request_id, "rel-2");
+  EXPECT_FALSE(DecodeTombstone("", &back));
+  EXPECT_FALSE(DecodeTombstone(EncodeNodeData(NodeData{"a", 1, 5}), &back));
+}
+
+}  // namespace
+}  // namespace lockd::zk

@@ -1,0 +1,1924 @@
+#include "backends/zookeeper/zookeeper_backend.h"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "backends/common/log.h"
+#include "backends/common/timer_queue.h"
+#include "backends/zookeeper/zk_client.h"
+#include "backends/zookeeper/zk_codec.h"
+
+namespace lockd {
+namespace {
+
+using Clock = SteadyClock;
+using zk::NodeData;
+using zk::Op;
+using zk::Result;
+
+// Bound on re-reads and re-creates when the lock changes under a request
+// (version conflicts, a holder vanishing between two reads, ...).
+constexpr int kMaxRetries = 8;
+// Orphaned contender nodes remembered for deletion after a reconnect.
+constexpr size_t kMaxOrphans = 100000;
+
+std::string What(const LockKey& key) {
+  return absl::StrCat("lock \"", key.name, "\" in namespace \"", key.ns, "\"");
+}
+
+std::string Basename(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+}
+
+int64_t ToMs(absl::Duration d) { return std::max<int64_t>(1, absl::ToInt64Milliseconds(d)); }
+
+struct Stat StatOf(int64_t czxid, int32_t version) {
+  struct Stat s = {};
+  s.czxid = czxid;
+  s.version = version;
+  return s;
+}
+
+class ZooKeeperBackend final : public Backend {
+ public:
+  explicit ZooKeeperBackend(const ZooKeeperOptions& options)
+      : options_(options),
+        hooks_(options.test_hooks),
+        root_(options.root),
+        timers_(std::make_unique<TimerQueue>()),
+        anchor_(std::make_shared<Anchor>()) {
+    anchor_->backend = this;
+    zk::Client::Options zo;
+    zo.hosts = options.hosts;
+    zo.session_timeout = options.session_timeout;
+    zo.digest = options.digest;
+    zk_ = std::make_unique<zk::Client>(
+        std::move(zo), [this](zk::SessionState s, uint64_t gen) { OnSessionState(s, gen); },
+        [this](uint64_t id, int type) { OnWatch(id, type); });
+  }
+
+  ~ZooKeeperBackend() override { Shutdown(); }
+
+  // Opens the session and waits (up to connect_wait) until the root exists.
+  absl::Status Start() {
+    {
+      absl::MutexLock l(&mu_);
+      reason_ = absl::StrCat("connecting to ZooKeeper at ", options_.hosts);
+    }
+    if (absl::Status s = zk_->Open(); !s.ok()) return s;
+    absl::MutexLock l(&mu_);
+    ScheduleReapTick();
+    auto settled = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_ || !root_error_.ok(); };
+    mu_.AwaitWithTimeout(absl::Condition(&settled), options_.connect_wait);
+    if (!root_error_.ok()) return root_error_;
+    if (!ready_) {
+      LogWarning("zookeeper backend: ", reason_, " for ",
+                 absl::FormatDuration(options_.connect_wait),
+                 " without success; serving UNAVAILABLE until it connects");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::string_view name() const override { return "zookeeper"; }
+
+  void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+               Callback<AcquireResult> done) override {
+    if (absl::Status s = Usable(); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    if (cancel != nullptr && cancel->cancelled()) {
+      std::move(done)(absl::CancelledError("acquire cancelled"));
+      return;
+    }
+    auto a = std::make_shared<Attempt>();
+    a->params = std::move(params);
+    a->cancel = std::move(cancel);
+    a->done = std::move(done);
+    a->lock_path = LockPath(a->params.key);
+    a->data.owner = a->params.owner;
+    a->data.holds = 1;
+    a->data.ttl_ms = ToMs(a->params.ttl);
+    a->data.lease = 0;
+    if (!a->params.request_id.empty()) {
+      a->data.last = NodeData::Last::kAcquire;
+      a->data.last_id = a->params.request_id;
+      a->data.last_holds = 1;
+      a->data.last_ttl_ms = a->data.ttl_ms;
+    }
+    // Fast path: this replica knows the owner holds the lock; a versioned
+    // write of the holder node is the whole reentrant acquire.
+    std::optional<Holder> known;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = holders_.find(a->params.key);
+      if (it != holders_.end() && it->second.data.owner == a->params.owner &&
+          !Expired(it->second, Clock::now()) && !IsReplay(it->second.data, a->params.request_id)) {
+        known = it->second;
+      }
+    }
+    if (known.has_value()) {
+      Reenter(a, known->path, StatOf(known->czxid, known->version), known->data, 0,
+              /*from_cache=*/true);
+      return;
+    }
+    Begin(a);
+  }
+
+  void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
+    if (absl::Status s = Usable(); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    auto op = std::make_shared<ReleaseOp>();
+    op->params = std::move(params);
+    op->done = std::move(done);
+    std::optional<Holder> known;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = holders_.find(op->params.key);
+      if (it != holders_.end() && it->second.data.owner == op->params.owner &&
+          !Expired(it->second, Clock::now()) &&
+          !(it->second.data.last == NodeData::Last::kRelease && !op->params.request_id.empty() &&
+            it->second.data.last_id == op->params.request_id)) {
+        known = it->second;
+      }
+    }
+    if (known.has_value()) {
+      ReleaseOn(op, known->path, StatOf(known->czxid, known->version), known->data,
+                /*from_cache=*/true);
+      return;
+    }
+    ReleaseSlow(op);
+  }
+
+  void Renew(RenewParams params, Callback<RenewResult> done) override {
+    if (absl::Status s = Usable(); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    auto op = std::make_shared<RenewOp>();
+    op->params = std::move(params);
+    op->done = std::move(done);
+    std::optional<Holder> known;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = holders_.find(op->params.key);
+      if (it != holders_.end() && it->second.data.owner == op->params.owner &&
+          !Expired(it->second, Clock::now())) {
+        known = it->second;
+      }
+    }
+    if (known.has_value()) {
+      RenewOn(op, known->path, StatOf(known->czxid, known->version), known->data,
+              /*from_cache=*/true);
+      return;
+    }
+    RenewSlow(op);
+  }
+
+  void Describe(LockKey key, Callback<LockState> done) override {
+    if (absl::Status s = Usable(); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    ReadLock(key, false, [this, key, done = std::move(done)](absl::StatusOr<LockView> v) mutable {
+      if (!v.ok()) {
+        std::move(done)(v.status());
+        return;
+      }
+      std::move(done)(StateOf(key, *v));
+    });
+  }
+
+  void List(ListParams params, Callback<ListResult> done) override {
+    if (absl::Status s = Usable(); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    auto op = std::make_shared<ListOp>();
+    op->params = std::move(params);
+    op->done = std::move(done);
+    std::string ns_path = absl::StrCat(root_, "/", zk::EncodeSegment(op->params.ns));
+    zk_->Submit(Op::Children(ns_path, [this, op](Result r) {
+      if (r.rc == ZNONODE) {
+        std::move(op->done)(ListResult{});
+        return;
+      }
+      if (r.rc != ZOK) {
+        std::move(op->done)(
+            zk::ZkError(absl::StrCat("listing locks of namespace \"", op->params.ns, "\""), r.rc));
+        return;
+      }
+      const ListParams& p = op->params;
+      bool after_token = !p.page_token.empty() && p.page_token >= p.prefix;
+      for (const std::string& child : r.children) {
+        std::string name;
+        if (!zk::DecodeSegment(child, &name)) continue;
+        if (!absl::StartsWith(name, p.prefix)) continue;
+        if (after_token && name <= p.page_token) continue;
+        op->names.push_back(std::move(name));
+      }
+      std::sort(op->names.begin(), op->names.end());
+      ListNextChunk(op);
+    }));
+  }
+
+  absl::Status Health() const override {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return ShuttingDownError();
+    if (ready_) return absl::OkStatus();
+    return absl::UnavailableError(reason_);
+  }
+
+  void Shutdown() override {
+    std::vector<std::shared_ptr<Attempt>> attempts;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+      shutdown_ = true;
+      ready_ = false;
+      for (auto& [id, a] : attempts_) attempts.push_back(a);
+    }
+    for (auto& a : attempts) Finish(a, ShuttingDownError());
+    {
+      absl::MutexLock l(&anchor_->mu);
+      anchor_->backend = nullptr;
+    }
+    // Ends the session (the server deletes this replica's contender nodes at
+    // once) and runs every callback still pending; they see shutdown_.
+    zk_->Close();
+    // Nothing schedules timers once shutdown_ is set (all scheduling checks
+    // it under mu_), so the queue can go; its thread is joined here.
+    timers_.reset();
+  }
+
+ private:
+  // What this replica knows about the holder node of one lock.
+  struct Holder {
+    std::string path;
+    int64_t czxid = 0;
+    int32_t version = 0;
+    NodeData data;
+    // The lease is timed from `since`: when this replica wrote lease epoch
+    // `lease` itself (precise) or first saw it (not precise: grace added).
+    uint64_t lease = 0;
+    Clock::time_point since;
+    bool precise = false;
+    Clock::time_point touched;  // last read or write, for pruning
+    uint64_t scan = 0;          // last reaper scan that saw it
+    TimerQueue::TimerId timer = 0;
+    Clock::time_point timer_at;
+  };
+
+  // One Acquire that needs a contender node.
+  struct Attempt {
+    uint64_t id = 0;  // also the id of its predecessor watch
+    AcquireParams params;
+    std::shared_ptr<CancelSignal> cancel;
+    Callback<AcquireResult> done;
+    std::string lock_path;
+    NodeData data;  // what the contender node is created with
+    // Guarded by the backend's mu_ from here on.
+    enum class Phase { kRunning, kWaiting, kDone } phase = Phase::kRunning;
+    std::string prefix;  // "c-<attempt id>-" of the current node
+    std::string path;    // the contender node, once known
+    std::string name;
+    int64_t czxid = 0;
+    int32_t version = 0;
+    std::string watched;      // the predecessor being watched
+    std::string holder_path;  // the lowest node when the watch was set
+    bool watched_is_holder = false;
+    Result holder_read;   // the holder's data, read alongside the watch
+    bool parked = false;  // holds a max_waiters slot
+    bool stop = false;    // deadline or cancel arrived while an operation ran
+    bool cancelled = false;
+    bool recheck = false;  // a watch fired while an operation ran
+    bool own_deleted = false;
+    int retries = 0;
+    Clock::time_point deadline;
+    TimerQueue::TimerId deadline_timer = 0;
+  };
+
+  struct LockView {
+    bool lock_exists = false;
+    struct Stat lock_stat = {};
+    std::string lock_data;  // only when asked for
+    std::vector<zk::Contender> queue;
+    bool has_holder = false;
+    std::string holder_path;
+    struct Stat holder_stat = {};
+    NodeData holder;
+  };
+
+  struct ReleaseOp {
+    ReleaseParams params;
+    Callback<ReleaseResult> done;
+    int tries = 0;
+  };
+
+  struct RenewOp {
+    RenewParams params;
+    Callback<RenewResult> done;
+    int tries = 0;
+  };
+
+  struct ListOp {
+    ListParams params;
+    Callback<ListResult> done;
+    std::vector<std::string> names;  // candidates, sorted
+    size_t next = 0;
+    ListResult out;
+    // The chunk being read.
+    absl::Mutex mu;
+    std::vector<std::optional<LockState>> chunk ABSL_GUARDED_BY(mu);
+    size_t outstanding ABSL_GUARDED_BY(mu) = 0;
+    absl::Status error ABSL_GUARDED_BY(mu);
+  };
+
+  struct Scan {
+    uint64_t number = 0;
+    Clock::time_point start;
+    std::deque<std::pair<LockKey, std::string>> locks;  // key, lock node path
+    int listing = 0;
+    int reading = 0;
+    bool complete = true;
+  };
+
+  // Cancel callbacks reach the backend through this, cleared at Shutdown().
+  struct Anchor {
+    absl::Mutex mu;
+    ZooKeeperBackend* backend ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
+  // ---- Paths and small helpers ---------------------------------------------
+
+  std::string NsPath(const LockKey& key) const {
+    return absl::StrCat(root_, "/", zk::EncodeSegment(key.ns));
+  }
+  std::string LockPath(const LockKey& key) const {
+    return absl::StrCat(root_, "/", zk::EncodeSegment(key.ns), "/", zk::EncodeSegment(key.name));
+  }
+
+  absl::Status Usable() const {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return ShuttingDownError();
+    if (!ready_) return absl::UnavailableError(reason_);
+    return absl::OkStatus();
+  }
+
+  static bool IsReplay(const NodeData& d, const std::string& request_id) {
+    return !request_id.empty() && d.last == NodeData::Last::kAcquire && d.last_id == request_id;
+  }
+
+  Clock::time_point LeaseEnd(const Holder& h) const {
+    absl::Duration d = absl::Milliseconds(h.data.ttl_ms);
+    if (!h.precise) d += options_.observer_grace;
+    return h.since + absl::ToChronoNanoseconds(d);
+  }
+
+  bool Expired(const Holder& h, Clock::time_point now) const { return now >= LeaseEnd(h); }
+
+  // Records a sighting (or this replica's write, when `new_lease`) of the
+  // holder node of `key`. Stale reads (older data version) are ignored.
+  Holder& Observe(const LockKey& key, const std::string& path, const struct Stat& stat,
+                  const NodeData& data, bool new_lease, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Holder& h = holders_[key];
+    if (h.path != path) {
+      if (h.timer != 0) timers_->Cancel(h.timer);
+      h = Holder();
+      h.path = path;
+      h.lease = data.lease;
+      h.since = now;
+      h.precise = new_lease;
+      h.version = stat.version;
+      h.data = data;
+    } else if (stat.version < h.version) {
+      h.touched = now;
+      return h;
+    } else if (new_lease) {
+      h.lease = data.lease;
+      h.since = now;
+      h.precise = true;
+    } else if (h.lease != data.lease) {
+      h.lease = data.lease;
+      h.since = now;
+      h.precise = false;
+    }
+    h.czxid = stat.czxid;
+    h.version = stat.version;
+    h.data = data;
+    h.touched = now;
+    return h;
+  }
+
+  void ForgetHolder(const LockKey& key, const std::string& path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = holders_.find(key);
+    if (it == holders_.end() || it->second.path != path) return;
+    if (it->second.timer != 0 && !shutdown_) timers_->Cancel(it->second.timer);
+    holders_.erase(it);
+  }
+
+  // A timer at the lease end, kept for leases this replica wrote (it is the
+  // one that times them exactly) and for holders of locks it has waiters on.
+  void ArmLease(const LockKey& key, Holder& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutdown_) return;
+    if (!h.precise && local_waiters_.find(key) == local_waiters_.end()) return;
+    Clock::time_point end = LeaseEnd(h);
+    if (h.timer != 0) {
+      if (h.timer_at == end) return;
+      timers_->Cancel(h.timer);
+    }
+    h.timer_at = end;
+    h.timer = timers_->ScheduleAt(end, [this, key, path = h.path] { OnLeaseTimer(key, path); });
+  }
+
+  LockState StateFromHolder(const LockKey& key, const Holder* h, uint32_t waiters,
+                            Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    LockState s;
+    s.key = key;
+    s.waiters = waiters;
+    if (h == nullptr || Expired(*h, now)) return s;
+    s.held = true;
+    s.owner = h->data.owner;
+    s.hold_count = h->data.holds;
+    s.fencing_token = static_cast<uint64_t>(h->czxid);
+    Clock::time_point end =
+        h->since + absl::ToChronoNanoseconds(absl::Milliseconds(h->data.ttl_ms));
+    s.ttl_remaining = std::max(absl::ZeroDuration(), absl::FromChrono(end - now));
+    return s;
+  }
+
+  // The LockState for a view from ReadLock(); starts reaping the holder if
+  // its lease ran out.
+  LockState StateOf(const LockKey& key, const LockView& v) {
+    uint32_t waiters = v.queue.empty() ? 0 : static_cast<uint32_t>(v.queue.size() - 1);
+    LockState s;
+    std::optional<std::pair<std::string, int32_t>> reap;
+    {
+      absl::MutexLock l(&mu_);
+      Clock::time_point now = Clock::now();
+      const Holder* h = nullptr;
+      if (v.has_holder) {
+        auto it = holders_.find(key);
+        if (it != holders_.end() && it->second.path == v.holder_path) h = &it->second;
+      }
+      s = StateFromHolder(key, h, waiters, now);
+      if (h != nullptr && !s.held) reap.emplace(h->path, h->version);
+    }
+    if (reap.has_value()) Reap(key, reap->first, reap->second, 0, nullptr);
+    return s;
+  }
+
+  // ---- Reading a lock --------------------------------------------------------
+
+  // Reads the contender queue of `key` and the holder's data (and, when
+  // `with_lock_data`, the lock node's data: the tombstone). Records the
+  // holder sighting. Retries when the holder vanishes between the reads.
+  void ReadLock(const LockKey& key, bool with_lock_data,
+                absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries = 0) {
+    struct Reads {
+      Result children;
+      Result data;
+    };
+    auto reads = std::make_shared<Reads>();
+    auto next = [this, key, with_lock_data, reads, tries, cb = std::move(cb)]() mutable {
+      OnLockRead(key, with_lock_data, std::move(reads->children), std::move(reads->data),
+                 std::move(cb), tries);
+    };
+    std::string path = LockPath(key);
+    std::vector<Op> ops;
+    if (with_lock_data) {
+      ops.push_back(Op::Children(path, [reads](Result r) { reads->children = std::move(r); }));
+      ops.push_back(Op::Get(path, [reads, next = std::move(next)](Result r) mutable {
+        reads->data = std::move(r);
+        std::move(next)();
+      }));
+    } else {
+      ops.push_back(Op::Children(path, [reads, next = std::move(next)](Result r) mutable {
+        reads->children = std::move(r);
+        std::move(next)();
+      }));
+    }
+    zk_->Submit(std::move(ops));
+  }
+
+  void OnLockRead(const LockKey& key, bool with_lock_data, Result children, Result data,
+                  absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries) {
+    LockView v;
+    if (children.rc == ZNONODE) {
+      std::move(cb)(std::move(v));
+      return;
+    }
+    if (children.rc != ZOK) {
+      std::move(cb)(zk::ZkError(absl::StrCat("reading ", What(key)), children.rc));
+      return;
+    }
+    v.lock_exists = true;
+    v.lock_stat = children.stat;
+    if (with_lock_data && data.rc == ZOK) v.lock_data = std::move(data.value);
+    v.queue = zk::QueueOrder(children.children);
+    if (v.queue.empty()) {
+      std::move(cb)(std::move(v));
+      return;
+    }
+    v.holder_path = absl::StrCat(LockPath(key), "/", v.queue.front().name);
+    std::string holder_path = v.holder_path;
+    zk_->Submit(Op::Get(holder_path, [this, key, with_lock_data, tries, v = std::move(v),
+                                      cb = std::move(cb)](Result r) mutable {
+      if (r.rc == ZNONODE && tries < kMaxRetries) {
+        ReadLock(key, with_lock_data, std::move(cb), tries + 1);
+        return;
+      }
+      if (r.rc != ZOK) {
+        std::move(cb)(zk::ZkError(absl::StrCat("reading the holder of ", What(key)), r.rc));
+        return;
+      }
+      if (!zk::DecodeNodeData(r.value, &v.holder)) {
+        std::move(cb)(absl::InternalError(absl::StrCat("unreadable data in ZooKeeper node ",
+                                                       v.holder_path, " (", What(key), ")")));
+        return;
+      }
+      v.has_holder = true;
+      v.holder_stat = r.stat;
+      {
+        absl::MutexLock l(&mu_);
+        if (!shutdown_) {
+          Holder& h = Observe(key, v.holder_path, r.stat, v.holder, false, Clock::now());
+          ArmLease(key, h);
+        }
+      }
+      std::move(cb)(std::move(v));
+    }));
+  }
+
+  // Deletes the holder node `path` of `key` if its data is still `version`
+  // (a renewal in between wins). Then runs `then` (if any).
+  void Reap(const LockKey& key, const std::string& path, int32_t version, int tries,
+            absl::AnyInvocable<void() &&> then) {
+    zk_->Submit(Op::Delete(
+        path, version, [this, key, path, tries, then = std::move(then)](Result r) mutable {
+          if (r.rc == ZOK || r.rc == ZNONODE) {
+            if (r.rc == ZOK)
+              LogDebug("zookeeper backend: lease of ", What(key), " ran out; reaped");
+            absl::MutexLock l(&mu_);
+            ForgetHolder(key, path);
+          } else if (r.rc == ZBADVERSION && tries < kMaxRetries) {
+            Refresh(key, path, tries + 1, std::move(then));
+            return;
+          }
+          if (then) std::move(then)();
+        }));
+  }
+
+  // Re-reads a holder whose data changed, and reaps it if its lease (as this
+  // replica now sees it) has run out; otherwise re-arms its timer.
+  void Refresh(const LockKey& key, const std::string& path, int tries,
+               absl::AnyInvocable<void() &&> then) {
+    zk_->Submit(Op::Get(path, [this, key, path, tries, then = std::move(then)](Result r) mutable {
+      std::optional<int32_t> reap;
+      {
+        absl::MutexLock l(&mu_);
+        NodeData d;
+        if (r.rc == ZNONODE) {
+          ForgetHolder(key, path);
+        } else if (r.rc == ZOK && !shutdown_ && zk::DecodeNodeData(r.value, &d)) {
+          Holder& h = Observe(key, path, r.stat, d, false, Clock::now());
+          if (Expired(h, Clock::now())) {
+            reap = h.version;
+          } else {
+            ArmLease(key, h);
+          }
+        }
+      }
+      if (reap.has_value()) {
+        Reap(key, path, *reap, tries, std::move(then));
+      } else if (then) {
+        std::move(then)();
+      }
+    }));
+  }
+
+  void OnLeaseTimer(const LockKey& key, const std::string& path) {
+    int32_t version;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+      auto it = holders_.find(key);
+      if (it == holders_.end() || it->second.path != path) return;
+      Holder& h = it->second;
+      h.timer = 0;
+      if (!Expired(h, Clock::now())) {
+        ArmLease(key, h);
+        return;
+      }
+      version = h.version;
+    }
+    Reap(key, path, version, 0, nullptr);
+  }
+
+  // ---- Acquire ---------------------------------------------------------------
+
+  // Registers `a` (deadline, cancel hook) and creates its contender node.
+  void Begin(const std::shared_ptr<Attempt>& a) {
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        // Fall through to Finish below.
+      } else {
+        a->id = next_attempt_id_++;
+        a->prefix = zk::NewAttemptPrefix();
+        attempts_[a->id] = a;
+        if (a->params.wait > absl::ZeroDuration()) {
+          a->deadline = SteadyAfter(a->params.wait);
+          uint64_t id = a->id;
+          a->deadline_timer = timers_->ScheduleAt(a->deadline, [this, id] { OnDeadline(id); });
+        }
+      }
+    }
+    if (a->id == 0) {
+      Finish(a, ShuttingDownError());
+      return;
+    }
+    if (a->cancel != nullptr) {
+      uint64_t id = a->id;
+      a->cancel->SetCallback([anchor = anchor_, id] {
+        absl::MutexLock l(&anchor->mu);
+        if (anchor->backend != nullptr) anchor->backend->OnStop(id, /*cancelled=*/true);
+      });
+    }
+    CreateNode(a);
+  }
+
+  // Creates the contender node and, pipelined behind it, lists the queue.
+  void CreateNode(const std::shared_ptr<Attempt>& a) {
+    std::string prefix;
+    {
+      absl::MutexLock l(&mu_);
+      prefix = a->prefix;
+    }
+    auto created = std::make_shared<Result>();
+    std::vector<Op> ops;
+    ops.push_back(Op::Create(absl::StrCat(a->lock_path, "/", prefix), zk::EncodeNodeData(a->data),
+                             ZOO_EPHEMERAL_SEQUENTIAL,
+                             [created](Result r) { *created = std::move(r); }));
+    ops.push_back(Op::Children(a->lock_path, [this, a, created](Result r) {
+      OnCreated(a, std::move(*created), std::move(r));
+    }));
+    zk_->Submit(std::move(ops));
+  }
+
+  bool DropThisCreateReply() {
+    if (hooks_ == nullptr) return false;
+    int n = hooks_->drop_create_replies.load();
+    while (n > 0 && !hooks_->drop_create_replies.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
+  }
+
+  void OnCreated(const std::shared_ptr<Attempt>& a, Result created, Result children) {
+    if (created.rc == ZOK && DropThisCreateReply()) {
+      LogInfo("zookeeper backend: test hook dropped the reply to creating ", created.value);
+      created.rc = ZCONNECTIONLOSS;
+    }
+    if (created.rc == ZOK) {
+      bool stop;
+      {
+        absl::MutexLock l(&mu_);
+        a->path = created.value;
+        a->name = Basename(created.value);
+        a->czxid = created.stat.czxid;
+        a->version = created.stat.version;
+        stop = a->stop || a->phase == Attempt::Phase::kDone;
+      }
+      if (stop) {
+        Abandon(a);
+        return;
+      }
+      if (children.rc != ZOK) {
+        FailWithNode(a, zk::ZkError(absl::StrCat("listing the contenders of ", What(a->params.key)),
+                                    children.rc));
+        return;
+      }
+      Evaluate(a, children.children);
+      return;
+    }
+    if (created.rc == ZNONODE) {
+      EnsureParentsThenCreate(a);
+      return;
+    }
+    absl::Status error = zk::ZkError(
+        absl::StrCat("creating a contender node for ", What(a->params.key)), created.rc);
+    if (zk::IsTransient(created.rc) && created.rc != ZCLOSING) {
+      if (zk_->connected()) {
+        // The reply was lost but the session is back: the node may exist.
+        // Find it by its attempt id rather than create a second one.
+        Recover(a);
+        return;
+      }
+      std::string prefix;
+      {
+        absl::MutexLock l(&mu_);
+        prefix = a->prefix;
+      }
+      AddOrphan(a->lock_path, prefix, "");
+    }
+    Finish(a, error);
+  }
+
+  void EnsureParentsThenCreate(const std::shared_ptr<Attempt>& a) {
+    if (!CountRetry(a)) return;
+    std::vector<Op> ops;
+    ops.push_back(Op::Create(NsPath(a->params.key), "", ZOO_CONTAINER, [](Result) {}));
+    ops.push_back(Op::Create(a->lock_path, "", ZOO_CONTAINER, [this, a](Result r) {
+      if (r.rc == ZOK || r.rc == ZNODEEXISTS) {
+        CreateNode(a);
+        return;
+      }
+      Finish(a, zk::ZkError(absl::StrCat("creating the node of ", What(a->params.key)), r.rc));
+    }));
+    zk_->Submit(std::move(ops));
+  }
+
+  // After a create whose reply was lost: looks for the node by attempt id.
+  void Recover(const std::shared_ptr<Attempt>& a) {
+    if (!CountRetry(a)) return;
+    zk_->Submit(Op::Children(a->lock_path, [this, a](Result r) {
+      std::string prefix;
+      {
+        absl::MutexLock l(&mu_);
+        prefix = a->prefix;
+      }
+      if (r.rc == ZNONODE) {
+        EnsureParentsThenCreate(a);
+        return;
+      }
+      if (r.rc != ZOK) {
+        if (zk::IsTransient(r.rc)) AddOrphan(a->lock_path, prefix, "");
+        Finish(a,
+               zk::ZkError(absl::StrCat("looking for the contender node of ", What(a->params.key)),
+                           r.rc));
+        return;
+      }
+      std::string mine;
+      for (const std::string& c : r.children) {
+        if (absl::StartsWith(c, prefix)) mine = c;
+      }
+      if (mine.empty()) {
+        LogInfo("zookeeper backend: a create for ", What(a->params.key),
+                " whose reply was lost did not happen; creating again");
+        CreateNode(a);
+        return;
+      }
+      LogInfo("zookeeper backend: found contender node ", mine, " whose create reply was lost");
+      std::string path = absl::StrCat(a->lock_path, "/", mine);
+      zk_->Submit(Op::Get(path, [this, a, path,
+                                 children = std::move(r.children)](Result g) mutable {
+        if (g.rc == ZNONODE) {
+          Restart(a);
+          return;
+        }
+        if (g.rc != ZOK) {
+          if (zk::IsTransient(g.rc)) AddOrphan("", "", path);
+          Finish(a, zk::ZkError(absl::StrCat("reading the contender node of ", What(a->params.key)),
+                                g.rc));
+          return;
+        }
+        {
+          absl::MutexLock l(&mu_);
+          a->path = path;
+          a->name = Basename(path);
+          a->czxid = g.stat.czxid;
+          a->version = g.stat.version;
+        }
+        Evaluate(a, children);
+      }));
+    }));
+  }
+
+  // Decides from the contender queue: granted (lowest), try-once refusal, or
+  // wait behind the predecessor.
+  void Evaluate(const std::shared_ptr<Attempt>& a, const std::vector<std::string>& children) {
+    std::vector<zk::Contender> queue = zk::QueueOrder(children);
+    enum { kGone, kStop, kGranted, kTryOnce, kFull, kWait } action;
+    std::string holder_path, pred_path;
+    AcquireResult granted;
+    size_t waiters = 0;
+    {
+      absl::MutexLock l(&mu_);
+      if (a->phase == Attempt::Phase::kDone) return;
+      size_t idx = queue.size();
+      for (size_t i = 0; i < queue.size(); ++i) {
+        if (queue[i].name == a->name) idx = i;
+      }
+      if (a->stop) {
+        action = kStop;
+      } else if (idx == queue.size()) {
+        action = kGone;
+      } else if (idx == 0) {
+        action = kGranted;
+        Holder& h = Observe(a->params.key, a->path, StatOf(a->czxid, a->version), a->data,
+                            /*new_lease=*/true, Clock::now());
+        granted.acquired = true;
+        granted.fencing_token = static_cast<uint64_t>(a->czxid);
+        granted.hold_count = h.data.holds;
+        granted.ttl = a->params.ttl;
+        TakeSlot(a);
+        ArmLease(a->params.key, h);
+      } else {
+        holder_path = absl::StrCat(a->lock_path, "/", queue.front().name);
+        pred_path = absl::StrCat(a->lock_path, "/", queue[idx - 1].name);
+        waiters = queue.size() - 2;
+        if (a->params.wait <= absl::ZeroDuration()) {
+          action = kTryOnce;
+        } else if (!a->parked && parked_ >= options_.max_waiters) {
+          action = kFull;
+        } else {
+          action = kWait;
+          if (!a->parked) {
+            a->parked = true;
+            ++parked_;
+            ++local_waiters_[a->params.key];
+          }
+          a->watched = pred_path;
+          a->holder_path = holder_path;
+          a->watched_is_holder = idx == 1;
+          a->recheck = false;
+        }
+      }
+    }
+    switch (action) {
+      case kGone:
+        // Our node vanished (reaped after a long stall, or deleted by hand).
+        Restart(a);
+        return;
+      case kStop:
+        Abandon(a);
+        return;
+      case kGranted:
+        Finish(a, std::move(granted));
+        return;
+      case kTryOnce:
+        TryOnceRefused(a, holder_path, waiters);
+        return;
+      case kFull:
+        FailWithNode(
+            a, absl::ResourceExhaustedError(absl::StrCat(
+                   "too many waiting Acquire calls (max_waiters=", options_.max_waiters, ")")));
+        return;
+      case kWait:
+        Watch(a, holder_path, pred_path, /*read_holder=*/true);
+        return;
+    }
+  }
+
+  // Not lowest and not allowed to wait: give the node back and describe the
+  // holder (unless the holder is this very owner: a reentrant acquire).
+  void TryOnceRefused(const std::shared_ptr<Attempt>& a, const std::string& holder_path,
+                      size_t waiters) {
+    std::vector<Op> ops;
+    ops.push_back(DeleteOwnOp(a));
+    ops.push_back(Op::Get(holder_path, [this, a, holder_path, waiters](Result r) {
+      if (r.rc == ZNONODE) {
+        Restart(a);  // the holder just left; try again
+        return;
+      }
+      if (r.rc != ZOK) {
+        Finish(a, zk::ZkError(absl::StrCat("reading the holder of ", What(a->params.key)), r.rc));
+        return;
+      }
+      NodeData d;
+      if (!zk::DecodeNodeData(r.value, &d)) {
+        Finish(a, absl::InternalError(
+                      absl::StrCat("unreadable data in ZooKeeper node ", holder_path)));
+        return;
+      }
+      bool mine = false, expired = false;
+      AcquireResult refused;
+      int32_t version = 0;
+      {
+        absl::MutexLock l(&mu_);
+        if (shutdown_) return;
+        Clock::time_point now = Clock::now();
+        Holder& h = Observe(a->params.key, holder_path, r.stat, d, false, now);
+        mine = d.owner == a->params.owner;
+        expired = Expired(h, now);
+        version = h.version;
+        refused.current = StateFromHolder(a->params.key, &h, static_cast<uint32_t>(waiters), now);
+      }
+      if (mine && !expired) {
+        Reenter(a, holder_path, r.stat, d, 0, false);
+      } else if (expired) {
+        Reap(a->params.key, holder_path, version, 0, [this, a] { Restart(a); });
+      } else {
+        Finish(a, std::move(refused));
+      }
+    }));
+    zk_->Submit(std::move(ops));
+  }
+
+  // Watches the predecessor (and reads the holder, if it is another node and
+  // `read_holder`).
+  void Watch(const std::shared_ptr<Attempt>& a, const std::string& holder_path,
+             const std::string& pred_path, bool read_holder) {
+    std::vector<Op> ops;
+    if (read_holder && holder_path != pred_path) {
+      ops.push_back(Op::Get(holder_path, [this, a](Result r) {
+        absl::MutexLock l(&mu_);
+        a->holder_read = std::move(r);
+      }));
+    }
+    ops.push_back(Op::Get(
+        pred_path, [this, a, holder_path](Result r) { OnWatchSet(a, holder_path, std::move(r)); },
+        a->id));
+    zk_->Submit(std::move(ops));
+  }
+
+  void OnWatchSet(const std::shared_ptr<Attempt>& a, const std::string& holder_path, Result pred) {
+    if (pred.rc == ZNONODE) {
+      Reevaluate(a);  // the predecessor left before the watch was set
+      return;
+    }
+    if (pred.rc != ZOK) {
+      FailWithNode(
+          a, zk::ZkError(absl::StrCat("watching the queue of ", What(a->params.key)), pred.rc));
+      return;
+    }
+    Result holder;
+    bool have_holder = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (a->watched_is_holder) {
+        holder = pred;
+        have_holder = true;
+      } else if (a->holder_read.rc == ZOK && !a->holder_read.value.empty()) {
+        holder = std::move(a->holder_read);
+        have_holder = true;
+      }
+      a->holder_read = Result();
+    }
+    std::optional<int32_t> reap;
+    if (have_holder) {
+      NodeData d;
+      if (zk::DecodeNodeData(holder.value, &d)) {
+        bool mine;
+        {
+          absl::MutexLock l(&mu_);
+          if (a->phase == Attempt::Phase::kDone) return;
+          Clock::time_point now = Clock::now();
+          Holder& h = Observe(a->params.key, holder_path, holder.stat, d, false, now);
+          mine = d.owner == a->params.owner && !Expired(h, now);
+          if (!mine && Expired(h, now)) reap = h.version;
+          if (!mine && !reap.has_value()) ArmLease(a->params.key, h);
+        }
+        if (mine) {
+          // This owner already holds the lock (acquired through another
+          // replica or an earlier call): a reentrant acquire. The watch just
+          // set fires later into nothing.
+          Reenter(a, holder_path, holder.stat, d, 0, false);
+          return;
+        }
+      }
+    }
+    if (reap.has_value()) Reap(a->params.key, holder_path, *reap, 0, nullptr);
+    bool stop = false, recheck = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (a->phase == Attempt::Phase::kDone) return;
+      stop = a->stop;
+      recheck = a->recheck;
+      a->recheck = false;
+      if (!stop && !recheck) a->phase = Attempt::Phase::kWaiting;
+    }
+    if (stop) {
+      Abandon(a);
+    } else if (recheck) {
+      Reevaluate(a);
+    }
+  }
+
+  void OnWatch(uint64_t id, int type) {
+    if (hooks_ != nullptr) hooks_->predecessor_watch_events.fetch_add(1);
+    std::shared_ptr<Attempt> a;
+    std::string watched, holder_path;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = attempts_.find(id);
+      if (it == attempts_.end()) return;
+      a = it->second;
+      if (a->phase == Attempt::Phase::kRunning) {
+        a->recheck = true;
+        return;
+      }
+      if (a->phase != Attempt::Phase::kWaiting) return;
+      a->phase = Attempt::Phase::kRunning;
+      watched = a->watched;
+      holder_path = a->holder_path;
+    }
+    if (type == ZOO_CHANGED_EVENT) {
+      // The predecessor's data changed (a renewal or reentrant acquire, when
+      // it holds the lock): the watch is used up, so set it again.
+      Watch(a, holder_path, watched, /*read_holder=*/false);
+      return;
+    }
+    Reevaluate(a);
+  }
+
+  void Reevaluate(const std::shared_ptr<Attempt>& a) {
+    zk_->Submit(Op::Children(a->lock_path, [this, a](Result r) {
+      if (r.rc == ZNONODE) {
+        Evaluate(a, {});
+        return;
+      }
+      if (r.rc != ZOK) {
+        FailWithNode(
+            a, zk::ZkError(absl::StrCat("listing the contenders of ", What(a->params.key)), r.rc));
+        return;
+      }
+      Evaluate(a, r.children);
+    }));
+  }
+
+  // A reentrant acquire: bumps the hold count and starts a new lease in the
+  // holder node `path`, whose data was `d` at `stat.version`.
+  void Reenter(const std::shared_ptr<Attempt>& a, const std::string& path, const struct Stat& stat,
+               const NodeData& d, int tries, bool from_cache) {
+    std::vector<Op> ops;
+    bool delete_own = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (!a->path.empty() && !a->own_deleted) {
+        a->own_deleted = true;
+        delete_own = true;
+      }
+    }
+    if (delete_own) ops.push_back(DeleteOwnOp(a));
+    if (IsReplay(d, a->params.request_id)) {
+      if (!ops.empty()) zk_->Submit(std::move(ops));
+      AcquireResult r;
+      r.acquired = true;
+      r.fencing_token = static_cast<uint64_t>(stat.czxid);
+      r.hold_count = d.last_holds;
+      r.ttl = absl::Milliseconds(d.last_ttl_ms);
+      Finish(a, std::move(r));
+      return;
+    }
+    NodeData nd = d;
+    nd.holds = d.holds + 1;
+    nd.lease = d.lease + 1;
+    nd.ttl_ms = ToMs(a->params.ttl);
+    if (a->params.request_id.empty()) {
+      nd.last = NodeData::Last::kNone;
+      nd.last_id.clear();
+    } else {
+      nd.last = NodeData::Last::kAcquire;
+      nd.last_id = a->params.request_id;
+      nd.last_holds = nd.holds;
+      nd.last_ttl_ms = nd.ttl_ms;
+    }
+    int64_t czxid = stat.czxid;
+    ops.push_back(Op::Set(
+        path, zk::EncodeNodeData(nd), stat.version,
+        [this, a, path, nd, czxid, tries, from_cache](Result r) {
+          if (r.rc == ZOK) {
+            AcquireResult res;
+            res.acquired = true;
+            res.fencing_token = static_cast<uint64_t>(czxid);
+            res.hold_count = nd.holds;
+            res.ttl = a->params.ttl;
+            {
+              absl::MutexLock l(&mu_);
+              if (!shutdown_) {
+                Holder& h =
+                    Observe(a->params.key, path, r.stat, nd, /*new_lease=*/true, Clock::now());
+                ArmLease(a->params.key, h);
+              }
+            }
+            Finish(a, std::move(res));
+            return;
+          }
+          if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+            if (r.rc == ZNONODE) {
+              absl::MutexLock l(&mu_);
+              ForgetHolder(a->params.key, path);
+            }
+            if (from_cache) {
+              Begin(a);  // the cache was stale: take the general path
+            } else if (r.rc == ZBADVERSION && tries < kMaxRetries) {
+              RereadForReentry(a, path, tries + 1);
+            } else {
+              Restart(a);
+            }
+            return;
+          }
+          Finish(a,
+                 zk::ZkError(absl::StrCat("updating the holder of ", What(a->params.key)), r.rc));
+        }));
+    zk_->Submit(std::move(ops));
+  }
+
+  void RereadForReentry(const std::shared_ptr<Attempt>& a, const std::string& path, int tries) {
+    zk_->Submit(Op::Get(path, [this, a, path, tries](Result r) {
+      NodeData d;
+      if (r.rc == ZOK && zk::DecodeNodeData(r.value, &d) && d.owner == a->params.owner) {
+        Reenter(a, path, r.stat, d, tries, false);
+        return;
+      }
+      if (r.rc == ZOK || r.rc == ZNONODE) {
+        Restart(a);  // the lock changed hands meanwhile
+        return;
+      }
+      Finish(a, zk::ZkError(absl::StrCat("reading the holder of ", What(a->params.key)), r.rc));
+    }));
+  }
+
+  // Starts over with a new contender node (the old one, if any, is gone or
+  // being deleted).
+  void Restart(const std::shared_ptr<Attempt>& a) {
+    bool stop;
+    {
+      absl::MutexLock l(&mu_);
+      if (a->phase == Attempt::Phase::kDone) return;
+      stop = a->stop || (a->params.wait > absl::ZeroDuration() && Clock::now() >= a->deadline);
+    }
+    if (stop) {
+      Abandon(a);
+      return;
+    }
+    if (!CountRetry(a)) return;
+    {
+      absl::MutexLock l(&mu_);
+      a->prefix = zk::NewAttemptPrefix();
+      a->path.clear();
+      a->name.clear();
+      a->own_deleted = false;
+      a->phase = Attempt::Phase::kRunning;
+    }
+    if (a->id == 0) {
+      Begin(a);
+    } else {
+      CreateNode(a);
+    }
+  }
+
+  bool CountRetry(const std::shared_ptr<Attempt>& a) {
+    {
+      absl::MutexLock l(&mu_);
+      if (++a->retries <= kMaxRetries) return true;
+    }
+    FailWithNode(
+        a, absl::UnavailableError(absl::StrCat("gave up acquiring ", What(a->params.key), " after ",
+                                               kMaxRetries, " conflicting changes; retry")));
+    return false;
+  }
+
+  // The deadline passed or the call was cancelled.
+  void OnDeadline(uint64_t id) { OnStop(id, /*cancelled=*/false); }
+
+  void OnStop(uint64_t id, bool cancelled) {
+    std::shared_ptr<Attempt> a;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = attempts_.find(id);
+      if (it == attempts_.end()) return;
+      a = it->second;
+      if (!cancelled) a->deadline_timer = 0;
+      if (a->phase == Attempt::Phase::kDone || a->stop) return;
+      a->stop = true;
+      a->cancelled = cancelled;
+      // An operation in flight sees `stop` when it completes.
+      if (a->phase == Attempt::Phase::kRunning) return;
+    }
+    Abandon(a);
+  }
+
+  // Ends a stopped attempt: deletes its node, then answers kCancelled, or
+  // (deadline) not acquired with the lock's state read after the delete.
+  void Abandon(const std::shared_ptr<Attempt>& a) {
+    bool cancelled;
+    {
+      absl::MutexLock l(&mu_);
+      if (a->phase == Attempt::Phase::kDone) return;
+      cancelled = a->cancelled;
+    }
+    Callback<AcquireResult> done = TakeDone(a);
+    if (!done) return;
+    std::string path;
+    {
+      absl::MutexLock l(&mu_);
+      path = a->own_deleted ? "" : a->path;
+      a->own_deleted = true;
+    }
+    if (!path.empty()) zk_->Submit(DeleteOp(path));
+    if (cancelled) {
+      std::move(done)(absl::CancelledError("acquire cancelled"));
+      return;
+    }
+    // Submitted after the delete on the same session, so the state read
+    // no longer counts this waiter.
+    LockKey key = a->params.key;
+    ReadLock(key, false, [this, key, done = std::move(done)](absl::StatusOr<LockView> v) mutable {
+      if (!v.ok()) {
+        std::move(done)(v.status());
+        return;
+      }
+      AcquireResult r;
+      r.current = StateOf(key, *v);
+      std::move(done)(std::move(r));
+    });
+  }
+
+  Op DeleteOwnOp(const std::shared_ptr<Attempt>& a) {
+    std::string path;
+    {
+      absl::MutexLock l(&mu_);
+      path = a->path;
+      a->own_deleted = true;
+    }
+    return DeleteOp(path);
+  }
+
+  // Deletes a contender node this replica no longer wants; if the
+  // connection drops meanwhile, it is deleted after the reconnect.
+  Op DeleteOp(const std::string& path) {
+    return Op::Delete(path, -1, [this, path](Result r) {
+      if (zk::IsTransient(r.rc) && r.rc != ZCLOSING && r.rc != ZSESSIONEXPIRED) {
+        AddOrphan("", "", path);
+      }
+    });
+  }
+
+  void FailWithNode(const std::shared_ptr<Attempt>& a, absl::Status status) {
+    std::string path;
+    {
+      absl::MutexLock l(&mu_);
+      if (!a->own_deleted) path = a->path;
+      a->own_deleted = true;
+    }
+    if (!path.empty()) zk_->Submit(DeleteOp(path));
+    Finish(a, std::move(status));
+  }
+
+  // Releases the attempt's bookkeeping and returns its callback (null if it
+  // was already finished).
+  Callback<AcquireResult> TakeDone(const std::shared_ptr<Attempt>& a) {
+    Callback<AcquireResult> done;
+    {
+      absl::MutexLock l(&mu_);
+      if (a->phase == Attempt::Phase::kDone && a->done == nullptr) return nullptr;
+      a->phase = Attempt::Phase::kDone;
+      done = std::move(a->done);
+      a->done = nullptr;
+      if (a->id != 0) attempts_.erase(a->id);
+      TakeSlot(a);
+      if (a->deadline_timer != 0 && !shutdown_) timers_->Cancel(a->deadline_timer);
+      a->deadline_timer = 0;
+    }
+    if (a->cancel != nullptr) a->cancel->ClearCallback();
+    return done;
+  }
+
+  void TakeSlot(const std::shared_ptr<Attempt>& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!a->parked) return;
+    a->parked = false;
+    --parked_;
+    auto it = local_waiters_.find(a->params.key);
+    if (it != local_waiters_.end() && --it->second == 0) local_waiters_.erase(it);
+  }
+
+  void Finish(const std::shared_ptr<Attempt>& a, absl::StatusOr<AcquireResult> result) {
+    Callback<AcquireResult> done = TakeDone(a);
+    if (done) std::move(done)(std::move(result));
+  }
+
+  // ---- Release ---------------------------------------------------------------
+
+  void ReleaseSlow(const std::shared_ptr<ReleaseOp>& op) {
+    const ReleaseParams& p = op->params;
+    ReadLock(p.key, !p.request_id.empty(), [this, op](absl::StatusOr<LockView> v) {
+      const ReleaseParams& p = op->params;
+      if (!v.ok()) {
+        std::move(op->done)(v.status());
+        return;
+      }
+      if (!v->has_holder || v->holder.owner != p.owner) {
+        zk::Tombstone t;
+        // A retry of the Release that freed the lock, with nothing granted
+        // since: the multi that freed it set the lock node's data and removed
+        // the child in one transaction, so pzxid == mzxid until a child is
+        // created again.
+        if (!p.request_id.empty() && v->lock_exists && v->lock_stat.numChildren == 0 &&
+            v->lock_stat.pzxid == v->lock_stat.mzxid && zk::DecodeTombstone(v->lock_data, &t) &&
+            t.owner == p.owner && t.request_id == p.request_id) {
+          std::move(op->done)(ReleaseResult{true, 0});
+          return;
+        }
+        std::move(op->done)(LockNotHeldError(
+            p.key, v->has_holder ? "the lock is held by another owner"
+                                 : "the lock is free (released or lease expired)"));
+        return;
+      }
+      std::optional<int32_t> reap;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = holders_.find(p.key);
+        if (it != holders_.end() && it->second.path == v->holder_path &&
+            Expired(it->second, Clock::now())) {
+          reap = it->second.version;
+        }
+      }
+      if (reap.has_value()) {
+        Reap(p.key, v->holder_path, *reap, 0, nullptr);
+        std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
+        return;
+      }
+      if (!p.request_id.empty() && v->holder.last == NodeData::Last::kRelease &&
+          v->holder.last_id == p.request_id) {
+        std::move(op->done)(ReleaseResult{false, v->holder.last_holds});
+        return;
+      }
+      ReleaseOn(op, v->holder_path, v->holder_stat, v->holder, false);
+    });
+  }
+
+  void ReleaseOn(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                 const struct Stat& stat, const NodeData& d, bool from_cache) {
+    const ReleaseParams& p = op->params;
+    auto retry = [this, op, from_cache](int rc) {
+      if (from_cache || ++op->tries <= kMaxRetries) {
+        ReleaseSlow(op);
+      } else {
+        std::move(op->done)(absl::UnavailableError(absl::StrCat(
+            "gave up releasing ", What(op->params.key), " after conflicting changes; retry")));
+      }
+      (void)rc;
+    };
+    if (d.holds > 1) {
+      NodeData nd = d;
+      nd.holds = d.holds - 1;
+      if (p.request_id.empty()) {
+        nd.last = NodeData::Last::kNone;
+        nd.last_id.clear();
+      } else {
+        nd.last = NodeData::Last::kRelease;
+        nd.last_id = p.request_id;
+        nd.last_holds = nd.holds;
+      }
+      zk_->Submit(Op::Set(path, zk::EncodeNodeData(nd), stat.version,
+                          [this, op, path, nd, retry](Result r) mutable {
+                            if (r.rc == ZOK) {
+                              {
+                                absl::MutexLock l(&mu_);
+                                // Same lease epoch: the lease keeps running from where it was.
+                                if (!shutdown_)
+                                  Observe(op->params.key, path, r.stat, nd, false, Clock::now());
+                              }
+                              std::move(op->done)(ReleaseResult{false, nd.holds});
+                              return;
+                            }
+                            if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+                              retry(r.rc);
+                              return;
+                            }
+                            std::move(op->done)(zk::ZkError(
+                                absl::StrCat("releasing ", What(op->params.key)), r.rc));
+                          }));
+      return;
+    }
+    auto freed = [this, op, path, retry](Result r) mutable {
+      // For a multi, the code that matters is the first failing operation's.
+      for (int rc : r.multi) {
+        if (rc != ZOK && rc != ZRUNTIMEINCONSISTENCY) {
+          r.rc = rc;
+          break;
+        }
+      }
+      if (r.rc == ZOK) {
+        {
+          absl::MutexLock l(&mu_);
+          ForgetHolder(op->params.key, path);
+        }
+        std::move(op->done)(ReleaseResult{true, 0});
+        return;
+      }
+      if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+        retry(r.rc);
+        return;
+      }
+      std::move(op->done)(zk::ZkError(absl::StrCat("releasing ", What(op->params.key)), r.rc));
+    };
+    if (p.request_id.empty()) {
+      zk_->Submit(Op::Delete(path, stat.version, std::move(freed)));
+      return;
+    }
+    // Delete the holder and leave a tombstone for retries, atomically.
+    std::vector<Op> ops;
+    ops.push_back(Op::Delete(path, stat.version, nullptr));
+    ops.push_back(
+        Op::Set(LockPath(p.key), zk::EncodeTombstone({p.owner, p.request_id}), -1, nullptr));
+    zk_->Submit(Op::Multi(std::move(ops), std::move(freed)));
+  }
+
+  // ---- Renew -----------------------------------------------------------------
+
+  void RenewSlow(const std::shared_ptr<RenewOp>& op) {
+    ReadLock(op->params.key, false, [this, op](absl::StatusOr<LockView> v) {
+      const RenewParams& p = op->params;
+      if (!v.ok()) {
+        std::move(op->done)(v.status());
+        return;
+      }
+      if (!v->has_holder) {
+        std::move(op->done)(
+            LockNotHeldError(p.key, "the lock is free (released or lease expired)"));
+        return;
+      }
+      if (v->holder.owner != p.owner) {
+        std::move(op->done)(LockNotHeldError(p.key, "the lock is held by another owner"));
+        return;
+      }
+      std::optional<int32_t> reap;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = holders_.find(p.key);
+        if (it != holders_.end() && it->second.path == v->holder_path &&
+            Expired(it->second, Clock::now())) {
+          reap = it->second.version;
+        }
+      }
+      if (reap.has_value()) {
+        Reap(p.key, v->holder_path, *reap, 0, nullptr);
+        std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
+        return;
+      }
+      RenewOn(op, v->holder_path, v->holder_stat, v->holder, false);
+    });
+  }
+
+  void RenewOn(const std::shared_ptr<RenewOp>& op, const std::string& path, const struct Stat& stat,
+               const NodeData& d, bool from_cache) {
+    NodeData nd = d;
+    nd.lease = d.lease + 1;
+    nd.ttl_ms = ToMs(op->params.ttl);
+    int64_t czxid = stat.czxid;
+    zk_->Submit(Op::Set(
+        path, zk::EncodeNodeData(nd), stat.version,
+        [this, op, path, nd, czxid, from_cache](Result r) {
+          if (r.rc == ZOK) {
+            {
+              absl::MutexLock l(&mu_);
+              if (!shutdown_) {
+                Holder& h = Observe(op->params.key, path, r.stat, nd, true, Clock::now());
+                ArmLease(op->params.key, h);
+              }
+            }
+            std::move(op->done)(RenewResult{op->params.ttl, static_cast<uint64_t>(czxid)});
+            return;
+          }
+          if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+            if (from_cache || ++op->tries <= kMaxRetries) {
+              RenewSlow(op);
+            } else {
+              std::move(op->done)(absl::UnavailableError(absl::StrCat(
+                  "gave up renewing ", What(op->params.key), " after conflicting changes; retry")));
+            }
+            return;
+          }
+          std::move(op->done)(zk::ZkError(absl::StrCat("renewing ", What(op->params.key)), r.rc));
+        }));
+  }
+
+  // ---- List ------------------------------------------------------------------
+
+  // Reads the next few candidate locks at once and keeps the held ones, in
+  // name order, until the page is full and one more held lock proves there
+  // is a next page.
+  void ListNextChunk(const std::shared_ptr<ListOp>& op) {
+    size_t page = op->params.page_size;
+    size_t n =
+        std::min(op->names.size() - op->next, std::max<size_t>(page + 1 - op->out.locks.size(), 8));
+    n = std::min<size_t>(n, 64);
+    if (n == 0) {
+      std::move(op->done)(std::move(op->out));
+      return;
+    }
+    size_t first = op->next;
+    op->next += n;
+    {
+      absl::MutexLock l(&op->mu);
+      op->chunk.assign(n, std::nullopt);
+      op->outstanding = n;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      LockKey key{op->params.ns, op->names[first + i]};
+      ReadLock(key, false, [this, op, key, i](absl::StatusOr<LockView> v) {
+        std::optional<LockState> state;
+        absl::Status error;
+        if (v.ok()) {
+          state = StateOf(key, *v);
+        } else {
+          error = v.status();
+        }
+        bool last;
+        {
+          absl::MutexLock l(&op->mu);
+          if (!error.ok() && op->error.ok()) op->error = error;
+          op->chunk[i] = std::move(state);
+          last = --op->outstanding == 0;
+        }
+        if (last) ListChunkDone(op);
+      });
+    }
+  }
+
+  void ListChunkDone(const std::shared_ptr<ListOp>& op) {
+    std::vector<std::optional<LockState>> chunk;
+    absl::Status error;
+    {
+      absl::MutexLock l(&op->mu);
+      chunk.swap(op->chunk);
+      error = op->error;
+    }
+    if (!error.ok()) {
+      std::move(op->done)(error);
+      return;
+    }
+    for (auto& s : chunk) {
+      if (!s.has_value() || !s->held) continue;
+      if (op->out.locks.size() == op->params.page_size) {
+        op->out.next_page_token = op->out.locks.back().key.name;
+        std::move(op->done)(std::move(op->out));
+        return;
+      }
+      op->out.locks.push_back(std::move(*s));
+    }
+    ListNextChunk(op);
+  }
+
+  // ---- Session ---------------------------------------------------------------
+
+  void OnSessionState(zk::SessionState state, uint64_t generation) {
+    std::vector<std::shared_ptr<Attempt>> failed;
+    bool ensure_root = false, orphans = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_ || generation != zk_->generation()) return;
+      switch (state) {
+        case zk::SessionState::kConnected:
+          if (generation != root_generation_) {
+            ensure_root = true;
+          } else {
+            ready_ = true;
+            orphans = true;
+            LogInfo("zookeeper backend: reconnected to ZooKeeper; serving");
+          }
+          break;
+        case zk::SessionState::kConnecting:
+          if (ready_) {
+            LogWarning(
+                "zookeeper backend: lost the connection to ZooKeeper; reconnecting "
+                "(calls fail with UNAVAILABLE meanwhile)");
+          }
+          ready_ = false;
+          reason_ = absl::StrCat("not connected to ZooKeeper at ", options_.hosts);
+          break;
+        case zk::SessionState::kExpired:
+        case zk::SessionState::kAuthFailed: {
+          bool expired = state == zk::SessionState::kExpired;
+          ready_ = false;
+          reason_ = expired ? "the ZooKeeper session expired; opening a new one"
+                            : "ZooKeeper refused the credentials from zookeeper.auth_file";
+          LogWarning("zookeeper backend: ", reason_,
+                     "; locks held through this replica's session are lost");
+          for (auto& [id, a] : attempts_) failed.push_back(a);
+          for (auto& [key, h] : holders_) {
+            if (h.timer != 0) timers_->Cancel(h.timer);
+          }
+          holders_.clear();
+          orphans_.clear();
+          timers_->Schedule(expired ? absl::ZeroDuration() : absl::Seconds(1),
+                            [this] { ReopenSession(); });
+          break;
+        }
+      }
+    }
+    for (auto& a : failed) {
+      Finish(a,
+             absl::UnavailableError(absl::StrCat("the ZooKeeper session ended while waiting for ",
+                                                 What(a->params.key), "; retry")));
+    }
+    if (ensure_root) EnsureRoot(generation);
+    if (orphans) DeleteOrphans();
+  }
+
+  void ReopenSession() {
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+    }
+    absl::Status s = zk_->Reopen();
+    if (!s.ok()) {
+      LogWarning("zookeeper backend: cannot open a new session: ", s.message(), "; retrying");
+      absl::MutexLock l(&mu_);
+      if (!shutdown_) timers_->Schedule(absl::Seconds(1), [this] { ReopenSession(); });
+    }
+  }
+
+  // Creates the root (and its parents) for a new session, then checks that
+  // it can be read; only then does the backend serve.
+  void EnsureRoot(uint64_t generation) {
+    std::vector<std::string> parts = absl::StrSplit(root_, '/', absl::SkipEmpty());
+    std::vector<Op> ops;
+    std::string path;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      absl::StrAppend(&path, "/", parts[i]);
+      bool last = i + 1 == parts.size();
+      ops.push_back(Op::Create(path, "", ZOO_PERSISTENT, [this, generation, last](Result r) {
+        if (!last) return;
+        if (r.rc != ZOK && r.rc != ZNODEEXISTS) {
+          RootFailed(generation, r.rc);
+          return;
+        }
+        zk_->Submit(Op::Children(root_, [this, generation](Result c) {
+          if (c.rc != ZOK) {
+            RootFailed(generation, c.rc);
+            return;
+          }
+          {
+            absl::MutexLock l(&mu_);
+            if (shutdown_ || generation != zk_->generation()) return;
+            root_generation_ = generation;
+            ready_ = true;
+            root_error_ = absl::OkStatus();
+          }
+          LogInfo("zookeeper backend: connected to ", options_.hosts, ", root ", root_);
+          DeleteOrphans();
+        }));
+      }));
+    }
+    zk_->Submit(std::move(ops));
+  }
+
+  void RootFailed(uint64_t generation, int rc) {
+    absl::Status s = zk::ZkError(absl::StrCat("creating the root ", root_), rc);
+    absl::MutexLock l(&mu_);
+    if (shutdown_ || generation != zk_->generation()) return;
+    if (zk::IsTransient(rc)) return;  // tried again on the next connect
+    root_error_ = s;
+    reason_ = std::string(s.message());
+    LogError("zookeeper backend: ", s.message());
+  }
+
+  void AddOrphan(const std::string& parent, const std::string& prefix, const std::string& path) {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return;
+    if (orphans_.size() >= kMaxOrphans) {
+      LogWarning(
+          "zookeeper backend: too many contender nodes to delete after reconnect; "
+          "the rest go when the session ends");
+      return;
+    }
+    orphans_.push_back(Orphan{parent, prefix, path});
+  }
+
+  // Deletes contender nodes this replica gave up on while disconnected.
+  void DeleteOrphans() {
+    std::vector<Orphan> orphans;
+    {
+      absl::MutexLock l(&mu_);
+      orphans.swap(orphans_);
+    }
+    for (const Orphan& o : orphans) {
+      if (!o.path.empty()) {
+        zk_->Submit(DeleteOp(o.path));
+        continue;
+      }
+      zk_->Submit(Op::Children(o.parent, [this, o](Result r) {
+        if (zk::IsTransient(r.rc)) {
+          AddOrphan(o.parent, o.prefix, "");
+          return;
+        }
+        for (const std::string& c : r.children) {
+          if (absl::StartsWith(c, o.prefix)) zk_->Submit(DeleteOp(absl::StrCat(o.parent, "/", c)));
+        }
+      }));
+    }
+  }
+
+  // ---- The periodic reaper -----------------------------------------------
+
+  void ScheduleReapTick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutdown_) return;
+    timers_->Schedule(options_.reap_interval, [this] { OnReapTick(); });
+  }
+
+  void OnReapTick() {
+    bool start = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+      if (ready_ && scan_ == nullptr) {
+        scan_ = std::make_unique<Scan>();
+        scan_->number = ++scans_;
+        scan_->start = Clock::now();
+        scan_->listing = 1;
+        start = true;
+      }
+      ScheduleReapTick();
+    }
+    if (!start) return;
+    zk_->Submit(Op::Children(root_, [this](Result r) {
+      std::vector<std::string> namespaces;
+      {
+        absl::MutexLock l(&mu_);
+        if (scan_ == nullptr) return;
+        --scan_->listing;
+        if (r.rc != ZOK) {
+          scan_->complete = false;
+        } else {
+          for (std::string& c : r.children) {
+            std::string ns;
+            if (zk::DecodeSegment(c, &ns)) namespaces.push_back(std::move(c));
+          }
+          scan_->listing += static_cast<int>(namespaces.size());
+        }
+      }
+      for (const std::string& ns_enc : namespaces) {
+        std::string ns_path = absl::StrCat(root_, "/", ns_enc);
+        zk_->Submit(Op::Children(ns_path, [this, ns_enc, ns_path](Result c) {
+          {
+            absl::MutexLock l(&mu_);
+            if (scan_ == nullptr) return;
+            --scan_->listing;
+            std::string ns;
+            zk::DecodeSegment(ns_enc, &ns);
+            if (c.rc != ZOK) {
+              if (c.rc != ZNONODE) scan_->complete = false;
+            } else {
+              for (const std::string& n : c.children) {
+                std::string name;
+                if (!zk::DecodeSegment(n, &name)) continue;
+                scan_->locks.emplace_back(LockKey{ns, name}, absl::StrCat(ns_path, "/", n));
+              }
+            }
+          }
+          PumpScan();
+        }));
+      }
+      PumpScan();
+    }));
+  }
+
+  void PumpScan() {
+    std::vector<std::pair<LockKey, std::string>> batch;
+    bool end = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (scan_ == nullptr) return;
+      while (!scan_->locks.empty() && scan_->reading < options_.reap_parallelism) {
+        batch.push_back(std::move(scan_->locks.front()));
+        scan_->locks.pop_front();
+        ++scan_->reading;
+      }
+      end = batch.empty() && scan_->reading == 0 && scan_->listing == 0 && scan_->locks.empty();
+    }
+    if (end) {
+      EndScan();
+      return;
+    }
+    for (auto& [key, path] : batch) ScanLock(key, path);
+  }
+
+  void ScanLock(const LockKey& key, const std::string& lock_path) {
+    auto done = [this](bool ok) {
+      {
+        absl::MutexLock l(&mu_);
+        if (scan_ == nullptr) return;
+        --scan_->reading;
+        if (!ok) scan_->complete = false;
+      }
+      PumpScan();
+    };
+    zk_->Submit(Op::Children(lock_path, [this, key, lock_path, done](Result r) mutable {
+      if (r.rc != ZOK) {
+        done(r.rc == ZNONODE);
+        return;
+      }
+      std::vector<zk::Contender> queue = zk::QueueOrder(r.children);
+      if (queue.empty()) {
+        done(true);
+        return;
+      }
+      std::string holder = absl::StrCat(lock_path, "/", queue.front().name);
+      zk_->Submit(Op::Get(holder, [this, key, holder, done](Result g) mutable {
+        NodeData d;
+        std::optional<int32_t> reap;
+        if (g.rc == ZOK && zk::DecodeNodeData(g.value, &d)) {
+          absl::MutexLock l(&mu_);
+          if (!shutdown_ && scan_ != nullptr) {
+            Clock::time_point now = Clock::now();
+            Holder& h = Observe(key, holder, g.stat, d, false, now);
+            h.scan = scan_->number;
+            if (Expired(h, now)) reap = h.version;
+          }
+        }
+        if (reap.has_value()) Reap(key, holder, *reap, 0, nullptr);
+        done(g.rc == ZOK || g.rc == ZNONODE);
+      }));
+    }));
+  }
+
+  // Forgets holders the finished scan did not see (released or reaped
+  // through other replicas), unless touched since the scan began.
+  void EndScan() {
+    absl::MutexLock l(&mu_);
+    if (scan_ == nullptr) return;
+    if (scan_->complete) {
+      for (auto it = holders_.begin(); it != holders_.end();) {
+        Holder& h = it->second;
+        if (h.scan != scan_->number && h.touched < scan_->start) {
+          if (h.timer != 0 && !shutdown_) timers_->Cancel(h.timer);
+          holders_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    scan_.reset();
+  }
+
+  struct Orphan {
+    std::string parent;  // with prefix: delete the children starting with it
+    std::string prefix;
+    std::string path;  // or exactly this node
+  };
+
+  const ZooKeeperOptions options_;
+  const std::shared_ptr<ZooKeeperTestHooks> hooks_;
+  const std::string root_;
+
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;  // connected, root checked
+  std::string reason_ ABSL_GUARDED_BY(mu_);  // why not ready
+  absl::Status root_error_ ABSL_GUARDED_BY(mu_);
+  uint64_t root_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_attempt_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Attempt>> attempts_ ABSL_GUARDED_BY(mu_);
+  size_t parked_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<LockKey, int> local_waiters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<LockKey, Holder> holders_ ABSL_GUARDED_BY(mu_);
+  std::vector<Orphan> orphans_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Scan> scan_ ABSL_GUARDED_BY(mu_);
+  uint64_t scans_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Used only with mu_ held and shutdown_ false; reset by Shutdown().
+  std::unique_ptr<TimerQueue> timers_;
+  const std::shared_ptr<Anchor> anchor_;
+  // Last: its callbacks use everything above.
+  std::unique_ptr<zk::Client> zk_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOptions& options) {
+  if (options.hosts.empty()) {
+    return absl::InvalidArgumentError("zookeeper.hosts: must name at least one host:port");
+  }
+  if (options.root.size() < 2 || options.root[0] != '/' || options.root.back() == '/' ||
+      absl::StrContains(options.root, "//")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zookeeper.root: must be an absolute znode path like /lockd, got \"", options.root, "\""));
+  }
+  for (absl::string_view part : absl::StrSplit(options.root.substr(1), '/')) {
+    if (part == "." || part == ".." || part == "zookeeper") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zookeeper.root: \"", options.root, "\" is not a usable znode path"));
+    }
+  }
+  if (options.session_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("zookeeper.session_timeout: must be at least 100ms");
+  }
+  if (options.reap_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("zookeeper.reap_interval: must be positive");
+  }
+  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters must be positive");
+  auto backend = std::make_unique<ZooKeeperBackend>(options);
+  if (absl::Status s = backend->Start(); !s.ok()) return s;
+  return backend;
+}
+
+}  // namespace lockd

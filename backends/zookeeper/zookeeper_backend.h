@@ -1,0 +1,113 @@
+// The ZooKeeper backend: every lock lives in a ZooKeeper ensemble, so any
+// number of lockd replicas can serve the same locks.
+//
+// Model (README, "ZooKeeper", has the operator's view):
+//   - One lock is the container node <root>/<ns>/<name> (names encoded by
+//     zk::EncodeSegment). Each Acquire that cannot be answered from the holder
+//     alone creates one ephemeral sequential contender node under it, named
+//     with a per-attempt id so that a create whose reply was lost is found
+//     again instead of duplicated. The lowest sequence holds the lock; a
+//     waiter watches only its immediate predecessor (no herd). A try-once
+//     Acquire that is not lowest deletes its node.
+//   - The holder's state (owner, hold count, lease, last request_id) is the
+//     holder node's data, rewritten with version checks, so any replica can
+//     renew or release any lock.
+//   - Fencing token: the holder node's creation zxid (czxid). It grows
+//     across the whole ensemble, including ZooKeeper restarts that keep their
+//     data, and is the same for reentrant acquires and renewals.
+//   - Leases: measured by each replica's monotonic clock from when it wrote
+//     the lease or first saw it (never a wall clock), so no clock skew between
+//     replicas matters. The replica that granted or renewed a lease times it
+//     exactly and deletes the holder node when it runs out; every replica also
+//     reaps, every `reap_interval`, holder nodes whose lease it has seen run
+//     out (plus a grace of `observer_grace` for leases it did not write).
+//   - Ephemeral nodes belong to the ZooKeeper session of the replica that
+//     created them: if that replica dies, its contenders (and the locks they
+//     hold) disappear once the session times out; Renew and Release of such a
+//     lock then answer LOCK_NOT_HELD.
+//   - Sessions: one per backend. While disconnected every call fails at once
+//     with kUnavailable and Health() reports it; parked waiters stay parked
+//     (their nodes and watches survive a reconnect within the session
+//     timeout). On session expiry the backend answers parked waiters
+//     kUnavailable, opens a new session and serves again; locks of the old
+//     session are gone (LOCK_NOT_HELD).
+//
+// Guarantees: everything in backends/backend.h, across replicas, except that
+// a request_id retry of a Release that freed the lock answers "released" only
+// until ZooKeeper deletes the empty lock node (its container check interval,
+// 60 s by default) or someone else takes the lock.
+//
+// Thread-safe: all state is guarded by one mutex; ZooKeeper callbacks run on
+// the C client's completion thread and timers on a TimerQueue thread, and
+// neither blocks.
+
+#ifndef LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
+#define LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "backends/backend.h"
+
+namespace lockd {
+
+// Hooks for tests that must observe or disturb the protocol. Production
+// configurations leave ZooKeeperOptions::test_hooks null; none of this is
+// reachable from lockd's configuration.
+struct ZooKeeperTestHooks {
+  // Incremented for every event delivered to a predecessor watch (node
+  // deleted or changed), so a test can check that a release wakes exactly one
+  // waiter (no herd).
+  std::atomic<uint64_t> predecessor_watch_events{0};
+  // While positive, each successful contender create is treated as if its
+  // reply had been lost to a connection loss (and the count is decremented):
+  // the backend must then find the node it made by its attempt id.
+  std::atomic<int> drop_create_replies{0};
+};
+
+struct ZooKeeperOptions {
+  // Connect string: "host:port[,host:port...]" (an ensemble).
+  std::string hosts = "127.0.0.1:2181";
+  // Absolute path of lockd's root znode, created (with its parents) on start.
+  // Deployments sharing an ensemble use different roots.
+  std::string root = "/lockd";
+  // Requested ZooKeeper session timeout (the server clamps it to its
+  // [minSessionTimeout, maxSessionTimeout]). A dead replica's locks are freed
+  // this long after it died.
+  absl::Duration session_timeout = absl::Seconds(10);
+  // "user:password" for ZooKeeper digest authentication, or empty. When set,
+  // lockd's nodes get a creator-only ACL. Secret: never logged.
+  std::string digest;
+  // How often every replica scans all locks for leases that ran out.
+  absl::Duration reap_interval = absl::Seconds(1);
+  // Extra time a replica waits before reaping a lease it did not grant or
+  // renew itself and first saw after the fact. Covers the time between a
+  // waiter's node becoming lowest and its replica answering the grant.
+  absl::Duration observer_grace = absl::Seconds(1);
+  // How long NewZooKeeperBackend() waits for the first session before it
+  // returns a backend that is still connecting (Health() then reports it).
+  absl::Duration connect_wait = absl::Seconds(10);
+  // Parked Acquire calls allowed at once; more get kResourceExhausted.
+  size_t max_waiters = 100000;
+  // How many locks the periodic reaper reads at once.
+  int reap_parallelism = 32;
+
+  std::shared_ptr<ZooKeeperTestHooks> test_hooks;  // tests only
+};
+
+// Starts a backend: opens a ZooKeeper session and creates the root. Errors:
+// kInvalidArgument for unusable options (naming the field: hosts, root,
+// session_timeout); kInternal if the server refuses access to the root (bad
+// credentials or ACL). If the ensemble cannot be reached within
+// options.connect_wait, returns a backend that keeps connecting in the
+// background and answers kUnavailable meanwhile.
+absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOptions& options);
+
+}  // namespace lockd
+
+#endif  // LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
