@@ -1,0 +1,569 @@
+// The redis backend through its Backend interface, against a real
+// redis-server started by the test: key layout, fencing, script reloading,
+// pub/sub wake-ups, outages and credentials.
+
+#include "backends/redis/redis_backend.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "backends/redis/keys.h"
+#include "backends/redis/redis_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/redis_server.h"
+
+namespace lockd::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::UnorderedElementsAre;
+
+// INFO commandstats' call count for EVALSHA + EVAL: how many scripts ran.
+long long ScriptCalls(RedisCli& cli) {
+  std::string info = cli.Str({"INFO", "commandstats"});
+  long long total = 0;
+  for (absl::string_view cmd : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    size_t at = absl::string_view(info).find(cmd);
+    if (at == std::string::npos) continue;
+    absl::string_view rest = absl::string_view(info).substr(at + cmd.size());
+    long long n = 0;
+    if (absl::SimpleAtoi(rest.substr(0, rest.find(',')), &n)) total += n;
+  }
+  return total;
+}
+
+RedisOptions FastOptions(const RedisServer& server, const std::string& prefix) {
+  RedisOptions o;
+  o.addresses = server.address();
+  o.key_prefix = prefix;
+  o.pool_size = 2;
+  o.connect_timeout = absl::Milliseconds(500);
+  o.command_timeout = absl::Milliseconds(500);
+  o.reconnect_backoff_min = absl::Milliseconds(20);
+  o.reconnect_backoff_max = absl::Milliseconds(200);
+  return o;
+}
+
+class RedisBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    static int n = 0;
+    prefix_ = absl::StrCat("t", n++);
+    absl::StatusOr<std::unique_ptr<RedisCli>> cli = RedisCli::Connect(server_->port());
+    ASSERT_TRUE(cli.ok()) << cli.status();
+    cli_ = *std::move(cli);
+    backend_ = NewBackend();
+    ASSERT_NE(backend_, nullptr);
+  }
+
+  std::unique_ptr<Backend> NewBackend(RedisOptions o) {
+    absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(o);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }
+  std::unique_ptr<Backend> NewBackend() { return NewBackend(Options()); }
+  RedisOptions Options() const { return FastOptions(*server_, prefix_); }
+
+  redis::LockKeys Keys(const std::string& name) const {
+    return redis::KeyCodec(prefix_).KeysFor(LockKey{"default", name});
+  }
+
+  uint64_t MustAcquire(Backend& b, const std::string& name, const std::string& owner,
+                       absl::Duration ttl = absl::Seconds(30)) {
+    absl::StatusOr<AcquireResult> r = SyncAcquire(b, Acq(name, owner, ttl));
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r.ok() && r->acquired) << name << " not acquired by " << owner;
+    return r.ok() ? r->fencing_token : 0;
+  }
+
+  static RedisServer* server_;
+  std::string prefix_;
+  std::unique_ptr<RedisCli> cli_;
+  std::unique_ptr<Backend> backend_;
+};
+
+RedisServer* RedisBackendTest::server_ = nullptr;
+
+// --- Key layout and fencing ------------------------------------------------
+
+TEST_F(RedisBackendTest, LockIsAHashWithOwnerHoldCountAndToken) {
+  uint64_t token = MustAcquire(*backend_, "h", "alice", absl::Seconds(10));
+  MustAcquire(*backend_, "h", "alice", absl::Seconds(10));
+  redis::LockKeys k = Keys("h");
+  EXPECT_EQ(cli_->Str({"TYPE", k.lock}), "hash");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "owner"}), "alice");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "count"}), "2");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "token"}), absl::StrCat(token));
+  long long pttl = cli_->Int({"PTTL", k.lock});
+  EXPECT_GT(pttl, 9000);
+  EXPECT_LE(pttl, 10000);
+}
+
+TEST_F(RedisBackendTest, FenceKeyIsSeededFromServerTimeAndOutlivesTheLease) {
+  uint64_t token = MustAcquire(*backend_, "f", "alice", absl::Seconds(10));
+  redis::LockKeys k = Keys("f");
+  EXPECT_EQ(cli_->Str({"GET", k.fence}), absl::StrCat(token));
+  // Seeded from TIME in microseconds (then INCRed once).
+  uint64_t now_us = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+  EXPECT_GT(token, now_us - 60'000'000);
+  EXPECT_LT(token, now_us + 60'000'000);
+  long long fence_ttl = cli_->Int({"PTTL", k.fence});
+  long long lock_ttl = cli_->Int({"PTTL", k.lock});
+  const long long day = 24LL * 3600 * 1000;
+  EXPECT_GT(fence_ttl, lock_ttl + day - 2000) << "fence key must outlive the lease";
+  EXPECT_LE(fence_ttl, 10000 + day);
+  // Renew moves the fence TTL along with the lease.
+  ASSERT_TRUE(SyncRenew(*backend_, RenewParams{{"default", "f"}, "alice", absl::Hours(1)}).ok());
+  EXPECT_GT(cli_->Int({"PTTL", k.fence}), 3600LL * 1000 + day - 2000);
+}
+
+TEST_F(RedisBackendTest, FenceRetentionZeroKeepsFenceKeysForever) {
+  RedisOptions o = Options();
+  o.fence_retention = absl::ZeroDuration();
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  MustAcquire(*b, "forever", "alice", absl::Seconds(5));
+  EXPECT_EQ(cli_->Int({"PTTL", Keys("forever").fence}), -1);
+}
+
+TEST_F(RedisBackendTest, TokensKeepGrowingWhenTheFenceKeyIsLost) {
+  uint64_t t1 = MustAcquire(*backend_, "lost", "alice");
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("lost", "alice")).ok());
+  ASSERT_EQ(cli_->Int({"DEL", Keys("lost").fence}), 1);
+  uint64_t t2 = MustAcquire(*backend_, "lost", "bob");
+  EXPECT_GT(t2, t1);
+}
+
+TEST_F(RedisBackendTest, ReleaseThatFreesLeavesOnlyTheFenceKey) {
+  MustAcquire(*backend_, "clean", "alice");
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("clean", "alice")).ok());
+  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":*")), ElementsAre(Keys("clean").fence));
+}
+
+TEST_F(RedisBackendTest, FreeingReleaseIsRememberedForReleaseMemoryThenForgottenOnNextGrant) {
+  RedisOptions o = Options();
+  o.release_memory = absl::Seconds(60);
+  std::unique_ptr<Backend> b = NewBackend(o);
+  MustAcquire(*b, "mem", "alice");
+  absl::StatusOr<ReleaseResult> r = SyncRelease(*b, Rel("mem", "alice", "rel-1"));
+  ASSERT_TRUE(r.ok() && r->released);
+  redis::LockKeys k = Keys("mem");
+  long long pttl = cli_->Int({"PTTL", k.freed});
+  EXPECT_GT(pttl, 50000);
+  EXPECT_LE(pttl, 60000);
+  r = SyncRelease(*b, Rel("mem", "alice", "rel-1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->released);
+  MustAcquire(*b, "mem", "bob");
+  EXPECT_EQ(cli_->Int({"EXISTS", k.freed}), 0);
+  EXPECT_TRUE(IsLockNotHeld(SyncRelease(*b, Rel("mem", "alice", "rel-1")).status()));
+}
+
+TEST_F(RedisBackendTest, PrefixesKeepDeploymentsApart) {
+  MustAcquire(*backend_, "shared-name", "alice");
+  RedisOptions o = Options();
+  o.key_prefix = prefix_ + "-other";
+  std::unique_ptr<Backend> other = NewBackend(o);
+  MustAcquire(*other, "shared-name", "bob");
+  absl::StatusOr<ListResult> list = SyncList(*other, ListParams{"default", "", 100, ""});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->locks.size(), 1u);
+  EXPECT_EQ(list->locks[0].owner, "bob");
+}
+
+TEST_F(RedisBackendTest, SelectsTheConfiguredDatabase) {
+  RedisOptions o = Options();
+  o.db = 3;
+  std::unique_ptr<Backend> b = NewBackend(o);
+  MustAcquire(*b, "db3", "alice");
+  EXPECT_EQ(cli_->Int({"EXISTS", Keys("db3").lock}), 0);
+  ASSERT_EQ(cli_->Str({"SELECT", "3"}), "OK");
+  EXPECT_EQ(cli_->Int({"EXISTS", Keys("db3").lock}), 1);
+}
+
+TEST_F(RedisBackendTest, ScriptsComeBackAfterScriptFlush) {
+  uint64_t t1 = MustAcquire(*backend_, "flush", "alice");
+  ASSERT_EQ(cli_->Str({"SCRIPT", "FLUSH"}), "OK");
+  absl::StatusOr<LockState> d = SyncDescribe(*backend_, LockKey{"default", "flush"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->owner, "alice");
+  ASSERT_EQ(cli_->Str({"SCRIPT", "FLUSH"}), "OK");
+  ASSERT_TRUE(
+      SyncRenew(*backend_, RenewParams{{"default", "flush"}, "alice", absl::Seconds(5)}).ok());
+  ASSERT_EQ(cli_->Str({"SCRIPT", "FLUSH"}), "OK");
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("flush", "alice")).ok());
+  ASSERT_EQ(cli_->Str({"SCRIPT", "FLUSH"}), "OK");
+  EXPECT_GT(MustAcquire(*backend_, "flush", "bob"), t1);
+}
+
+TEST_F(RedisBackendTest, KeyOfAnotherTypeIsInternalNamingTheLock) {
+  ASSERT_EQ(cli_->Str({"SET", Keys("strange").lock, "not a hash"}), "OK");
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*backend_, Acq("strange", "alice"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("\"strange\""));
+}
+
+TEST_F(RedisBackendTest, ListScansEveryPageOfAManyKeyNamespace) {
+  // More keys than one SCAN COUNT, so the scan takes several round trips.
+  constexpr int kLocks = 1500;
+  std::vector<std::string> names;
+  for (int i = 0; i < kLocks; ++i) names.push_back(absl::StrCat("many/", 10000 + i));
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = t; i < kLocks; i += 4) MustAcquire(*backend_, names[i], "alice");
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    absl::StatusOr<ListResult> page =
+        SyncList(*backend_, ListParams{"default", "many/", 400, token});
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const LockState& s : page->locks) seen.push_back(s.key.name);
+    token = page->next_page_token;
+    ASSERT_LT(++pages, 10);
+  } while (!token.empty());
+  EXPECT_EQ(pages, 4);
+  EXPECT_EQ(seen, names);
+}
+
+// --- Waiting -----------------------------------------------------------------
+
+TEST_F(RedisBackendTest, ReleaseOnOneProcessWakesWaiterOnAnother) {
+  std::unique_ptr<Backend> other = NewBackend();
+  uint64_t t1 = MustAcquire(*backend_, "x", "alice");
+  std::atomic<bool> done{false};
+  absl::StatusOr<AcquireResult> got;
+  absl::Time granted_at;
+  std::thread waiter([&] {
+    got = SyncAcquire(*other, Acq("x", "bob", absl::Seconds(30), absl::Seconds(20)));
+    granted_at = absl::Now();
+    done = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return cli_->Subscribers(Keys("x").channel) == 1; }, absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(done);
+  absl::Time released_at = absl::Now();
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("x", "alice")).ok());
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->acquired);
+  EXPECT_GT(got->fencing_token, t1);
+  EXPECT_LT(granted_at - released_at, absl::Milliseconds(200)) << "woken by the release message";
+}
+
+TEST_F(RedisBackendTest, WaiterGetsTheLockWhenTheLeaseEndsWithoutRelease) {
+  absl::Time start = absl::Now();
+  MustAcquire(*backend_, "crash", "gone", absl::Milliseconds(400));
+  std::unique_ptr<Backend> other = NewBackend();
+  absl::StatusOr<AcquireResult> r =
+      SyncAcquire(*other, Acq("crash", "bob", absl::Seconds(30), absl::Seconds(10)));
+  absl::Duration waited = absl::Now() - start;
+  ASSERT_TRUE(r.ok() && r->acquired) << r.status();
+  EXPECT_GE(waited, absl::Milliseconds(390));
+  EXPECT_LE(waited, absl::Milliseconds(400 + 100)) << "the PTTL timer should fire at lease end";
+}
+
+TEST_F(RedisBackendTest, ReleaseWakesOnlyTheFirstWaiterAndNobodyPolls) {
+  MustAcquire(*backend_, "herd", "holder");
+  constexpr int kWaiters = 8;
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};
+  std::vector<std::string> owners;
+  for (int i = 0; i < kWaiters; ++i) owners.push_back(absl::StrCat("w", i));
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      absl::StatusOr<AcquireResult> r =
+          SyncAcquire(*backend_, Acq("herd", owners[i], absl::Seconds(30), absl::Seconds(20)));
+      if (r.ok() && r->acquired) ++granted;
+    });
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "herd"});
+        return s.ok() && s->waiters == kWaiters;
+      },
+      absl::Seconds(10)));
+  // Waiting costs nothing: no script runs while the holder holds.
+  absl::SleepFor(absl::Milliseconds(100));
+  long long before = ScriptCalls(*cli_);
+  absl::SleepFor(absl::Milliseconds(1000));
+  EXPECT_EQ(ScriptCalls(*cli_), before) << "waiters poll Redis";
+  // One release, one retry (the release reply and the message may each
+  // trigger one, never a herd).
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("herd", "holder")).ok());
+  ASSERT_TRUE(WaitFor([&] { return granted == 1; }, absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(granted, 1);
+  EXPECT_LE(ScriptCalls(*cli_) - before, 3) << "more than the first waiter retried";
+  // The rest follow one by one.
+  for (int i = 1; i < kWaiters; ++i) {
+    absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "herd"});
+    ASSERT_TRUE(s.ok() && s->held);
+    ASSERT_TRUE(SyncRelease(*backend_, Rel("herd", s->owner)).ok());
+    ASSERT_TRUE(WaitFor([&] { return granted == i + 1; }, absl::Seconds(5)));
+  }
+  absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "herd"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("herd", s->owner)).ok());
+  for (auto& t : threads) t.join();
+}
+
+TEST_F(RedisBackendTest, ChannelIsSubscribedExactlyWhileWaitersWait) {
+  const std::string channel = Keys("sub").channel;
+  MustAcquire(*backend_, "sub", "alice");
+  EXPECT_EQ(cli_->Subscribers(channel), 0);
+  // A waiter that times out.
+  absl::StatusOr<AcquireResult> r =
+      SyncAcquire(*backend_, Acq("sub", "bob", absl::Seconds(30), absl::Milliseconds(300)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->acquired);
+  EXPECT_EQ(r->current.owner, "alice");
+  EXPECT_TRUE(WaitFor([&] { return cli_->Subscribers(channel) == 0; }, absl::Seconds(5)));
+  // A waiter that is cancelled.
+  auto cancel = std::make_shared<CancelSignal>();
+  std::thread t([&] {
+    absl::StatusOr<AcquireResult> c =
+        SyncAcquire(*backend_, Acq("sub", "carol", absl::Seconds(30), absl::Seconds(30)), cancel);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kCancelled);
+  });
+  ASSERT_TRUE(WaitFor([&] { return cli_->Subscribers(channel) == 1; }, absl::Seconds(5)));
+  cancel->Cancel();
+  t.join();
+  EXPECT_TRUE(WaitFor([&] { return cli_->Subscribers(channel) == 0; }, absl::Seconds(5)));
+  // A waiter that is granted.
+  std::thread g([&] {
+    absl::StatusOr<AcquireResult> c =
+        SyncAcquire(*backend_, Acq("sub", "dave", absl::Seconds(30), absl::Seconds(30)));
+    EXPECT_TRUE(c.ok() && c->acquired);
+  });
+  ASSERT_TRUE(WaitFor([&] { return cli_->Subscribers(channel) == 1; }, absl::Seconds(5)));
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("sub", "alice")).ok());
+  g.join();
+  EXPECT_TRUE(WaitFor([&] { return cli_->Subscribers(channel) == 0; }, absl::Seconds(5)));
+}
+
+TEST_F(RedisBackendTest, TooManyWaitersIsResourceExhausted) {
+  RedisOptions o = Options();
+  o.max_waiters = 1;
+  std::unique_ptr<Backend> b = NewBackend(o);
+  MustAcquire(*b, "full", "alice");
+  std::thread t([&] {
+    SyncAcquire(*b, Acq("full", "bob", absl::Seconds(30), absl::Seconds(1))).IgnoreError();
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<LockState> s = SyncDescribe(*b, LockKey{"default", "full"});
+        return s.ok() && s->waiters == 1;
+      },
+      absl::Seconds(5)));
+  absl::StatusOr<AcquireResult> r =
+      SyncAcquire(*b, Acq("full", "carol", absl::Seconds(30), absl::Seconds(1)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  t.join();
+}
+
+// --- Credentials and options ----------------------------------------------
+
+TEST(RedisBackendOptionsTest, InvalidOptionsNameTheOption) {
+  RedisOptions o;
+  o.addresses = "nonsense";
+  EXPECT_THAT(NewRedisBackend(o).status().message(), HasSubstr("redis.addresses"));
+  o = RedisOptions();
+  o.key_prefix = "a{b}";
+  EXPECT_THAT(NewRedisBackend(o).status().message(), HasSubstr("redis.key_prefix"));
+  o = RedisOptions();
+  o.pool_size = 0;
+  EXPECT_THAT(NewRedisBackend(o).status().message(), HasSubstr("redis.pool_size"));
+  o = RedisOptions();
+  o.username = "user";
+  EXPECT_EQ(NewRedisBackend(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RedisBackendOptionsTest, UnreachableServerFailsStartWithUnavailable) {
+  RedisOptions o;
+  o.addresses = absl::StrCat("127.0.0.1:", FreePort());
+  o.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(RedisBackendAuthTest, PasswordAndAclUser) {
+  RedisServer::Options so;
+  so.password = "default-secret-1";
+  so.acl_user = "lockd";
+  so.acl_password = "acl-secret-2";
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  RedisOptions o = FastOptions(**server, "auth");
+  // No password where one is required.
+  absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(b.status().message(), HasSubstr("authentication failed"));
+  // A wrong password.
+  o.password = "wrong-secret-3";
+  b = NewRedisBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(b.status().message(), HasSubstr("authentication failed"));
+  EXPECT_THAT(b.status().message(), Not(HasSubstr("wrong-secret-3")));
+  // The default user's password.
+  o.password = "default-secret-1";
+  b = NewRedisBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(SyncAcquire(**b, Acq("a", "alice")).ok());
+  b->reset();
+  // An ACL user, with a wrong and then the right password.
+  o.username = "lockd";
+  b = NewRedisBackend(o);
+  EXPECT_THAT(b.status().message(), HasSubstr("authentication failed"));
+  EXPECT_THAT(b.status().message(), Not(HasSubstr("default-secret-1")));
+  o.password = "acl-secret-2";
+  b = NewRedisBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<AcquireResult> r = SyncAcquire(**b, Acq("b", "bob"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->acquired);
+}
+
+// --- Outages --------------------------------------------------------------
+
+class RedisOutageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(FastOptions(*server_, "out"));
+    ASSERT_TRUE(b.ok()) << b.status();
+    backend_ = *std::move(b);
+  }
+
+  bool EventuallyHealthy(bool healthy) {
+    return WaitFor([&] { return backend_->Health().ok() == healthy; }, absl::Seconds(10),
+                   absl::Milliseconds(10));
+  }
+
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(RedisOutageTest, CallsFailFastWhileDownAndEverythingRecoversByItself) {
+  absl::StatusOr<AcquireResult> first = SyncAcquire(*backend_, Acq("o", "alice"));
+  ASSERT_TRUE(first.ok() && first->acquired);
+  ASSERT_TRUE(backend_->Health().ok());
+
+  server_->Stop();
+  ASSERT_TRUE(EventuallyHealthy(false)) << "health did not notice the outage";
+  EXPECT_THAT(backend_->Health().message(), HasSubstr("redis"));
+  for (int i = 0; i < 3; ++i) {
+    absl::Time start = absl::Now();
+    absl::StatusOr<AcquireResult> a = SyncAcquire(*backend_, Acq("o", "bob"));
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable) << a.status();
+    EXPECT_THAT(a.status().message(), HasSubstr("\"o\""));
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "not failing fast";
+  }
+  EXPECT_EQ(SyncRelease(*backend_, Rel("o", "alice")).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SyncRenew(*backend_, RenewParams{{"default", "o"}, "alice", absl::Seconds(5)})
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SyncDescribe(*backend_, LockKey{"default", "o"}).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SyncList(*backend_, ListParams{"default", "", 10, ""}).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_TRUE(EventuallyHealthy(true)) << backend_->Health();
+  // Without persistence the lock is gone; the fence is re-seeded from TIME.
+  absl::StatusOr<AcquireResult> again = SyncAcquire(*backend_, Acq("o", "bob"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->acquired);
+  EXPECT_GT(again->fencing_token, first->fencing_token);
+}
+
+TEST_F(RedisOutageTest, ParkedWaiterStaysParkedUntilItsDeadline) {
+  ASSERT_TRUE(SyncAcquire(*backend_, Acq("p", "alice")).ok());
+  absl::Time start = absl::Now();
+  absl::StatusOr<AcquireResult> r;
+  std::thread waiter(
+      [&] { r = SyncAcquire(*backend_, Acq("p", "bob", absl::Seconds(30), absl::Seconds(2))); });
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "p"});
+        return s.ok() && s->waiters == 1;
+      },
+      absl::Seconds(5)));
+  server_->Stop();
+  waiter.join();
+  absl::Duration waited = absl::Now() - start;
+  EXPECT_GE(waited, absl::Milliseconds(1900)) << "the outage ended the wait early";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+}
+
+TEST_F(RedisOutageTest, ParkedWaiterGetsTheLockAfterRedisRestartsWithoutData) {
+  absl::StatusOr<AcquireResult> held = SyncAcquire(*backend_, Acq("q", "alice"));
+  ASSERT_TRUE(held.ok() && held->acquired);
+  absl::StatusOr<AcquireResult> r;
+  std::thread waiter(
+      [&] { r = SyncAcquire(*backend_, Acq("q", "bob", absl::Seconds(30), absl::Seconds(20))); });
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "q"});
+        return s.ok() && s->waiters == 1;
+      },
+      absl::Seconds(5)));
+  ASSERT_TRUE(server_->Restart().ok());
+  waiter.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->acquired) << "re-subscribing should retry the waiter";
+  EXPECT_GT(r->fencing_token, held->fencing_token);
+  // The holder learns that its lock is gone.
+  EXPECT_TRUE(IsLockNotHeld(
+      SyncRenew(*backend_, RenewParams{{"default", "q"}, "alice", absl::Seconds(5)}).status()));
+}
+
+TEST_F(RedisOutageTest, HungServerTimesOutAsUnavailableAndRecovers) {
+  ASSERT_TRUE(SyncAcquire(*backend_, Acq("h", "alice")).ok());
+  server_->Pause();
+  absl::Time start = absl::Now();
+  absl::StatusOr<LockState> d = SyncDescribe(*backend_, LockKey{"default", "h"});
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "command timeout not applied";
+  EXPECT_TRUE(EventuallyHealthy(false));
+  server_->Resume();
+  ASSERT_TRUE(EventuallyHealthy(true)) << backend_->Health();
+  d = SyncDescribe(*backend_, LockKey{"default", "h"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->owner, "alice");
+}
+
+}  // namespace
+}  // namespace lockd::testing

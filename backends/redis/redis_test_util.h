@@ -1,0 +1,159 @@
+// Test helpers for the redis backend's tests (header-only, test code only):
+// blocking calls into a Backend, and a plain hiredis connection to inspect
+// what the backend left in Redis.
+
+#ifndef LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
+#define LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
+
+#include <hiredis/hiredis.h>
+
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "backends/backend.h"
+#include "backends/redis/redis_client.h"
+
+namespace lockd::testing {
+
+template <typename T, typename Start>
+absl::StatusOr<T> Await(Start start) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<T>>>();
+  std::future<absl::StatusOr<T>> future = promise->get_future();
+  start([promise](absl::StatusOr<T> r) mutable { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+inline absl::StatusOr<AcquireResult> SyncAcquire(Backend& b, AcquireParams p,
+                                                 std::shared_ptr<CancelSignal> cancel = nullptr) {
+  return Await<AcquireResult>([&](Callback<AcquireResult> done) {
+    b.Acquire(std::move(p), std::move(cancel), std::move(done));
+  });
+}
+
+inline absl::StatusOr<ReleaseResult> SyncRelease(Backend& b, ReleaseParams p) {
+  return Await<ReleaseResult>(
+      [&](Callback<ReleaseResult> done) { b.Release(std::move(p), std::move(done)); });
+}
+
+inline absl::StatusOr<RenewResult> SyncRenew(Backend& b, RenewParams p) {
+  return Await<RenewResult>(
+      [&](Callback<RenewResult> done) { b.Renew(std::move(p), std::move(done)); });
+}
+
+inline absl::StatusOr<LockState> SyncDescribe(Backend& b, LockKey key) {
+  return Await<LockState>(
+      [&](Callback<LockState> done) { b.Describe(std::move(key), std::move(done)); });
+}
+
+inline absl::StatusOr<ListResult> SyncList(Backend& b, ListParams p) {
+  return Await<ListResult>(
+      [&](Callback<ListResult> done) { b.List(std::move(p), std::move(done)); });
+}
+
+inline AcquireParams Acq(const std::string& name, const std::string& owner,
+                         absl::Duration ttl = absl::Seconds(30),
+                         absl::Duration wait = absl::ZeroDuration(),
+                         const std::string& request_id = "") {
+  AcquireParams p;
+  p.key = LockKey{"default", name};
+  p.owner = owner;
+  p.ttl = ttl;
+  p.wait = wait;
+  p.request_id = request_id;
+  return p;
+}
+
+inline ReleaseParams Rel(const std::string& name, const std::string& owner,
+                         const std::string& request_id = "") {
+  return ReleaseParams{LockKey{"default", name}, owner, request_id};
+}
+
+// A blocking hiredis connection for looking at Redis from a test.
+class RedisCli {
+ public:
+  // Empty `password`: no AUTH.
+  static absl::StatusOr<std::unique_ptr<RedisCli>> Connect(int port,
+                                                           const std::string& password = "") {
+    redis::ConnectionOptions o;
+    o.addresses = {redis::Endpoint{"127.0.0.1", port}};
+    o.password = password;
+    o.command_timeout = absl::Seconds(10);
+    size_t next = 0;
+    absl::StatusOr<redis::ContextPtr> c = redis::Connect(o, {}, &next);
+    if (!c.ok()) return c.status();
+    return std::unique_ptr<RedisCli>(new RedisCli(*std::move(c)));
+  }
+
+  // Runs one command; null on a connection error.
+  redis::ReplyPtr Cmd(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    return redis::ReplyPtr(static_cast<redisReply*>(
+        redisCommandArgv(c_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+  }
+
+  // The integer reply (or -999 if the reply is not an integer).
+  long long Int(const std::vector<std::string>& args) {
+    redis::ReplyPtr r = Cmd(args);
+    return r != nullptr && r->type == REDIS_REPLY_INTEGER ? r->integer : -999;
+  }
+
+  // The string reply ("<nil>" for nil, "<error: ...>" for errors).
+  std::string Str(const std::vector<std::string>& args) {
+    redis::ReplyPtr r = Cmd(args);
+    if (r == nullptr) return "<connection error>";
+    if (r->type == REDIS_REPLY_NIL) return "<nil>";
+    if (r->type == REDIS_REPLY_ERROR) return absl::StrCat("<error: ", r->str, ">");
+    if (r->type == REDIS_REPLY_INTEGER) return absl::StrCat(r->integer);
+    return std::string(r->str, r->len);
+  }
+
+  // Every key matching `pattern` (SCAN, so it is safe on a busy server).
+  std::vector<std::string> Keys(const std::string& pattern) {
+    std::vector<std::string> out;
+    std::string cursor = "0";
+    do {
+      redis::ReplyPtr r = Cmd({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) break;
+      cursor.assign(r->element[0]->str, r->element[0]->len);
+      for (size_t i = 0; i < r->element[1]->elements; ++i) {
+        out.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
+      }
+    } while (cursor != "0");
+    return out;
+  }
+
+  // Subscribers of `channel` on the server (PUBSUB NUMSUB).
+  long long Subscribers(const std::string& channel) {
+    redis::ReplyPtr r = Cmd({"PUBSUB", "NUMSUB", channel});
+    if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
+    return r->element[1]->integer;
+  }
+
+  // Channels with at least one subscriber matching `pattern`.
+  std::vector<std::string> Channels(const std::string& pattern) {
+    std::vector<std::string> out;
+    redis::ReplyPtr r = Cmd({"PUBSUB", "CHANNELS", pattern});
+    if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return out;
+    for (size_t i = 0; i < r->elements; ++i)
+      out.emplace_back(r->element[i]->str, r->element[i]->len);
+    return out;
+  }
+
+ private:
+  explicit RedisCli(redis::ContextPtr c) : c_(std::move(c)) {}
+  redis::ContextPtr c_;
+};
+
+}  // namespace lockd::testing
+
+#endif  // LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
