@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "lockd/client.h"
 #include "tests/integration/clients/restartable_lockd.h"
+#include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
 
 namespace lockd {
@@ -277,6 +278,41 @@ TEST_F(ClientIntegrationTest, LowLevelOperationsByOwner) {
   EXPECT_TRUE(IsLockLost(a.Release("s/1", a.owner()).status()));
   EXPECT_TRUE(IsLockLost(a.Renew("s/1", "nobody", absl::Seconds(5)).status()));
   leases[2].Detach();  // already released above
+}
+
+TEST(ClientTlsTest, WorksOverTlsWithTheRightRootsAndFailsWithoutThem) {
+  TempDir tmp;
+  absl::StatusOr<std::unique_ptr<testing::TlsLockServer>> server =
+      testing::TlsLockServer::Start(tmp.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClientOptions co;
+  co.rpc_timeout = absl::Seconds(3);
+  TlsOptions tls;
+  tls.enabled = true;
+  tls.ca_file = (*server)->cert_file();
+  tls.server_name = "lockd.test";
+  absl::StatusOr<Client> client = Client::Connect((*server)->address(), co, tls);
+  ASSERT_TRUE(client.ok()) << client.status();
+  AcquireOptions o;
+  o.ttl = absl::Seconds(10);
+  absl::StatusOr<Lease> lease = client->Acquire("x", o);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_TRUE(lease->Release().ok());
+
+  co.rpc_timeout = absl::Milliseconds(500);
+  TlsOptions untrusted;  // default roots do not include the self-signed cert
+  untrusted.enabled = true;
+  untrusted.server_name = "lockd.test";
+  absl::StatusOr<Client> bad = Client::Connect((*server)->address(), co, untrusted);
+  ASSERT_TRUE(bad.ok());
+  // No answer: refused handshakes (kUnavailable) or one still pending at the
+  // deadline (kDeadlineExceeded).
+  auto no_answer =
+      ::testing::AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(bad->Describe("x").status().code(), no_answer);
+  absl::StatusOr<Client> plain = Client::Connect((*server)->address(), co);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(plain->Describe("x").status().code(), no_answer);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/clients/restartable_lockd.h"
+#include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
 
 namespace lockd {
@@ -244,6 +245,18 @@ TEST_F(LockctlTest, SigtermToLockctlIsForwardedAndTheLockReleased) {
   run->Signal(SIGTERM);
   EXPECT_EQ(ExitCode(run->Wait(absl::Seconds(10))), 128 + SIGTERM) << run->Log();
   EXPECT_EQ(Field(Run({"describe", "--name", "fwd"}).output, "held"), "false");
+}
+
+TEST_F(LockctlTest, TlsFlagsReachATlsServer) {
+  absl::StatusOr<std::unique_ptr<testing::TlsLockServer>> server =
+      testing::TlsLockServer::Start(tmp_.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  Result ok = Run({"--server", (*server)->address(), "--tls-ca", (*server)->cert_file(),
+                   "--tls-server-name", "lockd.test", "acquire", "--name", "x"});
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  Result plain =
+      Run({"--server", (*server)->address(), "--timeout", "1s", "describe", "--name", "x"});
+  EXPECT_EQ(plain.code, kUnavailable) << plain.output;
 }
 
 }  // namespace
