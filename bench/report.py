@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Turns bench/run.sh's raw results into the generated part of
+bench/RESULTS.md (between the BEGIN/END GENERATED markers; the text around
+them is written by hand and kept) and the PNG charts.
+
+Every figure is the median over the repetitions of one point (backend,
+scenario, clients); throughput also shows the min-max range.
+
+Usage: report.py --out bench/results --results bench/RESULTS.md --charts bench/charts
+"""
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+BEGIN = "<!-- BEGIN GENERATED (bench/report.py) -->"
+END = "<!-- END GENERATED -->"
+
+BACKEND_ORDER = ["memory", "redis", "redis-direct", "mysql", "zookeeper"]
+
+# Issue 7's targets, at 16 clients: (min CS/s, max acquire p99 ms,
+# min fairness, min pairs/s, max handoff p50 ms).
+TARGETS = {
+    "redis": (2500, 15, 0.8, 20000, 0.5),
+    "zookeeper": (1100, 40, 0.8, 6000, 3),
+    "mysql": (1200, 60, 0.8, 5000, 10),
+    "memory": (5000, 10, 0.8, 25000, 0.3),
+}
+TARGET_CLIENTS = 16
+WAITERS_RSS_LIMIT_KB = 200 * 1024
+DIRECT_RATIO_GOAL = 0.4
+
+
+def load(out):
+    env = collections.OrderedDict()
+    with open(os.path.join(out, "env.txt")) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                env[k] = v
+    runs, failures = [], []
+    with open(os.path.join(out, "raw.jsonl")) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)
+            (failures if r.get("failed") else runs).append(r)
+    return env, runs, failures
+
+
+def group(runs):
+    g = collections.defaultdict(list)
+    for r in runs:
+        g[(r["label"], r["scenario"], r["clients"])].append(r)
+    return g
+
+
+def med(rs, key):
+    vals = [r[key] for r in rs if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+    return statistics.median(vals) if vals else None
+
+
+def rng(rs, key):
+    vals = [r[key] for r in rs if isinstance(r.get(key), (int, float))]
+    return (min(vals), max(vals)) if vals else (None, None)
+
+
+def fmt(v, digits=None):
+    if v is None:
+        return "-"
+    if digits is None and float(v).is_integer():
+        return "{:,}".format(int(v))
+    if digits is None:
+        if abs(v) >= 100:
+            digits = 0
+        elif abs(v) >= 10:
+            digits = 1
+        elif abs(v) >= 1:
+            digits = 2
+        else:
+            digits = 3
+    if digits == 0:
+        return "{:,.0f}".format(v)
+    return "{:,.{d}f}".format(v, d=digits)
+
+
+def labels_in(g):
+    present = {k[0] for k in g}
+    return [b for b in BACKEND_ORDER if b in present] + sorted(present - set(BACKEND_ORDER))
+
+
+def clients_in(g, label, scenario):
+    return sorted(c for (l, s, c) in g if l == label and s == scenario)
+
+
+def mark(ok):
+    return "met" if ok else "**MISSED**"
+
+
+def headline(g):
+    lines = []
+    lines.append("### Against the targets ({} clients)\n".format(TARGET_CLIENTS))
+    lines.append("| backend | contended CS/s | acquire p99 | fairness min/max | uncontended pairs/s | handoff p50 |")
+    lines.append("|---|---|---|---|---|---|")
+    verdicts = []
+    for label in labels_in(g):
+        c = g.get((label, "contended", TARGET_CLIENTS), [])
+        u = g.get((label, "uncontended", TARGET_CLIENTS), [])
+        if not c and not u:
+            continue
+        cs, p99, fair = med(c, "cs_per_s"), med(c, "acquire_p99_ms"), med(c, "fairness")
+        pairs, hand = med(u, "pairs_per_s"), med(c, "handoff_p50_ms")
+        t = TARGETS.get(label)
+        if t is None:
+            cells = [fmt(cs), fmt(p99) + " ms", fmt(fair, 2), fmt(pairs), fmt(hand) + " ms"]
+            lines.append("| {} (baseline, no lockd) | {} |".format(label, " | ".join(cells)))
+            continue
+        checks = [
+            (cs is not None and cs >= t[0], "{} (>= {:,})".format(fmt(cs), t[0])),
+            (p99 is not None and p99 <= t[1], "{} ms (<= {} ms)".format(fmt(p99), t[1])),
+            (fair is not None and fair >= t[2], "{} (>= {})".format(fmt(fair, 2), t[2])),
+            (pairs is not None and pairs >= t[3], "{} (>= {:,})".format(fmt(pairs), t[3])),
+            (hand is not None and hand <= t[4], "{} ms (<= {} ms)".format(fmt(hand), t[4])),
+        ]
+        cells = ["{} {}".format(text, mark(ok)) for ok, text in checks]
+        lines.append("| {} | {} |".format(label, " | ".join(cells)))
+        names = ["contended CS/s", "acquire p99", "fairness", "uncontended pairs/s", "handoff p50"]
+        for (ok, text), name in zip(checks, names):
+            if not ok:
+                verdicts.append("{} {}: {}".format(label, name, text))
+    lines.append("")
+    d = g.get(("redis-direct", "uncontended", TARGET_CLIENTS), [])
+    l = g.get(("redis", "uncontended", TARGET_CLIENTS), [])
+    if d and l:
+        ratio = med(l, "pairs_per_s") / med(d, "pairs_per_s")
+        lines.append(
+            "Service-hop cost: lockd on redis reaches **{:.2f}x** of the direct hiredis baseline's "
+            "uncontended pairs/s at {} clients (goal >= {}: {}).".format(
+                ratio, TARGET_CLIENTS, DIRECT_RATIO_GOAL, mark(ratio >= DIRECT_RATIO_GOAL)))
+        if ratio < DIRECT_RATIO_GOAL:
+            verdicts.append("redis uncontended / direct ratio: {:.2f} (>= {})".format(ratio, DIRECT_RATIO_GOAL))
+        lines.append("")
+    return lines, verdicts
+
+
+def waiters_table(g):
+    lines = ["### Parked waiters (lockd process, from /proc)\n",
+             "| backend | clients | waiters | lockd RSS idle | RSS parked | per waiter | threads idle / parked | park | drain |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for label in labels_in(g):
+        for c in clients_in(g, label, "waiters"):
+            rs = g[(label, "waiters", c)]
+            rss = med(rs, "rss_parked_kb")
+            ti, tp = med(rs, "threads_idle"), med(rs, "threads_parked")
+            lines.append("| {} | {} | {} | {} MB | {} MB | {} B | {} / {} | {} s | {} s |".format(
+                label, c, fmt(med(rs, "waiters")), fmt(med(rs, "rss_idle_kb") / 1024, 1),
+                fmt(rss / 1024, 1), fmt(med(rs, "rss_per_waiter_bytes")), fmt(ti), fmt(tp),
+                fmt(med(rs, "park_s"), 2), fmt(med(rs, "drain_s"), 2)))
+            if rss is not None and rss > WAITERS_RSS_LIMIT_KB:
+                verdicts.append("{} waiters (C={}): lockd RSS {} MB > 200 MB".format(label, c, fmt(rss / 1024, 1)))
+            if ti is not None and tp is not None and tp > ti:
+                verdicts.append("{} waiters (C={}): threads grew {} -> {}".format(label, c, ti, tp))
+    lines.append("")
+    return lines, verdicts
+
+
+def scenario_table(g, scenario, columns):
+    lines = ["| backend | clients | " + " | ".join(c[0] for c in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for label in labels_in(g):
+        for c in clients_in(g, label, scenario):
+            rs = g[(label, scenario, c)]
+            cells = []
+            for title, key, with_range in columns:
+                v = med(rs, key)
+                cell = fmt(v)
+                if with_range and len(rs) > 1:
+                    lo, hi = rng(rs, key)
+                    cell += " ({}-{})".format(fmt(lo), fmt(hi))
+                cells.append(cell)
+            lines.append("| {} | {} | {} |".format(label, c, " | ".join(cells)))
+    lines.append("")
+    return lines
+
+
+def write_dat(g, scenario, key, path):
+    wrote = []
+    with open(path, "w") as f:
+        for label in labels_in(g):
+            cs = clients_in(g, label, scenario)
+            if not cs:
+                continue
+            f.write("# {}\n".format(label))
+            for c in cs:
+                v = med(g[(label, scenario, c)], key)
+                if v is not None:
+                    f.write("{} {}\n".format(c, v))
+            f.write("\n\n")
+            wrote.append(label)
+    return wrote
+
+
+def charts(g, out, chart_dir):
+    if shutil.which("gnuplot") is None:
+        print("report.py: gnuplot not found; no charts", file=sys.stderr)
+        return []
+    os.makedirs(chart_dir, exist_ok=True)
+    specs = {
+        "throughput.png": [
+            ("contended", "cs_per_s", "contended: critical sections/s (counter in Redis)", "CS/s"),
+            ("uncontended", "pairs_per_s", "uncontended: acquire+release pairs/s", "pairs/s"),
+        ],
+        "latency_p99.png": [
+            ("contended", "acquire_p99_ms", "contended: acquire latency p99 (incl. waiting)", "ms"),
+            ("uncontended", "acquire_p99_ms", "uncontended: acquire latency p99", "ms"),
+        ],
+    }
+    made = []
+    for png, panels in specs.items():
+        script = ["set terminal pngcairo size 1400,560 font 'sans,11'",
+                  "set output '{}'".format(os.path.join(chart_dir, png)),
+                  "set multiplot layout 1,2",
+                  "set logscale x 2", "set logscale y", "set grid",
+                  "set xlabel 'clients'", "set key top left", "set xrange [0.8:80]",
+                  "set xtics (1,2,4,8,16,32,64)"]
+        for scenario, key, title, unit in panels:
+            dat = os.path.join(out, "{}_{}.dat".format(scenario, key))
+            labels = write_dat(g, scenario, key, dat)
+            if not labels:
+                continue
+            script.append("set title '{}'".format(title))
+            script.append("set ylabel '{}'".format(unit))
+            plots = ["'{}' index {} using 1:2 with linespoints lw 2 pt 7 title '{}'".format(dat, i, l)
+                     for i, l in enumerate(labels)]
+            script.append("plot " + ", ".join(plots))
+        script.append("unset multiplot")
+        gp = os.path.join(out, png.replace(".png", ".gp"))
+        with open(gp, "w") as f:
+            f.write("\n".join(script) + "\n")
+        p = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+        if p.returncode != 0 and "pngcairo" in p.stderr:
+            with open(gp, "w") as f:
+                f.write("\n".join(script).replace("pngcairo", "png") + "\n")
+            p = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+        if p.returncode != 0:
+            print("report.py: gnuplot failed for {}: {}".format(png, p.stderr), file=sys.stderr)
+            continue
+        made.append(png)
+    return made
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--charts", required=True)
+    a = ap.parse_args()
+    env, runs, failures = load(a.out)
+    g = group(runs)
+
+    md = [BEGIN, ""]
+    md.append("## Run conditions (generated)\n")
+    md.append("| | |")
+    md.append("|---|---|")
+    for k, v in env.items():
+        md.append("| {} | {} |".format(k, v.replace("|", "\\|")))
+    md.append("")
+    md.append("Exact command: `bench/run.sh {}`; every lockd and lockbench command line "
+              "(with its ports) is in [results/commands.txt](results/commands.txt), every "
+              "run's JSON in [results/raw.jsonl](results/raw.jsonl) (with the 1-minute load "
+              "average before it, `load1_before`).\n".format(env.get("args", "")))
+
+    md.append("## Results (generated; medians over {} repetition(s))\n".format(env.get("reps", "?")))
+    h, verdicts = headline(g)
+    md += h
+    w, wv = waiters_table(g)
+    verdicts += wv
+    made = charts(g, a.out, a.charts)
+    rel = os.path.relpath(a.charts, os.path.dirname(os.path.abspath(a.results)))
+    for png in made:
+        md.append("![{}]({}/{})\n".format(png, rel, png))
+    md.append("### contended (one lock; critical section = GET + SET of a counter in Redis)\n")
+    md += scenario_table(g, "contended", [
+        ("CS/s (min-max)", "cs_per_s", True), ("acquire p50 ms", "acquire_p50_ms", False),
+        ("p90", "acquire_p90_ms", False), ("p99", "acquire_p99_ms", False),
+        ("max", "acquire_max_ms", False), ("handoff p50 ms", "handoff_p50_ms", False),
+        ("handoff p99", "handoff_p99_ms", False), ("fairness", "fairness", False),
+        ("lost updates", "lost_updates", False)])
+    md.append("### uncontended (own lock names; acquire without wait + release)\n")
+    md += scenario_table(g, "uncontended", [
+        ("pairs/s (min-max)", "pairs_per_s", True), ("acquire p50 ms", "acquire_p50_ms", False),
+        ("p90", "acquire_p90_ms", False), ("p99", "acquire_p99_ms", False),
+        ("release p50 ms", "release_p50_ms", False), ("release p99", "release_p99_ms", False)])
+    md += w
+    md.append("### expiry (holders never release; lease 1 s; delay from one grant + lease to the next grant)\n")
+    md += scenario_table(g, "expiry", [
+        ("grants", "grants_after_expiry", False), ("delay p50 ms", "delay_p50_ms", False),
+        ("p90", "delay_p90_ms", False), ("max", "delay_max_ms", False)])
+    bad = [r for r in runs if r.get("ok") is False or r.get("lost_updates", 0) != 0]
+    md.append("### Failed or not-ok runs\n")
+    if not failures and not bad:
+        md.append("None: every run finished with ok=true and 0 lost updates.\n")
+    for r in failures:
+        md.append("- {} rep {}: exit {} ({})".format(r["label"], r["rep"], r["exit"], r.get("args", "")))
+    for r in bad:
+        md.append("- {} {} C={} rep {}: ok={} lost_updates={}".format(
+            r["label"], r["scenario"], r["clients"], r["rep"], r.get("ok"), r.get("lost_updates")))
+    md.append("")
+    md.append("### Targets missed in this run\n")
+    md += ["- " + v for v in verdicts] or ["None."]
+    md += ["", END]
+
+    text = ""
+    if os.path.exists(a.results):
+        with open(a.results) as f:
+            text = f.read()
+    block = "\n".join(md) + "\n"
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block.rstrip("\n") + text[text.index(END) + len(END):]
+    else:
+        text = "# lockd benchmark results\n\n" + block
+    with open(a.results, "w") as f:
+        f.write(text)
+    print("report.py: wrote {} and {} chart(s)".format(a.results, len(made)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Runs the lockd benchmark: starts real Redis, MariaDB and ZooKeeper servers
+# (plain processes on free loopback ports in temporary directories, as the
+# tests do), starts lockd on each backend, runs every lockbench scenario at
+# each client count (repeated; the report takes the median), runs the
+# direct-Redis baseline (hiredis + the redis backend's Lua scripts, no lockd),
+# then writes the generated part of bench/RESULTS.md and the PNG charts in
+# bench/charts/.
+#
+# Usage: bench/run.sh [flags]
+#   --backends "memory redis mysql zookeeper"   backends to run (default: all built)
+#   --clients "1 4 16 64"    client counts
+#   --reps 3                 repetitions of each point (median reported)
+#   --duration 5s            length of each contended/uncontended run
+#   --waiters 10000          parked Acquires in the waiters scenario
+#   --scenarios "contended uncontended waiters expiry"
+#   --quick                  1 repetition, 2 s runs, 2000 waiters (a smoke run)
+#   --no-build               use the binaries in $BUILD_DIR as they are
+#   --no-report              only collect results (bench/results/raw.jsonl)
+# Environment: BUILD_DIR (default build-bench, a Release build), OUT (default
+# bench/results).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
+OUT=${OUT:-$ROOT/bench/results}
+BACKENDS=""
+CLIENTS="1 4 16 64"
+REPS=3
+DURATION=5s
+WAITERS=10000
+SCENARIOS="contended uncontended waiters expiry"
+BUILD=1
+REPORT=1
+ARGS_USED="$*"
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --backends) BACKENDS=$2; shift 2 ;;
+    --clients) CLIENTS=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --waiters) WAITERS=$2; shift 2 ;;
+    --scenarios) SCENARIOS=$2; shift 2 ;;
+    --quick) REPS=1; DURATION=2s; WAITERS=2000; shift ;;
+    --no-build) BUILD=0; shift ;;
+    --no-report) REPORT=0; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# --- build -------------------------------------------------------------------
+if [[ $BUILD == 1 ]]; then
+  if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  fi
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target lockd lockbench >&2
+fi
+LOCKD=$BUILD_DIR/service/lockd
+LOCKBENCH=$BUILD_DIR/tools/lockbench/lockbench
+[[ -x $LOCKD && -x $LOCKBENCH ]] || die "lockd/lockbench not built in $BUILD_DIR"
+
+if [[ -z $BACKENDS ]]; then
+  BACKENDS="memory"
+  for b in redis mysql zookeeper; do
+    # Built into lockd when its CMake target exists in this build tree.
+    if grep -q "lockd_${b}_backend" "$BUILD_DIR/build.ninja" 2>/dev/null; then BACKENDS="$BACKENDS $b"; fi
+  done
+fi
+
+if [[ $REPORT == 1 ]] && ! command -v gnuplot >/dev/null; then
+  log "installing gnuplot-nox for the charts"
+  SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
+  $SUDO apt-get install -y -q gnuplot-nox >&2 || log "gnuplot-nox could not be installed; no charts"
+fi
+
+# --- processes and cleanup ---------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockd-bench.XXXXXX")
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_for SECONDS COMMAND...: polls COMMAND every 50 ms.
+wait_for() {
+  local limit=$1; shift
+  local end=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    [[ $SECONDS -lt $end ]] || return 1
+    sleep 0.05
+  done
+}
+
+# Redis, as tests/support/redis_server.cc starts it.
+start_redis() {
+  REDIS_DIR=$WORK/redis; mkdir -p "$REDIS_DIR"
+  REDIS_PORT=$(free_port)
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$REDIS_DIR" --daemonize no \
+    --save "" --appendonly no --loglevel notice >"$REDIS_DIR/redis.log" 2>&1 &
+  REDIS_PID=$!; PIDS+=("$REDIS_PID")
+  wait_for 30 redis-cli -p "$REDIS_PORT" ping || die "redis-server did not start: $(cat "$REDIS_DIR/redis.log")"
+  log "redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
+}
+
+# MariaDB, as tests/support/mariadb_server.cc starts it (same InnoDB flags).
+INNODB_FLAGS=(--innodb-buffer-pool-size=32M --innodb-log-file-size=16M --innodb-log-buffer-size=4M
+  --innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 --innodb-use-native-aio=0
+  --skip-name-resolve)
+start_mariadb() {
+  local dir=$WORK/mariadb; mkdir -p "$dir"
+  local user_flag=(); [[ $(id -u) == 0 ]] && user_flag=(--user=root)
+  mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
+    --skip-test-db "${user_flag[@]}" "${INNODB_FLAGS[@]}" >"$dir/install-db.log" 2>&1 \
+    || die "mariadb-install-db failed: $(cat "$dir/install-db.log")"
+  MYSQL_PORT=$(free_port)
+  MYSQL_SOCKET=$dir/mysqld.sock
+  mariadbd --no-defaults --datadir="$dir/data" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
+    --socket="$MYSQL_SOCKET" --pid-file="$dir/mysqld.pid" --tmpdir="$dir" --max-connections=1000 \
+    --performance-schema=OFF --skip-log-bin "${user_flag[@]}" "${INNODB_FLAGS[@]}" \
+    >"$dir/mariadbd.log" 2>&1 &
+  MYSQL_PID=$!; PIDS+=("$MYSQL_PID")
+  wait_for 60 grep -q "ready for connections" "$dir/mariadbd.log" \
+    || die "mariadbd did not start: $(tail -20 "$dir/mariadbd.log")"
+  MYSQL_PASSWORD_FILE=$dir/password
+  local password; password=$(python3 -c 'import secrets; print(secrets.token_hex(12))')
+  echo "$password" >"$MYSQL_PASSWORD_FILE"
+  local sql="CREATE DATABASE IF NOT EXISTS lockd;"
+  for host in % localhost; do
+    sql+="CREATE USER IF NOT EXISTS 'lockd'@'$host' IDENTIFIED BY '$password';"
+    sql+="GRANT ALL PRIVILEGES ON lockd.* TO 'lockd'@'$host';"
+  done
+  mariadb --no-defaults --protocol=socket --socket="$MYSQL_SOCKET" --user=root --batch -e "$sql" \
+    || die "cannot create the lockd database user"
+  log "mariadbd on 127.0.0.1:$MYSQL_PORT (pid $MYSQL_PID)"
+}
+
+# ZooKeeper, as tests/support/zookeeper_server.cc starts it (Debian's jars).
+start_zookeeper() {
+  local dir=$WORK/zookeeper; mkdir -p "$dir/data"
+  ZK_PORT=$(free_port)
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=100
+dataDir=$dir/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+minSessionTimeout=200
+maxSessionTimeout=60000
+admin.enableServer=false
+4lw.commands.whitelist=*
+forceSync=no
+EOF
+  local cp="" jar
+  for jar in zookeeper zookeeper-jute slf4j-api slf4j-simple commons-cli commons-io metrics-core \
+    snappy-java netty-buffer netty-codec netty-common netty-handler netty-resolver \
+    netty-transport netty-transport-native-epoll netty-transport-native-unix-common; do
+    [[ -r /usr/share/java/$jar.jar ]] && cp+="${cp:+:}/usr/share/java/$jar.jar"
+  done
+  java -Xmx512m -XX:+UseSerialGC -XX:-UsePerfData -Djava.net.preferIPv4Stack=true \
+    -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$cp" \
+    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
+  ZK_PID=$!; PIDS+=("$ZK_PID")
+  zk_ok() { [[ $(exec 3<>/dev/tcp/127.0.0.1/"$ZK_PORT" && printf ruok >&3 && cat <&3) == imok ]]; }
+  wait_for 120 zk_ok || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
+  log "ZooKeeper on 127.0.0.1:$ZK_PORT (pid $ZK_PID)"
+}
+
+# start_lockd BACKEND: sets LOCKD_PORT, LOCKD_PID.
+start_lockd() {
+  local backend=$1 flags=()
+  case $backend in
+    memory) flags=(--backend=memory) ;;
+    redis) flags=(--backend=redis "--redis.addresses=127.0.0.1:$REDIS_PORT") ;;
+    mysql) flags=(--backend=mysql --mysql.host=127.0.0.1 "--mysql.port=$MYSQL_PORT" --mysql.user=lockd
+                  "--mysql.password_file=$MYSQL_PASSWORD_FILE" --mysql.database=lockd) ;;
+    zookeeper) flags=(--backend=zookeeper "--zookeeper.hosts=127.0.0.1:$ZK_PORT") ;;
+  esac
+  LOCKD_PORT=$(free_port)
+  LOCKD_LOG=$WORK/lockd-$backend.log
+  LOCKD_CMD="lockd --listen=127.0.0.1:$LOCKD_PORT ${flags[*]}"
+  "$LOCKD" "--listen=127.0.0.1:$LOCKD_PORT" "${flags[@]}" >"$LOCKD_LOG" 2>&1 &
+  LOCKD_PID=$!; PIDS+=("$LOCKD_PID")
+  wait_for 60 grep -q "lockd serving on" "$LOCKD_LOG" || die "lockd ($backend) did not start: $(cat "$LOCKD_LOG")"
+  echo "$LOCKD_CMD" >>"$OUT/commands.txt"
+  log "lockd backend=$backend on 127.0.0.1:$LOCKD_PORT (pid $LOCKD_PID)"
+}
+
+stop_lockd() {
+  kill -TERM "$LOCKD_PID" 2>/dev/null || true
+  wait "$LOCKD_PID" 2>/dev/null || true
+}
+
+# bench LABEL REP ARGS...: one lockbench run; its JSON line (plus the
+# repetition and the 1-minute load average before it) goes to raw.jsonl.
+bench() {
+  local label=$1 rep=$2; shift 2
+  local load; load=$(cut -d' ' -f1 /proc/loadavg)
+  echo "lockbench $*" >>"$OUT/commands.txt"
+  local out rc=0
+  out=$("$LOCKBENCH" "$@" --json 2>>"$OUT/lockbench.stderr") || rc=$?
+  if [[ -z $out ]]; then
+    log "  $label rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
+    echo "{\"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
+    return 0
+  fi
+  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, /" >>"$OUT/raw.jsonl"
+  log "  $label rep $rep: $(echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+keys = ["cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness", "lost_updates",
+        "rss_parked_kb", "threads_parked", "drain_s", "delay_p50_ms", "ok"]
+print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
+}
+
+# run_scenarios TARGET_FLAGS...: every scenario at every client count.
+run_scenarios() {
+  local label=$1; shift
+  local c rep
+  for scenario in $SCENARIOS; do
+    for c in $CLIENTS; do
+      for rep in $(seq 1 "$REPS"); do
+        case $scenario in
+          contended)
+            bench "$label" "$rep" contended "$@" --clients="$c" --budget=10000000 \
+              --duration="$DURATION" --counter-redis="127.0.0.1:$REDIS_PORT" ;;
+          uncontended)
+            bench "$label" "$rep" uncontended "$@" --clients="$c" --duration="$DURATION" ;;
+          waiters)
+            [[ $label == redis-direct ]] && continue
+            bench "$label" "$rep" waiters "$@" --clients="$c" --waiters="$WAITERS" \
+              --lockd-pid="$LOCKD_PID" ;;
+          expiry)
+            [[ $label == redis-direct ]] && continue
+            bench "$label" "$rep" expiry "$@" --clients="$c" --lease=1s --chain=3 ;;
+        esac
+      done
+    done
+  done
+}
+
+# --- run ---------------------------------------------------------------------
+mkdir -p "$OUT"
+: >"$OUT/raw.jsonl"; : >"$OUT/commands.txt"; : >"$OUT/lockbench.stderr"
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "args=$ARGS_USED"
+  echo "cpus=$(nproc)"
+  echo "cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+  echo "memory=$(grep MemTotal /proc/meminfo | awk '{printf "%.1f GiB", $2/1048576}')"
+  echo "kernel=$(uname -sr)"
+  echo "os=$(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "lockd_commit=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- service backends protos tools/lockbench || echo "+local-changes")"
+  echo "build=$(grep -m1 CMAKE_BUILD_TYPE: "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2), $(c++ --version | head -1)"
+  for p in libgrpc++1.51 libprotobuf32 libhiredis0.14 redis-server mariadb-server zookeeper default-jre-headless; do
+    echo "pkg_$p=$(dpkg-query -W -f '${Version}' "$p" 2>/dev/null || echo "not installed")"
+  done
+  echo "redis_server=$(redis-server --version | head -1)"
+  echo "mariadbd=$(mariadbd --version 2>/dev/null | head -1)"
+  echo "java=$(java -version 2>&1 | head -1)"
+  echo "backends=$BACKENDS"
+  echo "clients=$CLIENTS"
+  echo "reps=$REPS"
+  echo "duration=$DURATION"
+  echo "waiters=$WAITERS"
+  echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$OUT/env.txt"
+
+start_redis
+for backend in $BACKENDS; do
+  case $backend in
+    mysql) start_mariadb ;;
+    zookeeper) start_zookeeper ;;
+  esac
+  start_lockd "$backend"
+  # Warm-up (connections, caches, JIT of ZooKeeper); not recorded.
+  "$LOCKBENCH" uncontended --target="127.0.0.1:$LOCKD_PORT" --clients=4 --duration=1s >/dev/null 2>&1 || true
+  log "backend $backend (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  run_scenarios "$backend" --target="127.0.0.1:$LOCKD_PORT"
+  echo "lockd_threads_$backend=$(grep Threads /proc/$LOCKD_PID/status | awk '{print $2}')" >>"$OUT/env.txt"
+  stop_lockd
+  case $backend in
+    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
+    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
+  esac
+done
+
+# The baseline: the same contended and uncontended runs, no lockd.
+if [[ " $BACKENDS " == *" redis "* ]]; then
+  SCENARIOS_SAVED=$SCENARIOS
+  SCENARIOS=$(echo "$SCENARIOS" | tr ' ' '\n' | grep -E '^(contended|uncontended)$' | tr '\n' ' ' || true)
+  log "direct-Redis baseline (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  run_scenarios redis-direct --direct-redis="127.0.0.1:$REDIS_PORT"
+  SCENARIOS=$SCENARIOS_SAVED
+fi
+echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"
+
+if [[ $REPORT == 1 ]]; then
+  python3 "$ROOT/bench/report.py" --out "$OUT" --results "$ROOT/bench/RESULTS.md" \
+    --charts "$ROOT/bench/charts"
+fi
+log "done: $OUT/raw.jsonl"
