@@ -343,7 +343,8 @@ class MysqlBackend final : public Backend {
         std::move(done)(ShuttingDownError());
         return;
       }
-      absl::StatusOr<Attempt> a = TryAcquire(*s, params, may_take);
+      // A first attempt that defers to local waiters is a poll in effect.
+      absl::StatusOr<Attempt> a = TryAcquire(*s, params, may_take, /*poll=*/!may_take);
       OnFirstAttempt(
           WaiterTable::Waiter{std::move(params), std::move(cancel), std::move(done), deadline},
           std::move(a));
@@ -360,11 +361,27 @@ class MysqlBackend final : public Backend {
         std::move(done)(ShuttingDownError());
         return;
       }
+      // This replica's first waiter, if any, is handed the lock in the
+      // release's own transaction.
+      std::optional<WaiterTable::Waiter> next = TakeHeadForHandoff(params.key);
       bool freed = false;
-      absl::StatusOr<ReleaseResult> r = DoRelease(*s, params, &freed);
-      // Wake before answering: the releasing client's next Acquire then
-      // queues behind the woken waiter.
-      if (freed) Wake(params.key);
+      uint64_t next_token = 0;
+      absl::StatusOr<ReleaseResult> r =
+          DoRelease(*s, params, next ? &next->params : nullptr, &freed, &next_token);
+      // The waiter is answered before the releaser, whose next Acquire then
+      // queues behind the rest.
+      if (next.has_value()) {
+        Attempt a;
+        if (next_token != 0) {
+          a.result.acquired = true;
+          a.result.fencing_token = next_token;
+          a.result.hold_count = 1;
+          a.result.ttl = next->params.ttl;
+        }
+        OnHeadAttempt(*std::move(next), std::move(a));
+      } else if (freed) {
+        Wake(params.key);
+      }
       std::move(done)(std::move(r));
     });
   }
@@ -467,11 +484,12 @@ class MysqlBackend final : public Backend {
 
   // ---- Statements ----
 
-  absl::StatusOr<Attempt> TryAcquire(Session& s, const AcquireParams& p, bool may_take) {
+  // `poll`: the lock is probably held; look before locking its row.
+  absl::StatusOr<Attempt> TryAcquire(Session& s, const AcquireParams& p, bool may_take, bool poll) {
     std::string sql = absl::StrCat("CALL ", schema_.acquire_proc(), "(", SqlBytes(p.key.ns), ",",
                                    SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",",
                                    absl::ToInt64Microseconds(p.ttl), ",", SqlBytes(p.request_id),
-                                   ",", may_take ? 1 : 0, ")");
+                                   ",", may_take ? 1 : 0, ",", poll ? 1 : 0, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("acquire of lock ", KeyText(p.key)), Session::kGrant);
     if (!r.ok()) return ForCaller(r.status());
@@ -509,17 +527,23 @@ class MysqlBackend final : public Backend {
     }
   }
 
-  absl::StatusOr<ReleaseResult> DoRelease(Session& s, const ReleaseParams& p, bool* freed) {
-    std::string sql =
-        absl::StrCat("CALL ", schema_.release_proc(), "(", SqlBytes(p.key.ns), ",",
-                     SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",", SqlBytes(p.request_id), ",",
-                     absl::ToInt64Microseconds(options_.release_memory), ")");
+  // Gives up one hold. If that frees the lock and `next` is not null, grants
+  // it to next->owner in the same transaction and sets *next_token.
+  absl::StatusOr<ReleaseResult> DoRelease(Session& s, const ReleaseParams& p,
+                                          const AcquireParams* next, bool* freed,
+                                          uint64_t* next_token) {
+    std::string sql = absl::StrCat(
+        "CALL ", schema_.release_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
+        SqlBytes(p.owner), ",", SqlBytes(p.request_id), ",",
+        absl::ToInt64Microseconds(options_.release_memory), ",", SqlBytes(next ? next->owner : ""),
+        ",", next ? absl::ToInt64Microseconds(next->ttl) : 0, ",",
+        SqlBytes(next ? next->request_id : ""), ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("release of lock ", KeyText(p.key)), Session::kWrite);
     if (!r.ok()) return ForCaller(r.status());
     int64_t outcome, hold;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
-        !ParseField(r->rows[0], 1, &hold)) {
+        !ParseField(r->rows[0], 1, &hold) || !ParseField(r->rows[0], 2, next_token)) {
       return Unexpected("release", p.key);
     }
     switch (outcome) {
@@ -731,12 +755,12 @@ class MysqlBackend final : public Backend {
     RunAll(deferred);
   }
 
-  // Pops the first live waiter of `key` and queues its attempt (the queueing
-  // itself is deferred: a closed pool runs the job inline). Forgets `key`
-  // when nobody waits.
-  void StartHeadLocked(const LockKey& key, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Pops the first live waiter of `key` (finishing cancelled ones through
+  // `deferred`) and marks it in flight. Forgets `key` when nobody waits.
+  std::optional<WaiterTable::Waiter> PopHeadLocked(const LockKey& key, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = keys_.find(key);
-    if (it == keys_.end() || it->second.in_flight) return;
+    if (it == keys_.end() || it->second.in_flight) return std::nullopt;
     KeyQueue& q = it->second;
     while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
       if (w->cancel && w->cancel->cancelled()) {
@@ -748,17 +772,42 @@ class MysqlBackend final : public Backend {
       q.in_flight = true;
       q.wake = false;
       ++in_flight_;
-      deferred.push_back([this, w = std::move(*w)]() mutable {
-        pool_.Submit([this, w = std::move(w)](Session* s) mutable {
-          absl::StatusOr<Attempt> a = s == nullptr ? absl::StatusOr<Attempt>(ShuttingDownError())
-                                                   : TryAcquire(*s, w.params, /*may_take=*/true);
-          OnHeadAttempt(std::move(w), std::move(a));
-        });
-      });
-      return;
+      if (q.retry != 0) {
+        timers_->Cancel(q.retry);
+        q.retry = 0;
+      }
+      return w;
     }
     if (q.retry != 0) timers_->Cancel(q.retry);
     keys_.erase(it);
+    return std::nullopt;
+  }
+
+  // Pops the first waiter of `key` and queues its attempt (the queueing
+  // itself is deferred: a closed pool runs the job inline).
+  void StartHeadLocked(const LockKey& key, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::optional<WaiterTable::Waiter> w = PopHeadLocked(key, deferred);
+    if (!w.has_value()) return;
+    deferred.push_back([this, w = *std::move(w)]() mutable {
+      pool_.Submit([this, w = std::move(w)](Session* s) mutable {
+        absl::StatusOr<Attempt> a =
+            s == nullptr ? absl::StatusOr<Attempt>(ShuttingDownError())
+                         : TryAcquire(*s, w.params, /*may_take=*/true, /*poll=*/true);
+        OnHeadAttempt(std::move(w), std::move(a));
+      });
+    });
+  }
+
+  // For a release about to run: the waiter it may hand the lock to.
+  std::optional<WaiterTable::Waiter> TakeHeadForHandoff(const LockKey& key) {
+    Deferred deferred;
+    std::optional<WaiterTable::Waiter> w;
+    {
+      absl::MutexLock l(&mu_);
+      if (!shutdown_) w = PopHeadLocked(key, deferred);
+    }
+    RunAll(deferred);
+    return w;
   }
 
   // The head waiter's attempt came back (on a worker thread).

@@ -24,7 +24,7 @@ namespace {
 
 constexpr char kAcquireBody[] = R"sql(
 (IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256),
- IN p_ttl_us BIGINT, IN p_rid VARBINARY(128), IN p_may_take TINYINT)
+ IN p_ttl_us BIGINT, IN p_rid VARBINARY(128), IN p_may_take TINYINT, IN p_poll TINYINT)
 MODIFIES SQL DATA SQL SECURITY INVOKER
 proc: BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
@@ -42,17 +42,24 @@ proc: BEGIN
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_missing = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
 
-  -- A lock held by another owner is answered from a plain (non-locking)
-  -- read, so that waiters polling a held lock never queue on its row lock.
-  SELECT owner, hold_count, token, expires_at INTO v_owner, v_hold, v_token, v_expires
-    FROM {locks} WHERE ns = p_ns AND name = p_name;
-  SET v_now = NOW(6);
-  IF v_missing = 0 AND v_expires > v_now AND v_owner <> p_owner THEN
-    SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires);
-    LEAVE proc;
+  IF p_poll = 1 THEN
+    -- A waiter polling: a lock held by another owner (or free, when it may
+    -- not take it) is answered from a plain read, without the row lock that
+    -- the holder's release would have to queue behind.
+    SELECT owner, hold_count, token, expires_at INTO v_owner, v_hold, v_token, v_expires
+      FROM {locks} WHERE ns = p_ns AND name = p_name;
+    SET v_now = NOW(6);
+    IF v_missing = 0 AND v_expires > v_now AND v_owner <> p_owner THEN
+      SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires);
+      LEAVE proc;
+    END IF;
+    IF p_may_take = 0 AND (v_missing = 1 OR v_expires <= v_now) THEN
+      SELECT 3, '', 0, 0, 0;
+      LEAVE proc;
+    END IF;
+    SET v_missing = 0;
   END IF;
 
-  SET v_missing = 0;
   START TRANSACTION;
   SELECT owner, hold_count, token, expires_at, last_kind, last_request_id, last_hold_count,
          last_ttl_us
@@ -80,19 +87,7 @@ proc: BEGIN
     COMMIT;
     SELECT 3, '', 0, 0, 0;
   ELSE
-    SET v_missing = 0;
-    SELECT token INTO v_token FROM {fences} WHERE ns = p_ns AND name = p_name FOR UPDATE;
-    IF v_missing = 1 THEN
-      SELECT v INTO v_floor FROM {meta} WHERE k = 'fence_floor' LOCK IN SHARE MODE;
-      SET v_token = COALESCE(v_floor, 0) + 1;
-      INSERT INTO {fences} (ns, name, token, granted_at) VALUES (p_ns, p_name, v_token, v_now);
-    ELSE
-      SET v_token = v_token + 1;
-      UPDATE {fences}
-         SET token = v_token, granted_at = v_now, freed_owner = '', freed_request_id = '',
-             freed_until = NULL
-       WHERE ns = p_ns AND name = p_name;
-    END IF;
+    {bump_fence}
     IF v_found = 1 THEN
       UPDATE {locks}
          SET owner = p_owner, hold_count = 1, token = v_token,
@@ -111,14 +106,33 @@ proc: BEGIN
   END IF;
 END)sql";
 
+// Sets v_token to the lock's next fencing token, inside the grant's
+// transaction (after the lock row was locked). One statement in the common
+// case; a name without a counter row starts above the floor of collected
+// counters.
+constexpr char kBumpFence[] = R"sql(
+    UPDATE {fences} SET token = LAST_INSERT_ID(token + 1), granted_at = v_now
+     WHERE ns = p_ns AND name = p_name;
+    IF ROW_COUNT() = 0 THEN
+      SET v_missing = 0;
+      SELECT v INTO v_floor FROM {meta} WHERE k = 'fence_floor' LOCK IN SHARE MODE;
+      SET v_token = COALESCE(v_floor, 0) + 1;
+      INSERT INTO {fences} (ns, name, token, granted_at) VALUES (p_ns, p_name, v_token, v_now);
+    ELSE
+      SET v_token = LAST_INSERT_ID();
+    END IF;)sql";
+
 constexpr char kReleaseBody[] = R"sql(
 (IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256),
- IN p_rid VARBINARY(128), IN p_remember_us BIGINT)
+ IN p_rid VARBINARY(128), IN p_remember_us BIGINT, IN p_next_owner VARBINARY(256),
+ IN p_next_ttl_us BIGINT, IN p_next_rid VARBINARY(128))
 MODIFIES SQL DATA SQL SECURITY INVOKER
-BEGIN
+proc: BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
   DECLARE v_owner VARBINARY(256);
   DECLARE v_hold INT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_floor BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
   DECLARE v_kind TINYINT UNSIGNED;
   DECLARE v_rid VARBINARY(128);
@@ -127,6 +141,19 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_missing = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+  -- The common case, a last hold given back without a request id and with
+  -- nobody to hand over to, is one autocommitted statement.
+  IF p_rid = '' AND p_next_owner = '' THEN
+    DELETE FROM {locks}
+     WHERE ns = p_ns AND name = p_name AND owner = p_owner AND hold_count = 1
+       AND expires_at > NOW(6);
+    IF ROW_COUNT() > 0 THEN
+      SELECT 1, 0, 0;
+      LEAVE proc;
+    END IF;
+  END IF;
+
   START TRANSACTION;
   SELECT owner, hold_count, expires_at, last_kind, last_request_id, last_hold_count
     INTO v_owner, v_hold, v_expires, v_kind, v_rid, v_last_hold
@@ -135,16 +162,28 @@ BEGIN
   IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner THEN
     IF p_rid <> '' AND v_kind = 2 AND v_rid = p_rid THEN
       COMMIT;
-      SELECT 2, v_last_hold;
+      SELECT 2, v_last_hold, 0;
     ELSEIF v_hold > 1 THEN
       UPDATE {locks}
          SET hold_count = v_hold - 1, last_kind = IF(p_rid = '', 0, 2), last_request_id = p_rid,
              last_hold_count = v_hold - 1
        WHERE ns = p_ns AND name = p_name;
       COMMIT;
-      SELECT 0, v_hold - 1;
+      SELECT 0, v_hold - 1, 0;
     ELSE
-      DELETE FROM {locks} WHERE ns = p_ns AND name = p_name;
+      IF p_next_owner = '' THEN
+        DELETE FROM {locks} WHERE ns = p_ns AND name = p_name;
+      ELSE
+        -- Hand the lock to this replica's first waiter in the same
+        -- transaction: a fresh grant with the next token.
+        {bump_fence}
+        UPDATE {locks}
+           SET owner = p_next_owner, hold_count = 1, token = v_token,
+               expires_at = TIMESTAMPADD(MICROSECOND, p_next_ttl_us, v_now),
+               last_kind = IF(p_next_rid = '', 0, 1), last_request_id = p_next_rid,
+               last_hold_count = 1, last_ttl_us = p_next_ttl_us
+         WHERE ns = p_ns AND name = p_name;
+      END IF;
       IF p_rid <> '' THEN
         UPDATE {fences}
            SET freed_owner = p_owner, freed_request_id = p_rid,
@@ -152,7 +191,7 @@ BEGIN
          WHERE ns = p_ns AND name = p_name;
       END IF;
       COMMIT;
-      SELECT 1, 0;
+      SELECT 1, 0, v_token;
     END IF;
   ELSE
     IF p_rid <> '' THEN
@@ -162,11 +201,11 @@ BEGIN
     END IF;
     COMMIT;
     IF v_replay = 1 THEN
-      SELECT 3, 0;
+      SELECT 3, 0, 0;
     ELSEIF v_missing = 0 AND v_expires > v_now THEN
-      SELECT 4, 0;
+      SELECT 4, 0, 0;
     ELSE
-      SELECT 5, 0;
+      SELECT 5, 0, 0;
     END IF;
   END IF;
 END)sql";
@@ -268,9 +307,11 @@ absl::StatusOr<MysqlSchema> MysqlSchema::ForPrefix(absl::string_view prefix) {
   s.fences_ = absl::StrCat("`", prefix, "fences`");
   s.meta_ = absl::StrCat("`", prefix, "meta`");
   const std::vector<std::pair<std::string, std::string>> replacements = {
+      {"{bump_fence}", kBumpFence}};
+  const std::vector<std::pair<std::string, std::string>> tables = {
       {"{locks}", s.locks_}, {"{fences}", s.fences_}, {"{meta}", s.meta_}};
   auto add = [&](absl::string_view kind, absl::string_view body, std::string* quoted) {
-    std::string text = absl::StrReplaceAll(body, replacements);
+    std::string text = absl::StrReplaceAll(absl::StrReplaceAll(body, replacements), tables);
     std::string name =
         absl::StrFormat("%s%s_%08x", prefix, kind, static_cast<uint32_t>(Fnv1a(text) >> 32));
     *quoted = absl::StrCat("`", name, "`");

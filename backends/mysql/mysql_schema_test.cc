@@ -78,6 +78,7 @@ TEST(MysqlSchemaTest, ProceduresUseOnlyTheDatabaseClock) {
     EXPECT_THAT(sql, Not(HasSubstr("{locks}"))) << name;
     EXPECT_THAT(sql, Not(HasSubstr("{fences}"))) << name;
     EXPECT_THAT(sql, Not(HasSubstr("{meta}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{bump_fence}"))) << name;
     EXPECT_THAT(sql, HasSubstr("SQL SECURITY INVOKER")) << name;
   }
 }
