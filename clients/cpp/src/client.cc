@@ -103,7 +103,9 @@ ClientCore::ClientCore(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::Channel
 ClientCore::~ClientCore() { watchdog_->Shutdown(); }
 
 std::string ClientCore::Namespace(absl::string_view ns) const {
-  return std::string(ns.empty() ? absl::string_view(options_.default_namespace) : ns);
+  if (!ns.empty()) return std::string(ns);
+  if (!options_.default_namespace.empty()) return options_.default_namespace;
+  return "default";  // the server's default, spelled out so Lease::ns() names it
 }
 
 }  // namespace client_internal

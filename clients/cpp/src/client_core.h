@@ -29,7 +29,7 @@ class ClientCore {
   const ClientOptions& options() const { return options_; }
   Watchdog& watchdog() const { return *watchdog_; }
 
-  // `ns` or, if empty, options().default_namespace.
+  // `ns`, else options().default_namespace, else "default".
   std::string Namespace(absl::string_view ns) const;
 
  private:

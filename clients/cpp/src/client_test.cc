@@ -157,8 +157,11 @@ TEST_F(ClientTest, TryAcquireSendsNoWait) {
   Client client = NewClient();
   AcquireOptions o;
   o.wait = absl::Seconds(30);
-  ASSERT_TRUE(client.TryAcquire("x", o).ok());
+  absl::StatusOr<Lease> lease = client.TryAcquire("x", o);
+  ASSERT_TRUE(lease.ok());
   EXPECT_FALSE(seen.has_wait_timeout());
+  EXPECT_EQ(seen.namespace_(), "default");
+  EXPECT_EQ(lease->ns(), "default");
 }
 
 TEST_F(ClientTest, AcquireRetriesUnavailableWithTheSameRequestId) {

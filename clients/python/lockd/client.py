@@ -657,7 +657,7 @@ class Client:
         if wait < 0 or (timeout is not None and timeout <= 0):
             raise LockdError("wait must not be negative and timeout must be positive",
                              grpc.StatusCode.INVALID_ARGUMENT)
-        ns = self.namespace if namespace is None else namespace
+        ns = self._ns(namespace)
         owner = owner or self.owner
         start = time.monotonic()
         wait_end = start + wait
@@ -755,14 +755,14 @@ class Client:
     def release(self, name: str, owner: str, *, namespace: Optional[str] = None) -> Tuple[bool, int]:
         """Gives up one hold of ``owner``. Returns (released, remaining hold
         count). Raises LockLost if owner does not hold the lock."""
-        ns = self.namespace if namespace is None else namespace
+        ns = self._ns(namespace)
         return self._release_hold(ns, name, owner, time.monotonic() + self._rpc_timeout)
 
     def renew(self, name: str, owner: str, *, ttl: Optional[float] = None,
               namespace: Optional[str] = None) -> Tuple[float, int]:
         """Resets owner's lease. Returns (ttl seconds, fencing token). Raises
         LockLost if owner does not hold the lock."""
-        ns = self.namespace if namespace is None else namespace
+        ns = self._ns(namespace)
         req = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner)
         if ttl is not None:
             _set_duration(req.lease_ttl, ttl)
@@ -775,7 +775,7 @@ class Client:
 
     def describe(self, name: str, *, namespace: Optional[str] = None) -> LockInfo:
         """The lock's state (held=False when free)."""
-        ns = self.namespace if namespace is None else namespace
+        ns = self._ns(namespace)
         req = lock_pb2.DescribeRequest(namespace=ns, name=name)
         try:
             resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
@@ -788,7 +788,7 @@ class Client:
              page_size: int = 0) -> Iterator[LockInfo]:
         """Held locks whose name starts with ``prefix``, by name, fetching pages
         lazily."""
-        ns = self.namespace if namespace is None else namespace
+        ns = self._ns(namespace)
         token = ""
         while True:
             req = lock_pb2.ListRequest(namespace=ns, prefix=prefix, page_size=page_size,
@@ -808,6 +808,9 @@ class Client:
 
     def _on_connectivity(self, state: grpc.ChannelConnectivity) -> None:
         self._connectivity = state
+
+    def _ns(self, namespace: Optional[str]) -> str:
+        return (self.namespace if namespace is None else namespace) or "default"
 
     def _drift(self, ttl: float) -> float:
         return ttl * self._drift_factor + self._min_drift

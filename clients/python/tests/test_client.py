@@ -112,6 +112,9 @@ class FakeServerTest(unittest.TestCase):
         self.client = lockd.Client("127.0.0.1:%d" % self.port, owner="test-owner",
                                    initial_backoff=0.005, max_backoff=0.02, rpc_timeout=2,
                                    release_timeout=0.3)
+        # Connect before timing anything: a loaded machine can take longer
+        # than the short test TTLs to set up the first connection.
+        grpc.channel_ready_future(self.client._channel).result(timeout=10)
 
     def tearDown(self):
         self.client.close()
@@ -191,8 +194,8 @@ class FakeServerTest(unittest.TestCase):
             fired.append(err)
             done.set()
 
-        lease = self.client.acquire("x", ttl=0.6, on_lost=on_lost)
-        self.assertTrue(done.wait(3))
+        lease = self.client.acquire("x", ttl=1.2, on_lost=on_lost)
+        self.assertTrue(done.wait(5))
         self.assertTrue(lease.lost.is_set())
         self.assertIsInstance(fired[0], lockd.LockLost)
         self.assertEqual(fired[0].reason, "LOCK_NOT_HELD")
