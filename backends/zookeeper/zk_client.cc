@@ -202,9 +202,28 @@ absl::Status Client::Open() {
   }
   absl::StatusOr<Handle*> h = NewHandle(generation);
   if (!h.ok()) return h.status();
-  absl::MutexLock l(&mu_);
-  handle_ = *h;
-  return absl::OkStatus();
+  if (Install(*h)) return absl::OkStatus();
+  CloseHandle(*h);
+  return absl::UnavailableError("closed");
+}
+
+bool Client::Install(Handle* h) {
+  absl::MutexLock events(&event_mu_);
+  bool deliver = false, installed = false;
+  SessionState state = SessionState::kConnecting;
+  {
+    absl::MutexLock l(&mu_);
+    if (!closed_ && h->generation == generation_) {
+      installed = true;
+      handle_ = h;
+      deliver = has_early_state_;
+      state = early_state_;
+      has_early_state_ = false;
+      connected_ = deliver && state == SessionState::kConnected;
+    }
+  }
+  if (deliver) on_state_(state, h->generation);
+  return installed;
 }
 
 absl::Status Client::Reopen() {
@@ -216,18 +235,13 @@ absl::Status Client::Reopen() {
     old = handle_;
     handle_ = nullptr;
     connected_ = false;
+    has_early_state_ = false;
     generation = ++generation_;
   }
   if (old != nullptr) CloseHandle(old);
   absl::StatusOr<Handle*> h = NewHandle(generation);
   if (!h.ok()) return h.status();
-  {
-    absl::MutexLock l(&mu_);
-    if (!closed_) {
-      handle_ = *h;
-      return absl::OkStatus();
-    }
-  }
+  if (Install(*h)) return absl::OkStatus();
   CloseHandle(*h);
   return absl::UnavailableError("closed");
 }
@@ -272,6 +286,16 @@ bool Client::connected() const {
 uint64_t Client::generation() const {
   absl::MutexLock l(&mu_);
   return generation_;
+}
+
+bool Client::ClientId(int64_t* id, std::string* password) const {
+  absl::MutexLock l(&mu_);
+  if (handle_ == nullptr) return false;
+  const clientid_t* c = zoo_client_id(handle_->zh);
+  if (c == nullptr || c->client_id == 0) return false;
+  *id = c->client_id;
+  password->assign(c->passwd, sizeof(c->passwd));
+  return true;
 }
 
 struct ACL_vector* Client::acl() const {
@@ -473,11 +497,17 @@ void Client::OnSessionEvent(Handle* h, int state) {
   } else {
     s = SessionState::kConnecting;
   }
+  absl::MutexLock events(&event_mu_);
   {
     absl::MutexLock l(&mu_);
-    // Compared by generation, not by handle_: the first event of a new
-    // session can arrive before NewHandle() has returned it.
-    if (closed_ || h->generation != generation_) return;
+    if (closed_ || h->generation != generation_) return;  // stale
+    if (handle_ != h) {
+      // The C client connected before NewHandle() returned: park the event
+      // until Install(), or Submit() would see "connected" without a handle.
+      has_early_state_ = true;
+      early_state_ = s;
+      return;
+    }
     connected_ = s == SessionState::kConnected;
   }
   on_state_(s, h->generation);

@@ -134,6 +134,8 @@ class Client {
   bool connected() const;
   // The current session's generation (0 before Open()).
   uint64_t generation() const;
+  // The current session's id and password (secret); false if there is none.
+  bool ClientId(int64_t* id, std::string* password) const;
 
   // Sends `ops` in order on the current session. See the class comment for
   // where callbacks run.
@@ -166,13 +168,23 @@ class Client {
   // failure op.done is left in `op` for the caller to run.
   int Issue(Handle* h, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnSessionEvent(Handle* h, int state);
+  // Makes `h` the current handle and delivers a state event that arrived
+  // before it was installed. False (h not installed) if closed meanwhile.
+  bool Install(Handle* h);
 
   const Options options_;
   StateFn on_state_;
   WatchFn on_watch_;
 
+  // Held while a state event is delivered, so that events reach on_state_
+  // in order even when one is parked until its handle is installed.
+  absl::Mutex event_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   Handle* handle_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // A state event of the current generation that arrived before its handle
+  // was installed (the C client connects in the background at once).
+  bool has_early_state_ ABSL_GUARDED_BY(mu_) = false;
+  SessionState early_state_ ABSL_GUARDED_BY(mu_) = SessionState::kConnecting;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -1620,6 +1620,15 @@ class ZooKeeperBackend final : public Backend {
              absl::UnavailableError(absl::StrCat("the ZooKeeper session ended while waiting for ",
                                                  What(a->params.key), "; retry")));
     }
+    if (state == zk::SessionState::kConnected && hooks_ != nullptr) {
+      int64_t id;
+      std::string password;
+      if (zk_->ClientId(&id, &password)) {
+        absl::MutexLock l(&hooks_->mu);
+        hooks_->session_id = id;
+        hooks_->session_password = std::move(password);
+      }
+    }
     if (ensure_root) EnsureRoot(generation);
     if (orphans) DeleteOrphans();
   }

@@ -51,6 +51,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "backends/backend.h"
 
@@ -68,6 +69,12 @@ struct ZooKeeperTestHooks {
   // reply had been lost to a connection loss (and the count is decremented):
   // the backend must then find the node it made by its attempt id.
   std::atomic<int> drop_create_replies{0};
+  // The current session's id and password, published by the backend each
+  // time a session connects, so that a test can expire the session the way
+  // ZooKeeper's own tests do: open a second handle on it and close that.
+  absl::Mutex mu;
+  int64_t session_id ABSL_GUARDED_BY(mu) = 0;
+  std::string session_password ABSL_GUARDED_BY(mu);
 };
 
 struct ZooKeeperOptions {

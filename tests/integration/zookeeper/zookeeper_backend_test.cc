@@ -1,0 +1,562 @@
+// The zookeeper backend in-process against a real ZooKeeper server: protocol
+// properties the conformance suite cannot see (no herd, one node per
+// contender even when a create reply is lost, nothing left behind) and
+// server failures (restart, session expiry), using ZooKeeperTestHooks.
+
+#include "backends/zookeeper/zookeeper_backend.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "backends/backend.h"
+#include "backends/zookeeper/zk_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/zookeeper_server.h"
+
+namespace lockd {
+namespace {
+
+using ::lockd::testing::WaitFor;
+using ::lockd::testing::ZooKeeperServer;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(60);
+
+// ---- Calling the backend synchronously ----------------------------------
+
+template <typename T>
+struct Pending {
+  absl::Notification done;
+  absl::StatusOr<T> result = absl::UnknownError("no answer yet");
+  Callback<T> Done() {
+    return [this](absl::StatusOr<T> r) {
+      result = std::move(r);
+      done.Notify();
+    };
+  }
+  absl::StatusOr<T> Wait(absl::Duration timeout = kCallTimeout) {
+    if (!done.WaitForNotificationWithTimeout(timeout)) {
+      return absl::DeadlineExceededError("the backend never answered");
+    }
+    return result;
+  }
+};
+
+AcquireParams Params(const std::string& name, const std::string& owner,
+                     absl::Duration wait = absl::ZeroDuration(),
+                     absl::Duration ttl = absl::Seconds(60)) {
+  AcquireParams p;
+  p.key = LockKey{"default", name};
+  p.owner = owner;
+  p.ttl = ttl;
+  p.wait = wait;
+  return p;
+}
+
+absl::StatusOr<AcquireResult> Acquire(Backend& b, AcquireParams p) {
+  Pending<AcquireResult> w;
+  b.Acquire(std::move(p), nullptr, w.Done());
+  return w.Wait();
+}
+
+// An Acquire left running; the caller waits on it later.
+std::shared_ptr<Pending<AcquireResult>> StartAcquire(Backend& b, AcquireParams p) {
+  auto w = std::make_shared<Pending<AcquireResult>>();
+  b.Acquire(std::move(p), nullptr, w->Done());
+  return w;
+}
+
+absl::StatusOr<ReleaseResult> Release(Backend& b, const std::string& name,
+                                      const std::string& owner) {
+  Pending<ReleaseResult> w;
+  b.Release(ReleaseParams{LockKey{"default", name}, owner, ""}, w.Done());
+  return w.Wait();
+}
+
+absl::StatusOr<RenewResult> Renew(Backend& b, const std::string& name, const std::string& owner) {
+  Pending<RenewResult> w;
+  b.Renew(RenewParams{LockKey{"default", name}, owner, absl::Seconds(60)}, w.Done());
+  return w.Wait();
+}
+
+absl::StatusOr<LockState> Describe(Backend& b, const std::string& name) {
+  Pending<LockState> w;
+  b.Describe(LockKey{"default", name}, w.Done());
+  return w.Wait();
+}
+
+absl::StatusOr<ListResult> List(Backend& b) {
+  Pending<ListResult> w;
+  ListParams p;
+  p.ns = "default";
+  p.page_size = 100;
+  b.List(std::move(p), w.Done());
+  return w.Wait();
+}
+
+// ---- Looking at ZooKeeper directly --------------------------------------
+
+// A plain ZooKeeper session for checking what the backend left in the tree.
+class Inspector {
+ public:
+  explicit Inspector(const std::string& hosts)
+      : client_(
+            {hosts, absl::Seconds(10), ""},
+            [this](zk::SessionState s, uint64_t) {
+              absl::MutexLock l(&mu_);
+              connected_ = s == zk::SessionState::kConnected;
+            },
+            [](uint64_t, int) {}) {
+    EXPECT_TRUE(client_.Open().ok());
+    absl::MutexLock l(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&connected_), absl::Seconds(30));
+  }
+
+  absl::StatusOr<std::vector<std::string>> Children(const std::string& path) {
+    Pending<std::vector<std::string>> w;
+    auto cb = w.Done();
+    client_.Submit(zk::Op::Children(path, [&cb](zk::Result r) mutable {
+      if (r.rc == ZNONODE) {
+        std::move(cb)(std::vector<std::string>{});
+      } else if (r.rc != ZOK) {
+        std::move(cb)(zk::ZkError("listing", r.rc));
+      } else {
+        std::move(cb)(std::move(r.children));
+      }
+    }));
+    return w.Wait();
+  }
+
+  // Every contender node under `root` (root/namespace/lock/contender).
+  std::vector<std::string> Contenders(const std::string& root) {
+    std::vector<std::string> out;
+    auto namespaces = Children(root);
+    EXPECT_TRUE(namespaces.ok()) << namespaces.status();
+    if (!namespaces.ok()) return out;
+    for (const std::string& ns : *namespaces) {
+      auto locks = Children(absl::StrCat(root, "/", ns));
+      EXPECT_TRUE(locks.ok()) << locks.status();
+      if (!locks.ok()) continue;
+      for (const std::string& lock : *locks) {
+        std::string path = absl::StrCat(root, "/", ns, "/", lock);
+        auto nodes = Children(path);
+        EXPECT_TRUE(nodes.ok()) << nodes.status();
+        if (!nodes.ok()) continue;
+        for (const std::string& n : *nodes) out.push_back(absl::StrCat(path, "/", n));
+      }
+    }
+    return out;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  zk::Client client_;
+};
+
+// Watches the server holds, from the "wchs" four-letter word.
+int64_t ServerWatches(const ZooKeeperServer& server) {
+  absl::StatusOr<std::string> out = server.Command("wchs");
+  if (!out.ok()) return -1;
+  std::smatch m;
+  std::string text = *out;
+  if (!std::regex_search(text, m, std::regex("Total watches:(\\d+)"))) return -1;
+  int64_t n = -1;
+  if (!absl::SimpleAtoi(m[1].str(), &n)) return -1;
+  return n;
+}
+
+// Ends a session from outside, as ZooKeeper's own tests do: a second handle
+// on the same session id and password, closed.
+void ExpireSession(const std::string& hosts, ZooKeeperTestHooks& hooks) {
+  clientid_t id{};
+  {
+    absl::MutexLock l(&hooks.mu);
+    ASSERT_NE(hooks.session_id, 0);
+    id.client_id = hooks.session_id;
+    ASSERT_EQ(hooks.session_password.size(), sizeof(id.passwd));
+    memcpy(id.passwd, hooks.session_password.data(), sizeof(id.passwd));
+  }
+  zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, &id, nullptr, 0);
+  ASSERT_NE(zh, nullptr);
+  EXPECT_TRUE(WaitFor([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, absl::Seconds(20)));
+  zookeeper_close(zh);
+}
+
+// ---- The tests -------------------------------------------------------------
+
+class ZooKeeperBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    auto s = ZooKeeperServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    root_ = absl::StrCat("/it/", ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+
+  ZooKeeperOptions Options(const ZooKeeperServer& server) const {
+    ZooKeeperOptions o;
+    o.hosts = server.hosts();
+    o.root = root_;
+    o.session_timeout = absl::Seconds(4);
+    o.reap_interval = absl::Milliseconds(200);
+    o.test_hooks = hooks_;
+    return o;
+  }
+
+  std::unique_ptr<Backend> NewBackend(const ZooKeeperOptions& o) {
+    auto b = NewZooKeeperBackend(o);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }
+
+  static ZooKeeperServer* server_;
+  std::string root_;
+  std::shared_ptr<ZooKeeperTestHooks> hooks_ = std::make_shared<ZooKeeperTestHooks>();
+};
+
+ZooKeeperServer* ZooKeeperBackendTest::server_ = nullptr;
+
+TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
+  std::unique_ptr<Backend> b = NewBackend(Options(*server_));
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(Acquire(*b, Params("herd", "holder")).value().acquired);
+  constexpr int kWaiters = 200;
+  std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(StartAcquire(*b, Params("herd", absl::StrCat("w", i), absl::Seconds(120))));
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto d = Describe(*b, "herd");
+        return d.ok() && d->waiters == kWaiters;
+      },
+      absl::Seconds(60)));
+  // Every waiter has exactly one watch set (on its predecessor); the server
+  // holds no other watch.
+  ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(30)))
+      << server_->Command("wchs").value_or("?");
+  const uint64_t base = hooks_->predecessor_watch_events.load();
+  EXPECT_EQ(base, 0u);
+
+  std::string holder = "holder";
+  for (int i = 0; i < kWaiters; ++i) {
+    uint64_t before = hooks_->predecessor_watch_events.load();
+    auto rel = Release(*b, "herd", holder);
+    ASSERT_TRUE(rel.ok()) << rel.status();
+    ASSERT_TRUE(rel->released);
+    absl::StatusOr<AcquireResult> got = waiters[i]->Wait(absl::Seconds(30));
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status();
+    ASSERT_TRUE(got->acquired) << i;
+    // Only the next waiter was woken: one watch event for this release.
+    EXPECT_EQ(hooks_->predecessor_watch_events.load() - before, 1u) << "release " << i;
+    holder = absl::StrCat("w", i);
+    // Everyone behind it is still parked.
+    if (i + 1 < kWaiters) {
+      EXPECT_FALSE(waiters[i + 1]->done.HasBeenNotified()) << i;
+    }
+  }
+  ASSERT_TRUE(Release(*b, "herd", holder).value().released);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(hooks_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
+      << "a release woke more than one waiter";
+  EXPECT_EQ(ServerWatches(*server_), 0);
+}
+
+TEST_F(ZooKeeperBackendTest, LostCreateReplyLeavesExactlyOneContenderNode) {
+  std::unique_ptr<Backend> b = NewBackend(Options(*server_));
+  ASSERT_NE(b, nullptr);
+  Inspector zk(server_->hosts());
+
+  // A free lock: the create happened, its reply "was lost"; the backend
+  // finds its node by attempt id and is granted the lock with it.
+  hooks_->drop_create_replies = 1;
+  auto first = Acquire(*b, Params("lost", "alice"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->acquired);
+  EXPECT_EQ(hooks_->drop_create_replies.load(), 0) << "the hook was not exercised";
+  EXPECT_EQ(zk.Contenders(root_).size(), 1u);
+
+  // A waiter whose create reply is lost queues with exactly one node.
+  hooks_->drop_create_replies = 1;
+  auto bob = StartAcquire(*b, Params("lost", "bob", absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Describe(*b, "lost").value().waiters == 1; }, absl::Seconds(20)));
+  EXPECT_EQ(hooks_->drop_create_replies.load(), 0);
+  EXPECT_EQ(zk.Contenders(root_).size(), 2u);
+
+  // A try-once Acquire whose create reply is lost gives its one node back.
+  hooks_->drop_create_replies = 1;
+  auto carol = Acquire(*b, Params("lost", "carol"));
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  EXPECT_FALSE(carol->acquired);
+  EXPECT_EQ(carol->current.owner, "alice");
+  EXPECT_EQ(hooks_->drop_create_replies.load(), 0);
+  EXPECT_EQ(zk.Contenders(root_).size(), 2u);
+
+  ASSERT_TRUE(Release(*b, "lost", "alice").value().released);
+  auto got = bob->Wait();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->acquired);
+  EXPECT_GT(got->fencing_token, first->fencing_token);
+  EXPECT_EQ(zk.Contenders(root_).size(), 1u);
+  ASSERT_TRUE(Release(*b, "lost", "bob").value().released);
+  EXPECT_TRUE(zk.Contenders(root_).empty());
+}
+
+TEST_F(ZooKeeperBackendTest, FiveThousandCyclesWithTimedOutWaitersLeaveNoContenderNodes) {
+  std::unique_ptr<Backend> b = NewBackend(Options(*server_));
+  ASSERT_NE(b, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kCyclesPerThread = 625;  // 5,000 in all
+  constexpr int kLocks = 4;              // two threads per lock: real waiting too
+  std::atomic<int> errors{0}, timed_out{0};
+  std::vector<std::thread> threads;
+  absl::Time start = absl::Now();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::string lock = absl::StrCat("cycle-", t % kLocks);
+      std::string owner = absl::StrCat("holder-", t);
+      for (int c = 0; c < kCyclesPerThread && errors.load() < 10; ++c) {
+        auto got = Acquire(*b, Params(lock, owner, absl::Seconds(30)));
+        if (!got.ok() || !got->acquired) {
+          ++errors;
+          ADD_FAILURE() << "acquire: " << (got.ok() ? "not acquired" : got.status().ToString());
+          continue;
+        }
+        // A waiter that gives up almost at once (sometimes before its node
+        // exists, sometimes after it is parked).
+        auto late = Acquire(*b, Params(lock, absl::StrCat("late-", t), absl::Milliseconds(c % 3)));
+        if (!late.ok() || late->acquired) {
+          ++errors;
+          ADD_FAILURE() << "late waiter: " << (late.ok() ? "acquired" : late.status().ToString());
+        } else {
+          ++timed_out;
+        }
+        auto rel = Release(*b, lock, owner);
+        if (!rel.ok() || !rel->released) {
+          ++errors;
+          ADD_FAILURE() << "release: " << (rel.ok() ? "not released" : rel.status().ToString());
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(timed_out.load(), kThreads * kCyclesPerThread);
+  Inspector zk(server_->hosts());
+  std::vector<std::string> left;
+  bool clean = WaitFor(
+      [&] {
+        left = zk.Contenders(root_);
+        return left.empty();
+      },
+      absl::Seconds(10));
+  EXPECT_TRUE(clean) << left.size() << " contender nodes left, e.g. " << left.front();
+  for (int l = 0; l < kLocks; ++l) {
+    auto d = Describe(*b, absl::StrCat("cycle-", l));
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE(d->held);
+    EXPECT_EQ(d->waiters, 0u);
+  }
+  std::cout << "5000 cycles, each with a timed-out waiter, took " << absl::FormatDuration(took)
+            << "\n";
+}
+
+TEST_F(ZooKeeperBackendTest, ServerRestartMeansUnavailableThenRecoveryWithoutWrongAnswers) {
+  auto own = ZooKeeperServer::Start();
+  ASSERT_TRUE(own.ok()) << own.status();
+  ZooKeeperServer& server = **own;
+  ZooKeeperOptions o = Options(server);
+  o.session_timeout = absl::Seconds(20);  // the session outlives the restart
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  auto kept = Acquire(*b, Params("kept", "alice"));
+  ASSERT_TRUE(kept.ok() && kept->acquired) << kept.status();
+
+  // Contending clients keep going through the outage; every answer must be
+  // right or UNAVAILABLE, and the lock must never have two holders.
+  std::atomic<bool> stop{false}, inside{false};
+  std::atomic<int> granted{0}, unavailable{0}, wrong{0}, granted_after{0};
+  std::atomic<bool> restarted{false};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 4; ++t) {
+    load.emplace_back([&, t] {
+      std::string owner = absl::StrCat("load-", t);
+      while (!stop.load()) {
+        auto got = Acquire(*b, Params("busy", owner, absl::Milliseconds(300), absl::Seconds(30)));
+        if (!got.ok()) {
+          if (got.status().code() == absl::StatusCode::kUnavailable) {
+            ++unavailable;
+            absl::SleepFor(absl::Milliseconds(20));
+          } else {
+            ++wrong;
+            ADD_FAILURE() << "acquire: " << got.status();
+          }
+          continue;
+        }
+        if (!got->acquired) continue;
+        if (inside.exchange(true)) {
+          ++wrong;
+          ADD_FAILURE() << "two holders at once";
+        }
+        ++granted;
+        if (restarted.load()) ++granted_after;
+        absl::SleepFor(absl::Milliseconds(2));
+        inside.store(false);
+        auto rel = Release(*b, "busy", owner);
+        if (!rel.ok() && rel.status().code() != absl::StatusCode::kUnavailable &&
+            !IsLockNotHeld(rel.status())) {
+          ++wrong;
+          ADD_FAILURE() << "release: " << rel.status();
+        }
+        if (!rel.ok() && rel.status().code() == absl::StatusCode::kUnavailable) {
+          // The release may or may not have happened; the lease (30 s) or
+          // the next successful release settles it. Retry until answered.
+          while (!stop.load()) {
+            rel = Release(*b, "busy", owner);
+            if (rel.ok() || IsLockNotHeld(rel.status())) break;
+            absl::SleepFor(absl::Milliseconds(50));
+          }
+        }
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  server.Stop();
+  ASSERT_TRUE(WaitFor([&] { return !b->Health().ok(); }, absl::Seconds(15)));
+  EXPECT_EQ(b->Health().code(), absl::StatusCode::kUnavailable);
+  // While the server is down every call fails at once with UNAVAILABLE.
+  absl::Time t0 = absl::Now();
+  EXPECT_EQ(Acquire(*b, Params("other", "bob")).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Release(*b, "kept", "alice").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Renew(*b, "kept", "alice").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Describe(*b, "kept").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(List(*b).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1)) << "calls did not fail fast";
+  absl::SleepFor(absl::Seconds(1));
+
+  ASSERT_TRUE(server.Restart().ok());
+  ASSERT_TRUE(WaitFor([&] { return b->Health().ok(); }, absl::Seconds(30))) << b->Health();
+  restarted = true;
+  // The session survived the restart, and with it alice's lock.
+  auto d = Describe(*b, "kept");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->held);
+  EXPECT_EQ(d->owner, "alice");
+  EXPECT_EQ(d->fencing_token, kept->fencing_token);
+  ASSERT_TRUE(WaitFor([&] { return granted_after.load() >= 5; }, absl::Seconds(30)))
+      << "no recovery after the restart";
+  stop = true;
+  for (auto& th : load) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(unavailable.load(), 0) << "the outage was not noticed";
+  auto rel = Release(*b, "kept", "alice");
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  EXPECT_TRUE(rel->released);
+  auto again = Acquire(*b, Params("kept", "bob"));
+  ASSERT_TRUE(again.ok() && again->acquired);
+  EXPECT_GT(again->fencing_token, kept->fencing_token) << "tokens must grow across the restart";
+}
+
+TEST_F(ZooKeeperBackendTest, SessionExpiryLosesItsLocksAndServesAgainWithoutRestart) {
+  ZooKeeperOptions o = Options(*server_);
+  o.session_timeout = absl::Seconds(2);
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  auto held = Acquire(*b, Params("owned", "alice"));
+  ASSERT_TRUE(held.ok() && held->acquired);
+  auto waiter = StartAcquire(*b, Params("owned", "bob", absl::Seconds(60)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Describe(*b, "owned").value().waiters == 1; }, absl::Seconds(20)));
+  int64_t old_session;
+  {
+    absl::MutexLock l(&hooks_->mu);
+    old_session = hooks_->session_id;
+  }
+
+  ExpireSession(server_->hosts(), *hooks_);
+
+  // The parked waiter's node went with the session: it is told to retry.
+  auto got = waiter->Wait(absl::Seconds(20));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  ASSERT_TRUE(WaitFor([&] { return b->Health().ok(); }, absl::Seconds(20))) << b->Health();
+  {
+    absl::MutexLock l(&hooks_->mu);
+    EXPECT_NE(hooks_->session_id, old_session) << "no new session";
+  }
+  // alice's lock lived in the old session.
+  auto rel = Release(*b, "owned", "alice");
+  EXPECT_TRUE(IsLockNotHeld(rel.status())) << rel.status();
+  EXPECT_TRUE(IsLockNotHeld(Renew(*b, "owned", "alice").status()));
+  auto again = Acquire(*b, Params("owned", "carol"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->acquired);
+  EXPECT_GT(again->fencing_token, held->fencing_token);
+}
+
+TEST_F(ZooKeeperBackendTest, DigestAuthKeepsOtherUsersOutAndNeverShowsThePassword) {
+  ZooKeeperOptions o = Options(*server_);
+  o.digest = "lockd:s3cret-pw";
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  auto got = Acquire(*b, Params("guarded", "alice"));
+  ASSERT_TRUE(got.ok() && got->acquired) << got.status();
+
+  for (const std::string& digest : {std::string(), std::string("mallory:other")}) {
+    ZooKeeperOptions intruder = Options(*server_);
+    intruder.digest = digest;
+    intruder.connect_wait = absl::Seconds(20);
+    auto other = NewZooKeeperBackend(intruder);
+    ASSERT_FALSE(other.ok()) << "digest \"" << digest << "\" got in";
+    EXPECT_EQ(other.status().code(), absl::StatusCode::kInternal) << other.status();
+    EXPECT_THAT(other.status().message(), HasSubstr("zookeeper.auth_file"));
+    EXPECT_THAT(other.status().message(), Not(HasSubstr("s3cret")));
+    EXPECT_THAT(other.status().message(), Not(HasSubstr("other")));
+  }
+  EXPECT_TRUE(Release(*b, "guarded", "alice").value().released);
+}
+
+TEST_F(ZooKeeperBackendTest, UnusableOptionsAreRejectedNamingTheKey) {
+  ZooKeeperOptions o = Options(*server_);
+  o.root = "relative";
+  EXPECT_THAT(NewZooKeeperBackend(o).status().message(), HasSubstr("zookeeper.root"));
+  o.root = "/a//b";
+  EXPECT_THAT(NewZooKeeperBackend(o).status().message(), HasSubstr("zookeeper.root"));
+  o.root = "/lockd/";
+  EXPECT_THAT(NewZooKeeperBackend(o).status().message(), HasSubstr("zookeeper.root"));
+  o = Options(*server_);
+  o.hosts = "";
+  EXPECT_THAT(NewZooKeeperBackend(o).status().message(), HasSubstr("zookeeper.hosts"));
+}
+
+}  // namespace
+}  // namespace lockd
