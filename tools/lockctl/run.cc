@@ -57,6 +57,17 @@ void SignalCommand(pid_t pid, int sig) {
   if (::kill(-pid, sig) != 0) ::kill(pid, sig);
 }
 
+// Makes `pgrp` the terminal's foreground process group. SIGTTOU is blocked
+// meanwhile: a background group may not otherwise change it. Async-signal-safe.
+void GiveTerminalTo(pid_t pgrp) {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(STDIN_FILENO, pgrp);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
 int ExitCodeOf(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
@@ -115,6 +126,10 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
     return kExitError;
   }
   const pid_t parent = ::getpid();
+  // Run from an interactive terminal, the command's group becomes the
+  // foreground group so that it can read the terminal and gets its ^C; both
+  // sides set it (whichever runs first), as shells do.
+  const bool take_terminal = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
   const int death_signal = inv.signal;
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -123,6 +138,7 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    if (take_terminal) GiveTerminalTo(::getpid());
     // If lockctl dies, nothing renews the lease: the command must stop too.
     ::prctl(PR_SET_PDEATHSIG, death_signal);
     if (::getppid() != parent) _exit(kExitLockLost);
@@ -138,6 +154,7 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
     _exit(e == ENOENT ? kExitNotFound : kExitCannotExecute);
   }
   ::setpgid(pid, pid);  // also done by the child; whichever runs first wins
+  if (take_terminal) GiveTerminalTo(pid);
   ::close(exec_err[1]);
   int exec_errno = 0;
   ssize_t n;
@@ -149,6 +166,7 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (take_terminal) GiveTerminalTo(::getpgrp());
     err << "lockctl: cannot run \"" << inv.argv[0] << "\": " << ::strerror(exec_errno) << "\n";
     lease->Release().IgnoreError();
     return exec_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
@@ -202,6 +220,7 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
     }
   }
 
+  if (take_terminal) GiveTerminalTo(::getpgrp());
   const int code = ExitCodeOf(wait_status);
   if (lost || lease->lost()) {
     if (!lost) {
