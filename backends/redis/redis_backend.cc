@@ -202,7 +202,8 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
-    redis::LockKeys k = keys_.KeysFor(params.key);
+    const LockKey key = params.key;
+    redis::LockKeys k = keys_.KeysFor(key);
     Command cmd;
     cmd.script = &scripts_->release;
     cmd.num_keys = 2;
@@ -212,23 +213,46 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
                 params.request_id,
                 absl::StrCat(CeilMillis(options_.release_memory)),
                 std::move(k.channel)};
-    cmd.context = Context("release", params.key);
-    cmd.done = [this, key = std::move(params.key),
-                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      absl::StatusOr<ReleaseResult> result = ParseRelease(key, reply);
+    cmd.context = Context("release", key);
+    cmd.done = [this, key, done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
+      uint64_t freed_token = 0;
+      absl::StatusOr<ReleaseResult> result = ParseRelease(key, reply, &freed_token);
       if (result.ok() && result->released) {
         // The publish will say the same, a little later; whichever comes
         // first wakes the first local waiter.
         Deferred deferred;
         {
           absl::MutexLock l(&mu_);
-          if (!shutdown_) WakeLocked(key, deferred);
+          if (!shutdown_) WakeLocked(key, deferred, freed_token);
         }
         RunAll(deferred);
       }
       std::move(done)(std::move(result));
     };
-    Send(cmd);
+    // With waiters here, their first one's retry goes out right behind the
+    // release, on the same connection: when the release frees the lock, the
+    // hand-off costs no extra round trip. (If it does not, the retry just
+    // loses and the waiter stays first in line.)
+    std::optional<Command> attempt;
+    Deferred deferred;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = locals_.find(key);
+      if (!shutdown_ && it != locals_.end() && !it->second.attempting &&
+          it->second.sub == Local::Sub::kActive) {
+        attempt = TakeAttemptLocked(key, it->second, deferred);
+      }
+    }
+    RunAll(deferred);
+    if (!attempt.has_value()) {
+      Send(cmd);
+      return;
+    }
+    absl::Status s = pool_->Submit(cmd, *attempt);
+    if (!s.ok()) {
+      std::move(cmd.done)(s);
+      std::move(attempt->done)(s);
+    }
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
@@ -323,6 +347,9 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     bool retry = false;
     TimerQueue::TimerId timer = 0;  // the next retry (lease end, error backoff)
     uint64_t timer_gen = 0;
+    // The largest fencing token seen in a reply for this lock. A release of
+    // an older holding is stale news: the lock has been granted since.
+    uint64_t seen_token = 0;
   };
 
   // A List call in progress: SCAN pages, then the states of candidates.
@@ -377,8 +404,11 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
                                             : "the lock is held by another owner");
   }
 
+  // `freed_token` is set to the token of the holding the release freed, when
+  // the script reports it.
   static absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key,
-                                                    absl::StatusOr<ReplyPtr>& reply) {
+                                                    absl::StatusOr<ReplyPtr>& reply,
+                                                    uint64_t* freed_token) {
     if (!reply.ok()) return reply.status();
     const redisReply* r = reply->get();
     int64_t code = 0;
@@ -386,6 +416,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &code) || !IntAt(r, 1, &count)) {
       return redis::RedisError(Context("release", key), nullptr, r);
     }
+    if (r->elements > 2 && !TokenAt(r, 2, freed_token)) *freed_token = 0;
     if (code < 0) return NotHeld(key, code);
     return ReleaseResult{code == 1, static_cast<uint32_t>(count)};
   }
@@ -493,16 +524,32 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
 
   // The lock may have become free: runs the acquire script for the first
   // live local waiter (only one at a time per lock, and only once the
-  // release channel is subscribed).
-  void WakeLocked(const LockKey& key, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // release channel is subscribed). `released_token`, when known, is the
+  // token of the holding whose release caused the wake-up.
+  void WakeLocked(const LockKey& key, Deferred& deferred, uint64_t released_token = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = locals_.find(key);
     if (it == locals_.end()) return;
     Local& local = it->second;
+    if (released_token != 0 && released_token < local.seen_token) return;
     if (local.attempting) {
       local.retry = true;
       return;
     }
     if (local.sub != Local::Sub::kActive) return;  // its confirmation wakes
+    std::optional<Command> cmd = TakeAttemptLocked(key, local, deferred);
+    if (!cmd.has_value()) return;
+    absl::Status s = pool_->Submit(*cmd);
+    if (!s.ok()) {
+      deferred.push_back([done = std::move(cmd->done), s]() mutable { std::move(done)(s); });
+    }
+  }
+
+  // Takes the first live waiter out of the table (finishing cancelled ones
+  // through `deferred`) and returns the command that retries it; nullopt if
+  // there is none. REQUIRES: !local.attempting.
+  std::optional<Command> TakeAttemptLocked(const LockKey& key, Local& local, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
       if (w->cancel && w->cancel->cancelled()) {
         deferred.push_back([done = std::move(w->done)]() mutable {
@@ -516,12 +563,9 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
       cmd.done = [this, w = std::move(*w)](absl::StatusOr<ReplyPtr> reply) mutable {
         OnAttempt(std::move(w), reply);
       };
-      absl::Status s = pool_->Submit(cmd);
-      if (!s.ok()) {
-        deferred.push_back([done = std::move(cmd.done), s]() mutable { std::move(done)(s); });
-      }
-      return;
+      return cmd;
     }
+    return std::nullopt;
   }
 
   // The reply to a waiting Acquire's first try.
@@ -549,6 +593,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
             absl::StrCat("too many waiting acquires (max_waiters = ", options_.max_waiters, ")"));
       } else {
         Local& local = locals_[key];
+        if (!a->owner.empty()) local.seen_token = std::max(local.seen_token, a->token);
         bool first = !local.attempting && waiters_.Count(key) == 0;
         ++waiting_;
         w.done = Tracked(key, std::move(w.done));
@@ -585,7 +630,10 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
       absl::MutexLock l(&mu_);
       auto it = locals_.find(key);
       Local* local = it == locals_.end() ? nullptr : &it->second;
-      if (local != nullptr) local->attempting = false;
+      if (local != nullptr) {
+        local->attempting = false;
+        if (a.ok() && !a->owner.empty()) local->seen_token = std::max(local->seen_token, a->token);
+      }
       if (shutdown_ || local == nullptr) {
         // A grant is still the caller's (the service gives back grants it
         // cannot deliver); anything else ends with the shutdown.
@@ -752,14 +800,16 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     RunAll(deferred);
   }
 
-  void OnMessage(const std::string& channel) override {
+  void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
+    uint64_t released_token = 0;  // 0 (unknown) if the message is not a token
+    if (!absl::SimpleAtoi(message, &released_token)) released_token = 0;
     Deferred deferred;
     {
       absl::MutexLock l(&mu_);
       if (shutdown_) return;
-      WakeLocked(*key, deferred);
+      WakeLocked(*key, deferred, released_token);
     }
     RunAll(deferred);
   }

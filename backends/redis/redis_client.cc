@@ -334,6 +334,19 @@ absl::Status CommandPool::Submit(Command& cmd) {
   return absl::OkStatus();
 }
 
+absl::Status CommandPool::Submit(Command& cmd, Command& then) {
+  absl::MutexLock l(&mu_);
+  if (stop_) return ShuttingDownError();
+  if (connected_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat(cmd.context, ": redis is unreachable (", last_error_.message(), ")"));
+  }
+  queue_.push_back(std::move(cmd));
+  queue_.push_back(std::move(then));
+  work_cv_.Signal();
+  return absl::OkStatus();
+}
+
 void CommandPool::ResetConnections() {
   absl::MutexLock l(&mu_);
   ++reset_gen_;
@@ -688,7 +701,13 @@ absl::Status Subscriber::HandleReply(const redisReply* r) {
       auto it = channels_.find(channel);
       deliver = it != channels_.end() && it->second.want && it->second.active;
     }
-    if (deliver) listener_->OnMessage(channel);
+    if (deliver) {
+      absl::string_view message;
+      if (r->elements >= 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        message = ReplyText(r->element[2]);
+      }
+      listener_->OnMessage(channel, message);
+    }
     return absl::OkStatus();
   }
   if (kind == "subscribe" || kind == "unsubscribe") {

@@ -135,6 +135,10 @@ class CommandPool {
   // connection error), ShuttingDownError() after Stop(). Never blocks, never
   // runs a callback inline.
   absl::Status Submit(Command& cmd);
+  // Queues `cmd` and, right behind it, `then`, so that both usually go out
+  // in one write on one connection and run in that order. Same contract as
+  // Submit for both (on failure neither was queued).
+  absl::Status Submit(Command& cmd, Command& then);
 
   // Makes every worker drop its connection after its current batch and
   // reconnect at once (used when the subscriber saw the server go away, so
@@ -194,8 +198,8 @@ class Subscriber {
     // `channel` is now subscribed (after Subscribe(), and again after every
     // reconnect): any message published to it from now on will be delivered.
     virtual void OnSubscribed(const std::string& channel) = 0;
-    // A message was published to `channel`, which is wanted and subscribed.
-    virtual void OnMessage(const std::string& channel) = 0;
+    // `message` was published to `channel`, which is wanted and subscribed.
+    virtual void OnMessage(const std::string& channel, absl::string_view message) = 0;
     // The connection is gone: no subscription is in force until the next
     // OnSubscribed for it.
     virtual void OnConnectionLost(const absl::Status& why) = 0;

@@ -70,14 +70,15 @@ return {0, h[1], tonumber(h[2]), h[3], redis.call('PTTL', lock)}
 
 // Gives up one hold.
 // KEYS: lock, freed. ARGV: owner, request_id, release_memory_ms, channel.
-// Returns {code, hold_count}: code 1 freed (and PUBLISHed to the channel),
-// 0 decremented, -1 not held (free), -2 held by another owner. A repeat of
-// the owner's last request_id returns its result and changes nothing; for
-// the release that freed the lock, the freed key remembers it.
+// Returns {code, hold_count[, token]}: code 1 freed (and the freed holding's
+// token PUBLISHed to the channel, and returned), 0 decremented, -1 not held
+// (free), -2 held by another owner. A repeat of the owner's last request_id
+// returns its result and changes nothing; for the release that freed the
+// lock, the freed key remembers it.
 inline constexpr char kReleaseScript[] = R"lua(
 local lock, freed = KEYS[1], KEYS[2]
 local owner, rid = ARGV[1], ARGV[2]
-local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount')
+local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount', 'token')
 if h[1] ~= owner then
   if rid ~= '' then
     local f = redis.call('HMGET', freed, 'owner', 'rid')
@@ -102,8 +103,8 @@ if rid ~= '' then
   redis.call('HSET', freed, 'owner', owner, 'rid', rid)
   redis.call('PEXPIRE', freed, ARGV[3])
 end
-redis.call('PUBLISH', ARGV[4], '')
-return {1, 0}
+redis.call('PUBLISH', ARGV[4], h[5])
+return {1, 0, h[5]}
 )lua";
 
 // Resets the lease of a held lock.
