@@ -11,10 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tools/lockbench/scenarios.h"
 
