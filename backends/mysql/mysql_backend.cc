@@ -14,6 +14,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -72,6 +73,14 @@ absl::Status ForCaller(absl::Status s) {
 
 std::string KeyText(const LockKey& key) {
   return absl::StrCat("\"", key.name, "\" in namespace \"", key.ns, "\"");
+}
+
+// A demand row lives this many backoff caps past its last renewal.
+constexpr int kDemandLife = 3;
+
+std::string NewReplicaId() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
 }
 
 absl::Duration Jitter(absl::Duration d) {
@@ -292,6 +301,14 @@ absl::Status Unexpected(absl::string_view what, const LockKey& key) {
       absl::StrCat("mysql ", what, " of lock ", KeyText(key), ": unexpected result row"));
 }
 
+// A popped head waiter with what its attempt tells the database about this
+// replica's demand for the lock.
+struct HeadTurn {
+  WaiterTable::Waiter w;
+  int64_t demand_us = 0;      // record demand for this long (0: not now)
+  bool clear_demand = false;  // a grant ends this replica's recorded demand
+};
+
 // One acquire attempt's answer.
 struct Attempt {
   AcquireResult result;  // acquired, or `current` (without waiters)
@@ -304,6 +321,9 @@ class MysqlBackend final : public Backend {
   MysqlBackend(const MysqlOptions& options, MysqlSchema schema, std::string where)
       : options_(options),
         schema_(std::move(schema)),
+        replica_(NewReplicaId()),
+        fast_poll_(std::min(options.max_retry, options.initial_retry * 4)),
+        hold_back_(fast_poll_ * 2.5),
         health_(std::move(where)),
         timers_(std::make_unique<TimerQueue>()),
         // Capacity is checked by Acquire (parked plus in-flight heads), so a
@@ -344,7 +364,8 @@ class MysqlBackend final : public Backend {
         return;
       }
       // A first attempt that defers to local waiters is a poll in effect.
-      absl::StatusOr<Attempt> a = TryAcquire(*s, params, may_take, /*poll=*/!may_take);
+      absl::StatusOr<Attempt> a =
+          TryAcquire(*s, params, may_take, /*poll=*/!may_take, /*demand_us=*/0, false);
       OnFirstAttempt(
           WaiterTable::Waiter{std::move(params), std::move(cancel), std::move(done), deadline},
           std::move(a));
@@ -363,24 +384,22 @@ class MysqlBackend final : public Backend {
       }
       // This replica's first waiter, if any, is handed the lock in the
       // release's own transaction.
-      std::optional<WaiterTable::Waiter> next = TakeHeadForHandoff(params.key);
-      bool freed = false;
-      uint64_t next_token = 0;
-      absl::StatusOr<ReleaseResult> r =
-          DoRelease(*s, params, next ? &next->params : nullptr, &freed, &next_token);
+      std::optional<HeadTurn> next = TakeHeadForHandoff(params.key);
+      ReleaseOutcome out;
+      absl::StatusOr<ReleaseResult> r = DoRelease(*s, params, next ? &*next : nullptr, &out);
       // The waiter is answered before the releaser, whose next Acquire then
       // queues behind the rest.
       if (next.has_value()) {
         Attempt a;
-        if (next_token != 0) {
+        if (out.next_token != 0) {
           a.result.acquired = true;
-          a.result.fencing_token = next_token;
+          a.result.fencing_token = out.next_token;
           a.result.hold_count = 1;
-          a.result.ttl = next->params.ttl;
+          a.result.ttl = next->w.params.ttl;
         }
-        OnHeadAttempt(*std::move(next), std::move(a));
-      } else if (freed) {
-        Wake(params.key);
+        OnHeadAttempt(*std::move(next), std::move(a), out.yielded);
+      } else if (out.freed) {
+        Wake(params.key, out.yielded);
       }
       std::move(done)(std::move(r));
     });
@@ -463,6 +482,13 @@ class MysqlBackend final : public Backend {
     uint64_t retry_seq = 0;
     SteadyClock::time_point retry_at;
     absl::Duration backoff;
+    // Taking turns with other replicas (see MysqlOptions::fair_slice).
+    bool demand_written = false;  // this replica's demand row may exist
+    SteadyClock::time_point demand_refreshed;
+    // Since when the head has found the lock held by others, unbroken.
+    std::optional<SteadyClock::time_point> waiting_since;
+    // After yielding the lock: no local attempt before this.
+    SteadyClock::time_point hold_until;
   };
 
   bool IsShutdown() const {
@@ -485,11 +511,14 @@ class MysqlBackend final : public Backend {
   // ---- Statements ----
 
   // `poll`: the lock is probably held; look before locking its row.
-  absl::StatusOr<Attempt> TryAcquire(Session& s, const AcquireParams& p, bool may_take, bool poll) {
-    std::string sql = absl::StrCat("CALL ", schema_.acquire_proc(), "(", SqlBytes(p.key.ns), ",",
-                                   SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",",
-                                   absl::ToInt64Microseconds(p.ttl), ",", SqlBytes(p.request_id),
-                                   ",", may_take ? 1 : 0, ",", poll ? 1 : 0, ")");
+  // `demand_us`, `clear_demand`: see HeadTurn.
+  absl::StatusOr<Attempt> TryAcquire(Session& s, const AcquireParams& p, bool may_take, bool poll,
+                                     int64_t demand_us, bool clear_demand) {
+    std::string sql = absl::StrCat(
+        "CALL ", schema_.acquire_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
+        SqlBytes(p.owner), ",", absl::ToInt64Microseconds(p.ttl), ",", SqlBytes(p.request_id), ",",
+        may_take ? 1 : 0, ",", poll ? 1 : 0, ",", SqlBytes(replica_), ",", demand_us, ",",
+        clear_demand ? 1 : 0, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("acquire of lock ", KeyText(p.key)), Session::kGrant);
     if (!r.ok()) return ForCaller(r.status());
@@ -527,31 +556,41 @@ class MysqlBackend final : public Backend {
     }
   }
 
+  struct ReleaseOutcome {
+    bool freed = false;       // this call freed the lock (not a replay)
+    uint64_t next_token = 0;  // the token handed to `next`, or 0
+    bool yielded = false;     // freed for another replica's waiters
+  };
+
   // Gives up one hold. If that frees the lock and `next` is not null, grants
-  // it to next->owner in the same transaction and sets *next_token.
-  absl::StatusOr<ReleaseResult> DoRelease(Session& s, const ReleaseParams& p,
-                                          const AcquireParams* next, bool* freed,
-                                          uint64_t* next_token) {
+  // it to next's owner in the same transaction, unless another replica's
+  // waiters have waited longer than the fairness slice (then it yields).
+  absl::StatusOr<ReleaseResult> DoRelease(Session& s, const ReleaseParams& p, const HeadTurn* next,
+                                          ReleaseOutcome* out) {
+    const AcquireParams* n = next ? &next->w.params : nullptr;
     std::string sql = absl::StrCat(
         "CALL ", schema_.release_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
         SqlBytes(p.owner), ",", SqlBytes(p.request_id), ",",
-        absl::ToInt64Microseconds(options_.release_memory), ",", SqlBytes(next ? next->owner : ""),
-        ",", next ? absl::ToInt64Microseconds(next->ttl) : 0, ",",
-        SqlBytes(next ? next->request_id : ""), ")");
+        absl::ToInt64Microseconds(options_.release_memory), ",", SqlBytes(n ? n->owner : ""), ",",
+        n ? absl::ToInt64Microseconds(n->ttl) : 0, ",", SqlBytes(n ? n->request_id : ""), ",",
+        SqlBytes(replica_), ",", absl::ToInt64Microseconds(options_.fair_slice), ",",
+        next && next->clear_demand ? 1 : 0, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("release of lock ", KeyText(p.key)), Session::kWrite);
     if (!r.ok()) return ForCaller(r.status());
-    int64_t outcome, hold;
+    int64_t outcome, hold, yielded;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
-        !ParseField(r->rows[0], 1, &hold) || !ParseField(r->rows[0], 2, next_token)) {
+        !ParseField(r->rows[0], 1, &hold) || !ParseField(r->rows[0], 2, &out->next_token) ||
+        !ParseField(r->rows[0], 3, &yielded)) {
       return Unexpected("release", p.key);
     }
+    out->yielded = yielded != 0;
     switch (outcome) {
       case kReleaseDecremented:
       case kReleaseReplayed:
         return ReleaseResult{false, static_cast<uint32_t>(hold)};
       case kReleaseFreed:
-        *freed = true;
+        out->freed = true;
         return ReleaseResult{true, 0};
       case kReleaseReplayedFreed:
         return ReleaseResult{true, 0};
@@ -732,8 +771,9 @@ class MysqlBackend final : public Backend {
     RunAll(deferred);
   }
 
-  // A release through this replica freed `key`: try its first waiter now.
-  void Wake(const LockKey& key) {
+  // A release through this replica freed `key`: try its first waiter now,
+  // or, if the release yielded to another replica, after a pause.
+  void Wake(const LockKey& key, bool yielded) {
     Deferred deferred;
     {
       absl::MutexLock l(&mu_);
@@ -742,6 +782,11 @@ class MysqlBackend final : public Backend {
       if (it == keys_.end()) return;
       KeyQueue& q = it->second;
       q.backoff = options_.initial_retry;
+      if (yielded) {
+        q.hold_until = SteadyAfter(hold_back_);
+        if (!q.in_flight) ScheduleRetryLocked(key, q, hold_back_);
+        return;
+      }
       if (q.in_flight) {
         q.wake = true;
         return;
@@ -757,7 +802,7 @@ class MysqlBackend final : public Backend {
 
   // Pops the first live waiter of `key` (finishing cancelled ones through
   // `deferred`) and marks it in flight. Forgets `key` when nobody waits.
-  std::optional<WaiterTable::Waiter> PopHeadLocked(const LockKey& key, Deferred& deferred)
+  std::optional<HeadTurn> PopHeadLocked(const LockKey& key, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = keys_.find(key);
     if (it == keys_.end() || it->second.in_flight) return std::nullopt;
@@ -776,7 +821,15 @@ class MysqlBackend final : public Backend {
         timers_->Cancel(q.retry);
         q.retry = 0;
       }
-      return w;
+      HeadTurn t{*std::move(w)};
+      // Demand is recorded (renewed) at most every half backoff cap.
+      if (options_.fair_slice > absl::ZeroDuration() &&
+          SteadyClock::now() - q.demand_refreshed >=
+              absl::ToChronoNanoseconds(options_.max_retry / 2)) {
+        t.demand_us = absl::ToInt64Microseconds(kDemandLife * options_.max_retry);
+      }
+      t.clear_demand = q.demand_written;
+      return t;
     }
     if (q.retry != 0) timers_->Cancel(q.retry);
     keys_.erase(it);
@@ -786,22 +839,30 @@ class MysqlBackend final : public Backend {
   // Pops the first waiter of `key` and queues its attempt (the queueing
   // itself is deferred: a closed pool runs the job inline).
   void StartHeadLocked(const LockKey& key, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::optional<WaiterTable::Waiter> w = PopHeadLocked(key, deferred);
-    if (!w.has_value()) return;
-    deferred.push_back([this, w = *std::move(w)]() mutable {
-      pool_.Submit([this, w = std::move(w)](Session* s) mutable {
-        absl::StatusOr<Attempt> a =
-            s == nullptr ? absl::StatusOr<Attempt>(ShuttingDownError())
-                         : TryAcquire(*s, w.params, /*may_take=*/true, /*poll=*/true);
-        OnHeadAttempt(std::move(w), std::move(a));
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return;
+    SteadyClock::time_point now = SteadyClock::now();
+    if (now < it->second.hold_until) {  // yielded a moment ago
+      ScheduleRetryLocked(key, it->second, absl::FromChrono(it->second.hold_until - now));
+      return;
+    }
+    std::optional<HeadTurn> t = PopHeadLocked(key, deferred);
+    if (!t.has_value()) return;
+    deferred.push_back([this, t = *std::move(t)]() mutable {
+      pool_.Submit([this, t = std::move(t)](Session* s) mutable {
+        absl::StatusOr<Attempt> a = s == nullptr
+                                        ? absl::StatusOr<Attempt>(ShuttingDownError())
+                                        : TryAcquire(*s, t.w.params, /*may_take=*/true,
+                                                     /*poll=*/true, t.demand_us, t.clear_demand);
+        OnHeadAttempt(std::move(t), std::move(a), /*yielded=*/false);
       });
     });
   }
 
   // For a release about to run: the waiter it may hand the lock to.
-  std::optional<WaiterTable::Waiter> TakeHeadForHandoff(const LockKey& key) {
+  std::optional<HeadTurn> TakeHeadForHandoff(const LockKey& key) {
     Deferred deferred;
-    std::optional<WaiterTable::Waiter> w;
+    std::optional<HeadTurn> w;
     {
       absl::MutexLock l(&mu_);
       if (!shutdown_) w = PopHeadLocked(key, deferred);
@@ -810,9 +871,12 @@ class MysqlBackend final : public Backend {
     return w;
   }
 
-  // The head waiter's attempt came back (on a worker thread).
-  void OnHeadAttempt(WaiterTable::Waiter w, absl::StatusOr<Attempt> a) {
+  // The head waiter's attempt came back (on a worker thread). `yielded`: it
+  // rode on a release that gave the lock up for another replica instead.
+  void OnHeadAttempt(HeadTurn t, absl::StatusOr<Attempt> a, bool yielded) {
+    WaiterTable::Waiter& w = t.w;
     const LockKey key = w.params.key;
+    const SteadyClock::time_point now = SteadyClock::now();
     Deferred deferred;
     {
       absl::MutexLock l(&mu_);
@@ -835,6 +899,8 @@ class MysqlBackend final : public Backend {
           });
           q.backoff = options_.initial_retry;
           q.wake = false;
+          q.demand_written = false;  // a grant ends this replica's demand
+          q.waiting_since.reset();
           // The next waiter polls while the new holder works, unless the
           // holder's release through this replica wakes it first.
           ScheduleRetryLocked(key, q, Jitter(q.backoff));
@@ -857,14 +923,31 @@ class MysqlBackend final : public Backend {
             deferred.push_back(
                 [done = std::move(w.done), parked]() mutable { std::move(done)(parked); });
           }
+          if (a.ok() && a->result.current.held) {
+            if (t.demand_us > 0) {
+              q.demand_written = true;
+              q.demand_refreshed = now;
+            }
+            if (!q.waiting_since.has_value()) q.waiting_since = now;
+          }
           absl::Duration delay;
-          if (q.wake) {
+          if (yielded) {
+            q.backoff = options_.initial_retry;
+            q.hold_until = now + absl::ToChronoNanoseconds(hold_back_);
+            delay = hold_back_;
+          } else if (q.wake) {
             q.wake = false;
             q.backoff = options_.initial_retry;
             delay = absl::ZeroDuration();
           } else {
             q.backoff = std::min(q.backoff * 2, options_.max_retry);
             delay = RetryDelay(q, remaining);
+            // Waited a slice: the holder's replica is about to yield; look
+            // often so that the turn is not lost.
+            if (q.waiting_since.has_value() && options_.fair_slice > absl::ZeroDuration() &&
+                now - *q.waiting_since > absl::ToChronoNanoseconds(options_.fair_slice)) {
+              delay = std::min(delay, Jitter(fast_poll_));
+            }
           }
           ScheduleRetryLocked(key, q, delay);
         }
@@ -944,6 +1027,12 @@ class MysqlBackend final : public Backend {
       deleted += d->affected_rows;
     }
     if (deleted > 0) LogDebug("mysql sweeper: deleted ", deleted, " expired lock rows");
+    // Demand rows of waits that ended (a lapsed row is as good as none).
+    absl::StatusOr<MysqlResult> d =
+        s.Run(absl::StrCat("DELETE FROM ", schema_.demand(),
+                           " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
+              "sweep: delete lapsed demand", Session::kWrite);
+    if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
     if (options_.fence_retention > absl::ZeroDuration() && absl::Now() >= next_collect_) {
       next_collect_ = absl::Now() + CollectInterval(options_);
       absl::StatusOr<MysqlResult> c =
@@ -958,6 +1047,13 @@ class MysqlBackend final : public Backend {
   // Constant after construction.
   const MysqlOptions options_;
   const MysqlSchema schema_;
+  // This backend's name in <prefix>demand rows.
+  const std::string replica_;
+  // The poll interval of a head that has waited a fairness slice, and how
+  // long a replica that yielded keeps its own waiters back: long enough for
+  // such a head on another replica to poll twice.
+  const absl::Duration fast_poll_;
+  const absl::Duration hold_back_;
   DbHealth health_;
   // Reset (thread joined) by Shutdown(); the waiter table no longer uses it
   // once closed.
@@ -1006,8 +1102,10 @@ absl::Status CheckOptions(const MysqlOptions& o) {
   if (o.initial_retry <= absl::ZeroDuration() || o.max_retry < o.initial_retry) {
     return absl::InvalidArgumentError("mysql retry backoff: need 0 < initial_retry <= max_retry");
   }
-  if (o.release_memory < absl::ZeroDuration() || o.fence_retention < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("mysql: release_memory and fence_retention must be >= 0");
+  if (o.release_memory < absl::ZeroDuration() || o.fence_retention < absl::ZeroDuration() ||
+      o.fair_slice < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "mysql: release_memory, fence_retention and fair_slice must be >= 0");
   }
   return absl::OkStatus();
 }

@@ -24,7 +24,8 @@ namespace {
 
 constexpr char kAcquireBody[] = R"sql(
 (IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256),
- IN p_ttl_us BIGINT, IN p_rid VARBINARY(128), IN p_may_take TINYINT, IN p_poll TINYINT)
+ IN p_ttl_us BIGINT, IN p_rid VARBINARY(128), IN p_may_take TINYINT, IN p_poll TINYINT,
+ IN p_replica VARBINARY(32), IN p_demand_us BIGINT, IN p_clear_demand TINYINT)
 MODIFIES SQL DATA SQL SECURITY INVOKER
 proc: BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
@@ -50,6 +51,7 @@ proc: BEGIN
       FROM {locks} WHERE ns = p_ns AND name = p_name;
     SET v_now = NOW(6);
     IF v_missing = 0 AND v_expires > v_now AND v_owner <> p_owner THEN
+      {note_demand}
       SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires);
       LEAVE proc;
     END IF;
@@ -101,6 +103,7 @@ proc: BEGIN
         VALUES (p_ns, p_name, p_owner, 1, v_token, TIMESTAMPADD(MICROSECOND, p_ttl_us, v_now),
                 IF(p_rid = '', 0, 1), p_rid, 1, p_ttl_us);
     END IF;
+    {clear_demand}
     COMMIT;
     SELECT 1, p_owner, 1, v_token, p_ttl_us;
   END IF;
@@ -122,10 +125,38 @@ constexpr char kBumpFence[] = R"sql(
       SET v_token = LAST_INSERT_ID();
     END IF;)sql";
 
+// A waiter of replica p_replica found the lock held by another owner:
+// record (or keep up) that replica's demand, with the time it began waiting
+// continuously. Releases on other replicas read it to take turns.
+constexpr char kNoteDemand[] = R"sql(
+      IF p_demand_us > 0 THEN
+        INSERT INTO {demand} (ns, name, replica, since, until)
+          VALUES (p_ns, p_name, p_replica, v_now, TIMESTAMPADD(MICROSECOND, p_demand_us, v_now))
+          ON DUPLICATE KEY UPDATE since = IF(until < v_now, v_now, since),
+                                  until = TIMESTAMPADD(MICROSECOND, p_demand_us, v_now);
+      END IF;)sql";
+
+// p_replica's waiter got the lock: its turn has come, so its demand ends.
+constexpr char kClearDemand[] = R"sql(
+    IF p_clear_demand = 1 THEN
+      DELETE FROM {demand} WHERE ns = p_ns AND name = p_name AND replica = p_replica;
+    END IF;)sql";
+
+// Sets v_yield when another replica's waiters have wanted the lock for longer
+// than p_slice_us: this replica then frees it instead of handing it to its
+// own next waiter, and holds its waiters back for a moment.
+constexpr char kCheckYield[] = R"sql(
+      IF p_slice_us > 0 THEN
+        SELECT COUNT(*) > 0 INTO v_yield FROM {demand}
+         WHERE ns = p_ns AND name = p_name AND replica <> p_replica AND until > v_now
+           AND since < TIMESTAMPADD(MICROSECOND, -p_slice_us, v_now);
+      END IF;)sql";
+
 constexpr char kReleaseBody[] = R"sql(
 (IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256),
  IN p_rid VARBINARY(128), IN p_remember_us BIGINT, IN p_next_owner VARBINARY(256),
- IN p_next_ttl_us BIGINT, IN p_next_rid VARBINARY(128))
+ IN p_next_ttl_us BIGINT, IN p_next_rid VARBINARY(128), IN p_replica VARBINARY(32),
+ IN p_slice_us BIGINT, IN p_clear_demand TINYINT)
 MODIFIES SQL DATA SQL SECURITY INVOKER
 proc: BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
@@ -138,6 +169,7 @@ proc: BEGIN
   DECLARE v_rid VARBINARY(128);
   DECLARE v_last_hold INT UNSIGNED;
   DECLARE v_replay TINYINT DEFAULT 0;
+  DECLARE v_yield TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_missing = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -149,7 +181,9 @@ proc: BEGIN
      WHERE ns = p_ns AND name = p_name AND owner = p_owner AND hold_count = 1
        AND expires_at > NOW(6);
     IF ROW_COUNT() > 0 THEN
-      SELECT 1, 0, 0;
+      SET v_now = NOW(6);
+      {check_yield}
+      SELECT 1, 0, 0, v_yield;
       LEAVE proc;
     END IF;
   END IF;
@@ -162,16 +196,17 @@ proc: BEGIN
   IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner THEN
     IF p_rid <> '' AND v_kind = 2 AND v_rid = p_rid THEN
       COMMIT;
-      SELECT 2, v_last_hold, 0;
+      SELECT 2, v_last_hold, 0, 0;
     ELSEIF v_hold > 1 THEN
       UPDATE {locks}
          SET hold_count = v_hold - 1, last_kind = IF(p_rid = '', 0, 2), last_request_id = p_rid,
              last_hold_count = v_hold - 1
        WHERE ns = p_ns AND name = p_name;
       COMMIT;
-      SELECT 0, v_hold - 1, 0;
+      SELECT 0, v_hold - 1, 0, 0;
     ELSE
-      IF p_next_owner = '' THEN
+      {check_yield}
+      IF p_next_owner = '' OR v_yield = 1 THEN
         DELETE FROM {locks} WHERE ns = p_ns AND name = p_name;
       ELSE
         -- Hand the lock to this replica's first waiter in the same
@@ -183,6 +218,7 @@ proc: BEGIN
                last_kind = IF(p_next_rid = '', 0, 1), last_request_id = p_next_rid,
                last_hold_count = 1, last_ttl_us = p_next_ttl_us
          WHERE ns = p_ns AND name = p_name;
+        {clear_demand}
       END IF;
       IF p_rid <> '' THEN
         UPDATE {fences}
@@ -191,7 +227,7 @@ proc: BEGIN
          WHERE ns = p_ns AND name = p_name;
       END IF;
       COMMIT;
-      SELECT 1, 0, v_token;
+      SELECT 1, 0, v_token, v_yield;
     END IF;
   ELSE
     IF p_rid <> '' THEN
@@ -201,11 +237,11 @@ proc: BEGIN
     END IF;
     COMMIT;
     IF v_replay = 1 THEN
-      SELECT 3, 0, 0;
+      SELECT 3, 0, 0, 0;
     ELSEIF v_missing = 0 AND v_expires > v_now THEN
-      SELECT 4, 0, 0;
+      SELECT 4, 0, 0, 0;
     ELSE
-      SELECT 5, 0, 0;
+      SELECT 5, 0, 0, 0;
     END IF;
   END IF;
 END)sql";
@@ -306,10 +342,14 @@ absl::StatusOr<MysqlSchema> MysqlSchema::ForPrefix(absl::string_view prefix) {
   s.locks_ = absl::StrCat("`", prefix, "locks`");
   s.fences_ = absl::StrCat("`", prefix, "fences`");
   s.meta_ = absl::StrCat("`", prefix, "meta`");
+  s.demand_ = absl::StrCat("`", prefix, "demand`");
   const std::vector<std::pair<std::string, std::string>> replacements = {
-      {"{bump_fence}", kBumpFence}};
+      {"{bump_fence}", kBumpFence},
+      {"{note_demand}", kNoteDemand},
+      {"{clear_demand}", kClearDemand},
+      {"{check_yield}", kCheckYield}};
   const std::vector<std::pair<std::string, std::string>> tables = {
-      {"{locks}", s.locks_}, {"{fences}", s.fences_}, {"{meta}", s.meta_}};
+      {"{locks}", s.locks_}, {"{fences}", s.fences_}, {"{meta}", s.meta_}, {"{demand}", s.demand_}};
   auto add = [&](absl::string_view kind, absl::string_view body, std::string* quoted) {
     std::string text = absl::StrReplaceAll(absl::StrReplaceAll(body, replacements), tables);
     std::string name =
@@ -353,6 +393,15 @@ std::vector<std::string> MysqlSchema::CreateTables() const {
                    " freed_until DATETIME(6) NULL,"
                    " PRIMARY KEY (ns, name),"
                    " KEY granted (granted_at))"
+                   " ENGINE=InnoDB"),
+      absl::StrCat("CREATE TABLE IF NOT EXISTS ", demand_,
+                   " (ns VARBINARY(64) NOT NULL,"
+                   " name VARBINARY(512) NOT NULL,"
+                   " replica VARBINARY(32) NOT NULL,"
+                   " since DATETIME(6) NOT NULL,"
+                   " until DATETIME(6) NOT NULL,"
+                   " PRIMARY KEY (ns, name, replica),"
+                   " KEY until (until))"
                    " ENGINE=InnoDB"),
   };
 }

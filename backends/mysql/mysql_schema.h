@@ -9,10 +9,16 @@
 //              (ns, name); KEY (expires_at) for the sweeper.
 //   <p>fences  one row per lock name: `token`, the last token granted; the
 //              request id of the last freeing release (`freed_*`).
+//   <p>demand  per lock and replica whose waiters poll it while another
+//              owner holds it: since when, and until when (renewed by the
+//              polls). Releases read it so that replicas take turns.
 // Procedures (SQL SECURITY INVOKER; the name ends in a hash of the body, so a
 // changed body gets a new name and replicas of different versions coexist):
-//   <p>acquire_<h>(ns, name, owner, ttl_us, request_id, may_take)
-//   <p>release_<h>(ns, name, owner, request_id, remember_us)
+//   <p>acquire_<h>(ns, name, owner, ttl_us, request_id, may_take, poll,
+//                  replica, demand_us, clear_demand)
+//   <p>release_<h>(ns, name, owner, request_id, remember_us, next_owner,
+//                  next_ttl_us, next_request_id, replica, slice_us,
+//                  clear_demand)
 //   <p>renew_<h>(ns, name, owner, ttl_us)
 //   <p>collect_<h>(retention_us, batch)   fence garbage collection
 // Each returns one row; see the kAcquire*/kRelease*/kRenew* outcome codes.
@@ -40,7 +46,10 @@ inline constexpr int kAcquireHeld = 0;      // held by another owner: not grante
 inline constexpr int kAcquireGranted = 1;   // granted or re-entered
 inline constexpr int kAcquireReplayed = 2;  // repeat of the owner's last request id
 inline constexpr int kAcquireDeferred = 3;  // free, but may_take = 0: not taken
-// release: (outcome, hold_count)
+// release: (outcome, hold_count, next_token, yielded): next_token is the token
+// granted to next_owner when the release handed the lock over (else 0);
+// yielded is 1 when it freed the lock instead because another replica's
+// waiters have waited longer than slice_us.
 inline constexpr int kReleaseDecremented = 0;
 inline constexpr int kReleaseFreed = 1;
 inline constexpr int kReleaseReplayed = 2;       // repeat of a decrementing release
@@ -64,6 +73,7 @@ class MysqlSchema {
   const std::string& locks() const { return locks_; }
   const std::string& fences() const { return fences_; }
   const std::string& meta() const { return meta_; }
+  const std::string& demand() const { return demand_; }
   const std::string& acquire_proc() const { return acquire_proc_; }
   const std::string& release_proc() const { return release_proc_; }
   const std::string& renew_proc() const { return renew_proc_; }
@@ -77,7 +87,7 @@ class MysqlSchema {
  private:
   MysqlSchema() = default;
   std::string prefix_;
-  std::string locks_, fences_, meta_;
+  std::string locks_, fences_, meta_, demand_;
   std::string acquire_proc_, release_proc_, renew_proc_, collect_proc_;
   std::vector<std::pair<std::string, std::string>> procedures_;
 };

@@ -60,7 +60,7 @@ TEST(MysqlSchemaTest, TablesAreInnodbWithAUniqueKeyOnNamespaceAndName) {
   absl::StatusOr<MysqlSchema> s = MysqlSchema::ForPrefix("x_");
   ASSERT_TRUE(s.ok());
   std::vector<std::string> tables = s->CreateTables();
-  ASSERT_EQ(tables.size(), 3u);
+  ASSERT_EQ(tables.size(), 4u);
   for (const std::string& t : tables) {
     EXPECT_THAT(t, StartsWith("CREATE TABLE IF NOT EXISTS `x_"));
     EXPECT_THAT(t, HasSubstr("ENGINE=InnoDB"));
@@ -79,6 +79,9 @@ TEST(MysqlSchemaTest, ProceduresUseOnlyTheDatabaseClock) {
     EXPECT_THAT(sql, Not(HasSubstr("{fences}"))) << name;
     EXPECT_THAT(sql, Not(HasSubstr("{meta}"))) << name;
     EXPECT_THAT(sql, Not(HasSubstr("{bump_fence}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{demand}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("_demand}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{check_yield}"))) << name;
     EXPECT_THAT(sql, HasSubstr("SQL SECURITY INVOKER")) << name;
   }
 }

@@ -281,6 +281,53 @@ TEST_F(MysqlBackendTest, WaiterOnAnotherReplicaGetsTheLockWithinTheBackoffCap) {
   EXPECT_LT(handoffs[2], absl::Milliseconds(100));
 }
 
+TEST_F(MysqlBackendTest, ReplicasTakeTurnsUnderSustainedContention) {
+  // Four clients on each of two replicas keep one lock busy. Local hand-offs
+  // alone would keep it on one replica while that replica's queue never
+  // drains; the replicas must take turns.
+  std::vector<std::unique_ptr<Backend>> replicas;
+  for (int i = 0; i < 2; ++i) {
+    replicas.push_back(NewBackend());
+    ASSERT_NE(replicas.back(), nullptr);
+  }
+  std::atomic<int64_t> grants[2] = {};
+  std::atomic<int64_t> max_wait_ms{0};
+  std::atomic<int> errors{0};
+  const absl::Time end = absl::Now() + absl::Seconds(3);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 8; ++c) {
+    threads.emplace_back([&, c] {
+      Backend& b = *replicas[c % 2];
+      std::string owner = absl::StrCat("c", c);
+      while (absl::Now() < end) {
+        absl::Time start = absl::Now();
+        absl::StatusOr<AcquireResult> a =
+            SyncAcquire(b, Acq("turns", owner, absl::Seconds(30), absl::Seconds(10)));
+        int64_t waited = absl::ToInt64Milliseconds(absl::Now() - start);
+        int64_t seen = max_wait_ms.load();
+        while (waited > seen && !max_wait_ms.compare_exchange_weak(seen, waited)) {
+        }
+        if (!a.ok() || !a->acquired) {
+          ++errors;
+          continue;
+        }
+        ++grants[c % 2];
+        absl::SleepFor(absl::Microseconds(500));
+        if (!SyncRelease(b, Rel("turns", owner)).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int64_t total = grants[0] + grants[1];
+  std::cout << "grants per replica: " << grants[0] << " / " << grants[1] << ", longest wait "
+            << max_wait_ms << " ms\n";
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_GT(total, 100);
+  EXPECT_GT(std::min(grants[0].load(), grants[1].load()), total / 5)
+      << "one replica starved the other";
+  EXPECT_LT(max_wait_ms.load(), 2000);
+}
+
 TEST_F(MysqlBackendTest, WaiterGetsTheLockRightAfterTheLeaseEnds) {
   auto a = NewBackend();
   auto b = NewBackend();
@@ -488,7 +535,7 @@ TEST_F(MysqlBackendTest, SchemaStartUpIsIdempotent) {
   EXPECT_EQ(QueryInt(absl::StrCat("SELECT COUNT(*) FROM information_schema.TABLES WHERE "
                                   "TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE '",
                                   prefix_, "%'")),
-            3);
+            4);
   EXPECT_EQ(QueryInt(absl::StrCat("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE "
                                   "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE '",
                                   prefix_, "%'")),
