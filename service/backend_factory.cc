@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.table_prefix = c.table_prefix;
     o.pool_size = static_cast<size_t>(c.pool_size);
     o.sweep_interval = c.sweep_interval;
+    o.fence_retention = c.fence_retention;
+    o.fair_slice = c.fair_slice;
     o.connect_timeout = c.connect_timeout;
     o.read_timeout = c.read_timeout;
     o.write_timeout = c.write_timeout;

@@ -59,6 +59,8 @@ struct Config {
     std::string table_prefix;
     int64_t pool_size = 0;
     absl::Duration sweep_interval;
+    absl::Duration fence_retention;
+    absl::Duration fair_slice;
     absl::Duration connect_timeout;
     absl::Duration read_timeout;
     absl::Duration write_timeout;
