@@ -55,6 +55,10 @@ Common flags:
                        redis backend's Lua scripts straight against this Redis
                        with hiredis (the baseline)
   --direct-prefix=P    key prefix for --direct-redis (lockbench-direct)
+  --client-threads=T   contended/uncontended: event-loop threads that drive the
+                       clients' asynchronous calls (default: one per CPU)
+  --sync-client        contended/uncontended: blocking calls, a thread per
+                       client, instead (costs more client CPU per call)
 
 contended:
   --budget=N           critical sections in total (20000)
@@ -79,6 +83,7 @@ Exit status: 0 ok, 1 the run failed or found broken exclusion, 2 bad usage.
 struct Flags {
   std::map<std::string, std::string> values;
   bool json = false;
+  bool sync_client = false;
 };
 
 // --name=value, --name value, or --json. Unknown names are errors.
@@ -99,6 +104,10 @@ absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args,
       name = std::string(a);
       if (name == "json") {
         f.json = true;
+        continue;
+      }
+      if (name == "sync-client") {
+        f.sync_client = true;
         continue;
       }
       if (i + 1 >= args.size()) {
@@ -153,8 +162,8 @@ int Main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string scenario = argv[1];
-  std::set<std::string> known = {"target", "clients",      "namespace",    "lease",
-                                 "seed",   "direct-redis", "direct-prefix"};
+  std::set<std::string> known = {"target", "clients",      "namespace",     "lease",
+                                 "seed",   "direct-redis", "direct-prefix", "client-threads"};
   if (scenario == "contended") {
     known.insert({"budget", "duration", "wait", "counter-redis"});
   } else if (scenario == "uncontended") {
@@ -179,6 +188,7 @@ int Main(int argc, char** argv) {
   common.ns = GetString(*flags, "namespace", common.ns);
   common.direct_redis = GetString(*flags, "direct-redis", "");
   common.direct_prefix = GetString(*flags, "direct-prefix", common.direct_prefix);
+  common.sync_client = flags->sync_client;
   // Unique per run (pid and start time), so leftovers never collide; the
   // seed drives the randomness that is measured.
   common.run_id = absl::StrCat(getpid(), "-", absl::ToUnixMillis(absl::Now()) % 100000000);
@@ -191,6 +201,7 @@ int Main(int argc, char** argv) {
   std::vector<absl::Status> checks = {
       GetInt(*flags, "clients", &common.clients, 1),
       GetInt(*flags, "seed", &common.seed, 0),
+      GetInt(*flags, "client-threads", &common.client_threads, 0),
       GetDuration(*flags, "lease", &common.lease),
       GetInt(*flags, "budget", &contended.budget, 1),
       GetDuration(*flags, "wait", &contended.wait),

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "tools/lockbench/driver.h"
 #include "tools/lockbench/locker.h"
 #include "tools/lockbench/stats.h"
 
@@ -125,135 +126,196 @@ class FirstError {
 
 }  // namespace
 
+namespace {
+
+// Runs `logics` against lockd (event loops, or threads with --sync-client)
+// or, with --direct-redis, against Redis on threads. Returns how the clients
+// ran, for the report.
+absl::StatusOr<std::string> RunClients(const CommonOptions& c,
+                                       const std::vector<ClientLogic*>& logics,
+                                       const StartFn& start) {
+  const int n = static_cast<int>(logics.size());
+  if (!c.direct_redis.empty() || c.sync_client) {
+    absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(c, n);
+    if (!lockers.ok()) return lockers.status();
+    RunOnThreads(*lockers, logics, c.lease, start);
+    return std::string(c.direct_redis.empty() ? "grpc-sync, a thread per client"
+                                              : "hiredis-sync, a thread per client");
+  }
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        NewDedicatedChannel(Target(c, i), kConnectTimeout);
+    if (!ch.ok()) return ch.status();
+    channels.push_back(*std::move(ch));
+  }
+  int threads = c.client_threads > 0 ? c.client_threads
+                                     : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min(threads, n));
+  RunOnEventLoops(channels, c.ns, logics, c.lease, threads, start);
+  return absl::StrCat("grpc-async, ", threads, " event loop thread(s)");
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // contended
 
-absl::StatusOr<Report> RunContended(const CommonOptions& common, const ContendedOptions& options) {
-  absl::StatusOr<Report> report = NewReport(common, "contended");
-  if (!report.ok()) return report;
-  const int n = common.clients;
-  const std::string lock = absl::StrCat("contended-", common.run_id);
-  const std::string counter_key = absl::StrCat("lockbench:counter:", common.run_id);
+namespace {
 
-  absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(common, n);
-  if (!lockers.ok()) return lockers.status();
-  std::atomic<int64_t> cell{0};
-  std::vector<std::unique_ptr<Counter>> counters;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::unique_ptr<Counter>> c =
-        NewCounter(options.counter_redis, counter_key, &cell);
-    if (!c.ok()) return c.status();
-    counters.push_back(*std::move(c));
-  }
-  absl::Status reset = counters[0]->Set(0);
-  if (!reset.ok()) return reset;
-
-  struct PerClient {
-    Samples acquire, handoff, release;
-    int64_t cs = 0;
-    int64_t timeouts = 0;
-  };
-  std::vector<PerClient> per(n);
-  // The shared state below is written by the lock holder only (so, if the
-  // lock works, by one client at a time); atomics keep a broken lock from
-  // being undefined behaviour.
+// What the contended clients share. Written by the lock holder only (so, if
+// the lock works, by one client at a time); atomics keep a broken lock from
+// being undefined behaviour.
+struct ContendedShared {
+  const ContendedOptions* options = nullptr;
+  std::string lock;
+  int64_t hard_deadline = 0;
   std::atomic<int64_t> last_release_start{0};
   std::atomic<int64_t> cs_started{0};
   std::atomic<int64_t> end_ns{0};
   std::atomic<bool> stop{false};
   FirstError error;
-  absl::Notification go;
-  int64_t start_ns = 0;
-  int64_t hard_deadline = 0;
+};
 
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      Locker& locker = *(*lockers)[i];
-      Counter& counter = *counters[i];
-      PerClient& me = per[i];
-      const std::string owner = Owner(common, "c", i);
-      go.WaitForNotification();
-      while (!stop.load()) {
-        int64_t t0 = NowNanos();
-        absl::StatusOr<AcquireOutcome> a = locker.Acquire(lock, owner, common.lease, options.wait);
-        int64_t t1 = NowNanos();
-        if (!a.ok()) {
-          error.Set(a.status());
-          stop = true;
-          break;
+class ContendedClient final : public ClientLogic {
+ public:
+  ContendedClient(ContendedShared* shared, std::string owner, Counter* counter)
+      : shared_(shared), owner_(std::move(owner)), counter_(counter) {}
+
+  const std::string& owner() const override { return owner_; }
+
+  Op First() override { return Acquire(NowNanos()); }
+
+  Op Next(const OpResult& r) override {
+    const int64_t now = NowNanos();
+    ContendedShared& sh = *shared_;
+    switch (state_) {
+      case State::kAcquiring: {
+        if (!r.status.ok()) return Fail(r.status, false);
+        if (!r.acquired) {
+          ++timeouts;
+          return sh.stop.load() ? Op{} : Acquire(now);
         }
-        if (!a->acquired) {
-          ++me.timeouts;
-          continue;
-        }
-        if (stop.load()) {  // the budget was used up while this client waited
-          (void)locker.Release(lock, owner);
-          break;
+        if (sh.stop.load()) {  // the budget was used up while this client waited
+          state_ = State::kFinalRelease;
+          return Op{Op::Kind::kRelease, &sh.lock};
         }
         // A handoff: this client was already waiting when the holder before
         // it started its Release.
-        int64_t released_at = last_release_start.load();
-        if (released_at > t0) me.handoff.Add(t1 - released_at);
-        me.acquire.Add(t1 - t0);
+        int64_t released_at = sh.last_release_start.load();
+        if (released_at > acquire_sent_) handoff.Add(now - released_at);
+        acquire.Add(now - acquire_sent_);
 
         // The critical section: a deliberately non-atomic read-modify-write.
-        absl::StatusOr<int64_t> v = counter.Get();
-        if (!v.ok()) {
-          error.Set(v.status());
-          stop = true;
-          (void)locker.Release(lock, owner);
-          break;
-        }
-        if (options.counter_redis.empty()) std::this_thread::yield();  // widen the window
-        absl::Status set = counter.Set(*v + 1);
-        if (!set.ok()) {
-          error.Set(set);
-          stop = true;
-          (void)locker.Release(lock, owner);
-          break;
-        }
-        ++me.cs;
-        int64_t done = cs_started.fetch_add(1) + 1;
-        if (done >= options.budget || t1 >= hard_deadline) stop = true;
+        absl::StatusOr<int64_t> v = counter_->Get();
+        if (!v.ok()) return Fail(v.status(), true);
+        if (sh.options->counter_redis.empty()) std::this_thread::yield();  // widen the window
+        absl::Status set = counter_->Set(*v + 1);
+        if (!set.ok()) return Fail(set, true);
+        ++cs;
+        int64_t done = sh.cs_started.fetch_add(1) + 1;
+        if (done >= sh.options->budget || now >= sh.hard_deadline) sh.stop = true;
 
-        int64_t t2 = NowNanos();
-        last_release_start.store(t2);
-        absl::Status r = locker.Release(lock, owner);
-        int64_t t3 = NowNanos();
-        if (!r.ok()) {
-          error.Set(r);
-          stop = true;
-          break;
-        }
-        me.release.Add(t3 - t2);
-        AtomicMax(end_ns, t3);
+        release_sent_ = NowNanos();
+        sh.last_release_start.store(release_sent_);
+        state_ = State::kReleasing;
+        return Op{Op::Kind::kRelease, &sh.lock};
       }
-    });
+      case State::kReleasing:
+        if (!r.status.ok()) return Fail(r.status, false);
+        release.Add(now - release_sent_);
+        AtomicMax(sh.end_ns, now);
+        return sh.stop.load() ? Op{} : Acquire(NowNanos());
+      case State::kFinalRelease:
+        return Op{};
+    }
+    return Op{};
   }
-  start_ns = NowNanos();
-  hard_deadline = start_ns + absl::ToInt64Nanoseconds(options.max_duration);
-  go.Notify();
-  for (std::thread& t : threads) t.join();
-  if (absl::Status e = error.Get(); !e.ok()) return e;
+
+  Samples acquire, handoff, release;
+  int64_t cs = 0;
+  int64_t timeouts = 0;
+
+ private:
+  enum class State { kAcquiring, kReleasing, kFinalRelease };
+
+  Op Acquire(int64_t now) {
+    state_ = State::kAcquiring;
+    acquire_sent_ = now;
+    return Op{Op::Kind::kAcquire, &shared_->lock, shared_->options->wait};
+  }
+
+  // Records the first error and stops every client; gives the lock back if
+  // this client holds it.
+  Op Fail(absl::Status s, bool holding) {
+    shared_->error.Set(std::move(s));
+    shared_->stop = true;
+    if (!holding) return Op{};
+    state_ = State::kFinalRelease;
+    return Op{Op::Kind::kRelease, &shared_->lock};
+  }
+
+  ContendedShared* const shared_;
+  const std::string owner_;
+  Counter* const counter_;
+  State state_ = State::kAcquiring;
+  int64_t acquire_sent_ = 0;
+  int64_t release_sent_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<Report> RunContended(const CommonOptions& common, const ContendedOptions& options) {
+  absl::StatusOr<Report> report = NewReport(common, "contended");
+  if (!report.ok()) return report;
+  const int n = common.clients;
+  const std::string counter_key = absl::StrCat("lockbench:counter:", common.run_id);
+
+  ContendedShared shared;
+  shared.options = &options;
+  shared.lock = absl::StrCat("contended-", common.run_id);
+  std::atomic<int64_t> cell{0};
+  std::vector<std::unique_ptr<Counter>> counters;
+  std::vector<std::unique_ptr<ContendedClient>> clients;
+  std::vector<ClientLogic*> logics;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::unique_ptr<Counter>> c =
+        NewCounter(options.counter_redis, counter_key, &cell);
+    if (!c.ok()) return c.status();
+    counters.push_back(*std::move(c));
+    clients.push_back(
+        std::make_unique<ContendedClient>(&shared, Owner(common, "c", i), counters.back().get()));
+    logics.push_back(clients.back().get());
+  }
+  absl::Status reset = counters[0]->Set(0);
+  if (!reset.ok()) return reset;
+
+  int64_t start_ns = 0;
+  absl::StatusOr<std::string> how = RunClients(common, logics, [&](int64_t t) {
+    start_ns = t;
+    shared.hard_deadline = t + absl::ToInt64Nanoseconds(options.max_duration);
+  });
+  if (!how.ok()) return how.status();
+  if (absl::Status e = shared.error.Get(); !e.ok()) return e;
 
   Samples acquire, handoff, release;
   int64_t total = 0, timeouts = 0, min_cs = INT64_MAX, max_cs = 0;
-  for (PerClient& p : per) {
-    acquire.Merge(p.acquire);
-    handoff.Merge(p.handoff);
-    release.Merge(p.release);
-    total += p.cs;
-    timeouts += p.timeouts;
-    min_cs = std::min(min_cs, p.cs);
-    max_cs = std::max(max_cs, p.cs);
+  for (auto& p : clients) {
+    acquire.Merge(p->acquire);
+    handoff.Merge(p->handoff);
+    release.Merge(p->release);
+    total += p->cs;
+    timeouts += p->timeouts;
+    min_cs = std::min(min_cs, p->cs);
+    max_cs = std::max(max_cs, p->cs);
   }
   absl::StatusOr<int64_t> final_value = counters[0]->Get();
   if (!final_value.ok()) return final_value.status();
   int64_t lost = total - *final_value;
-  int64_t elapsed = end_ns.load() - start_ns;
+  int64_t elapsed = shared.end_ns.load() - start_ns;
 
   Report& r = *report;
+  r.Set("client", *how);
   r.Set("counter", std::string(options.counter_redis.empty() ? "in-process" : "redis"));
   r.SetInt("critical_sections", total);
   r.Set("elapsed_s", static_cast<double>(elapsed) / 1e9);
@@ -277,85 +339,111 @@ absl::StatusOr<Report> RunContended(const CommonOptions& common, const Contended
 // ---------------------------------------------------------------------------
 // uncontended
 
+namespace {
+
+struct UncontendedShared {
+  int64_t deadline = 0;
+  std::atomic<int64_t> end_ns{0};
+  std::atomic<bool> stop{false};
+  FirstError error;
+};
+
+class UncontendedClient final : public ClientLogic {
+ public:
+  UncontendedClient(UncontendedShared* shared, std::string owner, std::vector<std::string> names,
+                    uint64_t seed)
+      : shared_(shared), owner_(std::move(owner)), names_(std::move(names)), rng_(seed) {}
+
+  const std::string& owner() const override { return owner_; }
+
+  Op First() override { return AcquireOrStop(NowNanos()); }
+
+  Op Next(const OpResult& r) override {
+    const int64_t now = NowNanos();
+    if (!r.status.ok()) {
+      shared_->error.Set(r.status);
+      shared_->stop = true;
+      return Op{};
+    }
+    if (!releasing_) {
+      if (!r.acquired) {
+        ++not_acquired;
+        return AcquireOrStop(now);
+      }
+      acquire.Add(now - sent_);
+      sent_ = now;
+      releasing_ = true;
+      return Op{Op::Kind::kRelease, name_};
+    }
+    release.Add(now - sent_);
+    ++pairs;
+    return AcquireOrStop(now);
+  }
+
+  Samples acquire, release;
+  int64_t pairs = 0;
+  int64_t not_acquired = 0;
+
+ private:
+  Op AcquireOrStop(int64_t now) {
+    if (shared_->stop.load() || now >= shared_->deadline) {
+      AtomicMax(shared_->end_ns, now);
+      return Op{};
+    }
+    name_ = &names_[rng_() % names_.size()];
+    sent_ = now;
+    releasing_ = false;
+    return Op{Op::Kind::kAcquire, name_, absl::ZeroDuration()};
+  }
+
+  UncontendedShared* const shared_;
+  const std::string owner_;
+  const std::vector<std::string> names_;
+  std::mt19937_64 rng_;
+  const std::string* name_ = nullptr;
+  bool releasing_ = false;
+  int64_t sent_ = 0;
+};
+
+}  // namespace
+
 absl::StatusOr<Report> RunUncontended(const CommonOptions& common,
                                       const UncontendedOptions& options) {
   absl::StatusOr<Report> report = NewReport(common, "uncontended");
   if (!report.ok()) return report;
   const int n = common.clients;
-  absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(common, n);
-  if (!lockers.ok()) return lockers.status();
-
-  struct PerClient {
-    Samples acquire, release;
-    int64_t pairs = 0;
-    int64_t not_acquired = 0;
-  };
-  std::vector<PerClient> per(n);
-  std::atomic<int64_t> end_ns{0};
-  std::atomic<bool> stop{false};
-  FirstError error;
-  absl::Notification go;
-  int64_t deadline = 0;
-
-  std::vector<std::thread> threads;
+  UncontendedShared shared;
+  std::vector<std::unique_ptr<UncontendedClient>> clients;
+  std::vector<ClientLogic*> logics;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      Locker& locker = *(*lockers)[i];
-      PerClient& me = per[i];
-      const std::string owner = Owner(common, "u", i);
-      std::vector<std::string> names;
-      for (int k = 0; k < std::max(1, options.names_per_client); ++k) {
-        names.push_back(absl::StrCat("uncontended-", common.run_id, "-", i, "-", k));
-      }
-      std::mt19937_64 rng(common.seed * 1000003 + static_cast<uint64_t>(i));
-      go.WaitForNotification();
-      int64_t t0 = NowNanos();
-      while (!stop.load() && t0 < deadline) {
-        const std::string& name = names[rng() % names.size()];
-        absl::StatusOr<AcquireOutcome> a =
-            locker.Acquire(name, owner, common.lease, absl::ZeroDuration());
-        int64_t t1 = NowNanos();
-        if (!a.ok()) {
-          error.Set(a.status());
-          stop = true;
-          break;
-        }
-        if (!a->acquired) {
-          ++me.not_acquired;
-          t0 = t1;
-          continue;
-        }
-        absl::Status rel = locker.Release(name, owner);
-        int64_t t2 = NowNanos();
-        if (!rel.ok()) {
-          error.Set(rel);
-          stop = true;
-          break;
-        }
-        me.acquire.Add(t1 - t0);
-        me.release.Add(t2 - t1);
-        ++me.pairs;
-        t0 = t2;
-      }
-      AtomicMax(end_ns, t0);
-    });
+    std::vector<std::string> names;
+    for (int k = 0; k < std::max(1, options.names_per_client); ++k) {
+      names.push_back(absl::StrCat("uncontended-", common.run_id, "-", i, "-", k));
+    }
+    clients.push_back(
+        std::make_unique<UncontendedClient>(&shared, Owner(common, "u", i), std::move(names),
+                                            common.seed * 1000003 + static_cast<uint64_t>(i)));
+    logics.push_back(clients.back().get());
   }
-  int64_t start_ns = NowNanos();
-  deadline = start_ns + absl::ToInt64Nanoseconds(options.duration);
-  go.Notify();
-  for (std::thread& t : threads) t.join();
-  if (absl::Status e = error.Get(); !e.ok()) return e;
+  int64_t start_ns = 0;
+  absl::StatusOr<std::string> how = RunClients(common, logics, [&](int64_t t) {
+    start_ns = t;
+    shared.deadline = t + absl::ToInt64Nanoseconds(options.duration);
+  });
+  if (!how.ok()) return how.status();
+  if (absl::Status e = shared.error.Get(); !e.ok()) return e;
 
   Samples acquire, release;
   int64_t pairs = 0, not_acquired = 0;
-  for (PerClient& p : per) {
-    acquire.Merge(p.acquire);
-    release.Merge(p.release);
-    pairs += p.pairs;
-    not_acquired += p.not_acquired;
+  for (auto& p : clients) {
+    acquire.Merge(p->acquire);
+    release.Merge(p->release);
+    pairs += p->pairs;
+    not_acquired += p->not_acquired;
   }
-  int64_t elapsed = end_ns.load() - start_ns;
+  int64_t elapsed = shared.end_ns.load() - start_ns;
   Report& r = *report;
+  r.Set("client", *how);
   r.SetInt("names_per_client", options.names_per_client);
   r.SetInt("pairs", pairs);
   r.Set("elapsed_s", static_cast<double>(elapsed) / 1e9);

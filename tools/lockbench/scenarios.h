@@ -4,9 +4,11 @@
 // Broken exclusion is not an error status: it is reported (lost_updates,
 // ok=false) so that it is seen.
 //
-// Every client is a thread with its own channel (own TCP connection) to
-// lockd, except in `waiters`, where W asynchronous calls share the C
-// clients' channels. Clients are assigned to the targets round-robin.
+// Every client has its own channel (own TCP connection) to lockd and one call
+// outstanding at a time; contended/uncontended clients run on event loops or
+// threads (driver.h), expiry clients on threads; in `waiters`, W asynchronous
+// calls share the C clients' channels. Clients are assigned to the targets
+// round-robin.
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
 #define LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
@@ -34,6 +36,10 @@ struct CommonOptions {
   // the redis backend's scripts (the baseline), instead of against lockd.
   std::string direct_redis;
   std::string direct_prefix = "lockbench-direct";
+  // contended/uncontended against lockd: blocking gRPC calls on a thread per
+  // client instead of asynchronous calls on event loops (driver.h).
+  bool sync_client = false;
+  int client_threads = 0;  // event loops; 0: one per CPU
 };
 
 struct ContendedOptions {

@@ -1,0 +1,159 @@
+#include "tools/lockbench/driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/completion_queue.h"
+#include "lockd/v1/lock.grpc.pb.h"
+#include "tools/lockbench/stats.h"
+
+namespace lockd::bench {
+namespace {
+
+// Slack on top of the wait so that a late answer from a loaded server is
+// still an answer, not a DEADLINE_EXCEEDED.
+constexpr auto kRpcSlack = std::chrono::seconds(30);
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(nanos / 1000000000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+OpResult Execute(Locker& locker, const Op& op, const std::string& owner, absl::Duration lease) {
+  OpResult r;
+  if (op.kind == Op::Kind::kAcquire) {
+    absl::StatusOr<AcquireOutcome> a = locker.Acquire(*op.name, owner, lease, op.wait);
+    if (!a.ok()) {
+      r.status = a.status();
+    } else {
+      r.acquired = a->acquired;
+      r.fencing_token = a->fencing_token;
+    }
+  } else {
+    r.status = locker.Release(*op.name, owner);
+  }
+  return r;
+}
+
+// One client on an event loop: its channel's stub and the call in flight.
+struct AsyncClient {
+  ClientLogic* logic = nullptr;
+  std::unique_ptr<v1::LockService::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  Op::Kind in_flight = Op::Kind::kDone;
+  v1::AcquireRequest acquire;
+  v1::AcquireResponse acquire_resp;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::AcquireResponse>> acquire_call;
+  v1::ReleaseRequest release;
+  v1::ReleaseResponse release_resp;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReleaseResponse>> release_call;
+  grpc::Status status;
+};
+
+// Starts `op` for `c` on `cq`; false if the logic is done.
+bool Issue(AsyncClient& c, const Op& op, grpc::CompletionQueue* cq) {
+  if (op.kind == Op::Kind::kDone) return false;
+  c.ctx = std::make_unique<grpc::ClientContext>();
+  c.in_flight = op.kind;
+  if (op.kind == Op::Kind::kAcquire) {
+    c.ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(op.wait) +
+                        kRpcSlack);
+    c.acquire.set_name(*op.name);
+    if (op.wait > absl::ZeroDuration()) {
+      SetDuration(op.wait, c.acquire.mutable_wait_timeout());
+    } else {
+      c.acquire.clear_wait_timeout();
+    }
+    c.acquire_call = c.stub->AsyncAcquire(c.ctx.get(), c.acquire, cq);
+    c.acquire_call->Finish(&c.acquire_resp, &c.status, &c);
+  } else {
+    c.ctx->set_deadline(std::chrono::system_clock::now() + kRpcSlack);
+    c.release.set_name(*op.name);
+    c.release_call = c.stub->AsyncRelease(c.ctx.get(), c.release, cq);
+    c.release_call->Finish(&c.release_resp, &c.status, &c);
+  }
+  return true;
+}
+
+OpResult ResultOf(const AsyncClient& c) {
+  OpResult r;
+  if (!c.status.ok()) {
+    r.status = absl::Status(static_cast<absl::StatusCode>(c.status.error_code()),
+                            absl::StrCat(c.in_flight == Op::Kind::kAcquire ? "Acquire" : "Release",
+                                         ": ", c.status.error_message()));
+  } else if (c.in_flight == Op::Kind::kAcquire) {
+    r.acquired = c.acquire_resp.acquired();
+    r.fencing_token = c.acquire_resp.fencing_token();
+  }
+  return r;
+}
+
+}  // namespace
+
+void RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
+                  const std::vector<ClientLogic*>& logics, absl::Duration lease,
+                  const StartFn& start) {
+  absl::Notification go;
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < logics.size(); ++i) {
+    threads.emplace_back([&, i] {
+      ClientLogic& logic = *logics[i];
+      go.WaitForNotification();
+      for (Op op = logic.First(); op.kind != Op::Kind::kDone;) {
+        op = logic.Next(Execute(*lockers[i], op, logic.owner(), lease));
+      }
+    });
+  }
+  start(NowNanos());
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+}
+
+void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                     const std::string& ns, const std::vector<ClientLogic*>& logics,
+                     absl::Duration lease, int threads, const StartFn& start) {
+  const size_t n = logics.size();
+  const size_t loops = std::max<size_t>(1, std::min<size_t>(n, static_cast<size_t>(threads)));
+  std::vector<AsyncClient> clients(n);
+  for (size_t i = 0; i < n; ++i) {
+    AsyncClient& c = clients[i];
+    c.logic = logics[i];
+    c.stub = v1::LockService::NewStub(channels[i]);
+    c.acquire.set_namespace_(ns);
+    c.acquire.set_owner(c.logic->owner());
+    SetDuration(lease, c.acquire.mutable_lease_ttl());
+    c.release.set_namespace_(ns);
+    c.release.set_owner(c.logic->owner());
+  }
+  absl::Notification go;
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < loops; ++t) {
+    workers.emplace_back([&, t] {
+      grpc::CompletionQueue cq;
+      size_t active = 0;
+      go.WaitForNotification();
+      for (size_t i = t; i < n; i += loops) {
+        if (Issue(clients[i], clients[i].logic->First(), &cq)) ++active;
+      }
+      void* tag = nullptr;
+      bool ok = false;
+      while (active > 0 && cq.Next(&tag, &ok)) {
+        AsyncClient& c = *static_cast<AsyncClient*>(tag);
+        if (!Issue(c, c.logic->Next(ResultOf(c)), &cq)) --active;
+      }
+      cq.Shutdown();
+      while (cq.Next(&tag, &ok)) {
+      }
+    });
+  }
+  start(NowNanos());
+  go.Notify();
+  for (std::thread& w : workers) w.join();
+}
+
+}  // namespace lockd::bench

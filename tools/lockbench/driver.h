@@ -1,0 +1,73 @@
+// How lockbench's clients run. A client's behaviour is a state machine
+// (ClientLogic): it names the next lock operation and is told its result. The
+// same logic then runs either
+//   * on blocking threads, one per client, over a Locker (the direct-Redis
+//     baseline, or lockd with --sync-client), or
+//   * on a few asynchronous gRPC event loops (CompletionQueue, one thread per
+//     CPU by default) where each client still has its own channel and one
+//     call outstanding at a time. This is the default against lockd: a
+//     blocking gRPC client spends more CPU per call than lockd itself does
+//     (measured: bench/RESULTS.md), and on a shared machine that CPU is taken
+//     from the server being measured.
+// A logic may block briefly inside Next() (the contended scenario's critical
+// section talks to Redis); its event loop waits meanwhile, which delays no
+// one else's measurement because no other client can be granted the lock.
+
+#ifndef LOCKD_TOOLS_LOCKBENCH_DRIVER_H_
+#define LOCKD_TOOLS_LOCKBENCH_DRIVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "tools/lockbench/locker.h"
+
+namespace lockd::bench {
+
+struct Op {
+  enum class Kind { kAcquire, kRelease, kDone };
+  Kind kind = Kind::kDone;
+  const std::string* name = nullptr;           // must outlive the operation
+  absl::Duration wait = absl::ZeroDuration();  // kAcquire only
+};
+
+struct OpResult {
+  absl::Status status;  // the call failed (not: "not acquired")
+  bool acquired = false;
+  uint64_t fencing_token = 0;
+};
+
+// Not thread-safe: a driver calls one logic from one thread at a time.
+class ClientLogic {
+ public:
+  virtual ~ClientLogic() = default;
+  virtual const std::string& owner() const = 0;
+  // The first operation.
+  virtual Op First() = 0;
+  // The next operation, given the result of the previous one.
+  virtual Op Next(const OpResult& result) = 0;
+};
+
+// Called once, with the start time (NowNanos), before any First().
+using StartFn = std::function<void(int64_t start_ns)>;
+
+// One thread per logic, each over its Locker (lockers[i] for logics[i]).
+// Returns when every logic is done.
+void RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
+                  const std::vector<ClientLogic*>& logics, absl::Duration lease,
+                  const StartFn& start);
+
+// Asynchronous gRPC: channels[i] for logics[i], `threads` event loops.
+// Returns when every logic is done.
+void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                     const std::string& ns, const std::vector<ClientLogic*>& logics,
+                     absl::Duration lease, int threads, const StartFn& start);
+
+}  // namespace lockd::bench
+
+#endif  // LOCKD_TOOLS_LOCKBENCH_DRIVER_H_
