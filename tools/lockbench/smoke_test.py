@@ -90,6 +90,12 @@ class LockbenchSmokeTest(unittest.TestCase):
         self.assertEqual(r["critical_sections"], 200)
         self.assertEqual(r["lost_updates"], 0)
 
+    def test_contended_with_blocking_clients(self):
+        r = self.run_bench("contended", "--clients=3", "--budget=200", "--sync-client")
+        self.assertIn("sync", r["client"])
+        self.assertEqual(r["critical_sections"], 200)
+        self.assertEqual(r["lost_updates"], 0)
+
     def test_uncontended_pairs(self):
         r = self.run_bench("uncontended", "--clients=4", "--duration=1s", "--names-per-client=3")
         self.assertGreater(r["pairs"], 0)
