@@ -3,6 +3,7 @@
 #include <mysql.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <optional>
 #include <string>
@@ -91,38 +92,37 @@ absl::Duration Jitter(absl::Duration d) {
 // Reachability of the database as seen by every connection of the pool, and
 // a generation number bumped on each connection failure so that the other
 // connections (likely dead too after a server restart) are remade before use
-// rather than failing a statement. Thread-safe: one mutex.
+// rather than failing a statement. Changes are not logged here: the server
+// logs health transitions. Thread-safe: atomics for the per-statement fast
+// path, a mutex for the rest.
 class DbHealth {
  public:
-  explicit DbHealth(std::string where) : status_(absl::OkStatus()), where_(std::move(where)) {}
-
   absl::Status status() const {
+    if (ok_.load(std::memory_order_acquire)) return absl::OkStatus();
     absl::MutexLock l(&mu_);
     return status_;
   }
-  uint64_t generation() const {
-    absl::MutexLock l(&mu_);
-    return generation_;
-  }
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   void OnReachable() {
+    if (ok_.load(std::memory_order_acquire)) return;
     absl::MutexLock l(&mu_);
-    if (status_.ok()) return;
     status_ = absl::OkStatus();
-    LogInfo("mysql: ", where_, " reachable again");
+    ok_.store(true, std::memory_order_release);
   }
 
   void OnConnectionFailure(const absl::Status& s, bool connect) {
     absl::MutexLock l(&mu_);
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
     if (connect) last_connect_failure_ = SteadyClock::now();
-    if (status_.ok()) LogWarning("mysql: ", where_, " unavailable: ", s.message());
     status_ = absl::UnavailableError(s.message());
+    ok_.store(false, std::memory_order_release);
   }
 
   // The error to fail with instead of connecting, if a connect failed very
   // recently.
   std::optional<absl::Status> FailFast() const {
+    if (ok_.load(std::memory_order_acquire)) return std::nullopt;
     absl::MutexLock l(&mu_);
     if (status_.ok() ||
         SteadyClock::now() - last_connect_failure_ > absl::ToChronoNanoseconds(kConnectBackoff)) {
@@ -132,11 +132,11 @@ class DbHealth {
   }
 
  private:
+  std::atomic<bool> ok_{true};
+  std::atomic<uint64_t> generation_{0};
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   SteadyClock::time_point last_connect_failure_ ABSL_GUARDED_BY(mu_);
-  const std::string where_;
 };
 
 // One worker's connection: made on first use, remade after a failure.
@@ -318,13 +318,12 @@ struct Attempt {
 
 class MysqlBackend final : public Backend {
  public:
-  MysqlBackend(const MysqlOptions& options, MysqlSchema schema, std::string where)
+  MysqlBackend(const MysqlOptions& options, MysqlSchema schema)
       : options_(options),
         schema_(std::move(schema)),
         replica_(NewReplicaId()),
         fast_poll_(std::min(options.max_retry, options.initial_retry * 4)),
         hold_back_(fast_poll_ * 2.5),
-        health_(std::move(where)),
         timers_(std::make_unique<TimerQueue>()),
         // Capacity is checked by Acquire (parked plus in-flight heads), so a
         // head that lost its retry can always go back to the front.
@@ -1145,7 +1144,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewMysqlBackend(const MysqlOptions& opt
   LogInfo("mysql backend: ", where, " database ", options.database, ", table prefix \"",
           options.table_prefix, "\", schema version ", MysqlSchema::kVersion, ", ",
           options.pool_size, " connections, ", tls.empty() ? "no TLS" : absl::StrCat("TLS ", tls));
-  return std::make_unique<MysqlBackend>(options, *std::move(schema), where);
+  return std::make_unique<MysqlBackend>(options, *std::move(schema));
 }
 
 }  // namespace lockd

@@ -570,6 +570,17 @@ TEST_F(MysqlBackendTest, NewerSchemaVersionIsRefused) {
   EXPECT_THAT(b.status().message(), HasSubstr("99"));
 }
 
+TEST_F(MysqlBackendTest, ConnectsThroughTheUnixSocket) {
+  MysqlOptions o = Options();
+  o.host = "";
+  o.port = 0;
+  o.socket = server_->socket();
+  auto b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(SyncAcquire(*b, Acq("socket", "o")).value().acquired);
+  EXPECT_TRUE(b->Health().ok());
+}
+
 TEST_F(MysqlBackendTest, WrongPasswordIsUnauthenticatedAndNotEchoed) {
   MysqlOptions o = Options();
   o.password = "not-the-password-s3cret";
