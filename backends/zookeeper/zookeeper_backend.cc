@@ -300,9 +300,13 @@ class ZooKeeperBackend final : public Backend {
     std::string watched;      // the predecessor being watched
     std::string holder_path;  // the lowest node when the watch was set
     bool watched_is_holder = false;
-    Result holder_read;   // the holder's data, read alongside the watch
-    bool parked = false;  // holds a max_waiters slot
-    bool stop = false;    // deadline or cancel arrived while an operation ran
+    int32_t watched_seq = 0;
+    int32_t lowest_seq = 0;  // of the queue the watch was chosen from
+    int64_t lock_czxid = 0;  // the lock node incarnation of that queue
+    int32_t seq = 0;         // of the own node
+    Result holder_read;      // the holder's data, read alongside the watch
+    bool parked = false;     // holds a max_waiters slot
+    bool stop = false;       // deadline or cancel arrived while an operation ran
     bool cancelled = false;
     bool recheck = false;  // a watch fired while an operation ran
     bool own_deleted = false;
@@ -422,6 +426,20 @@ class ZooKeeperBackend final : public Backend {
     h.data = data;
     h.touched = now;
     return h;
+  }
+
+  // Records that the contender with sequence `seq` was the lowest of the
+  // lock node incarnation `lock_czxid` (a lock node that ZooKeeper deleted
+  // when empty and that was created again restarts its sequence at 0).
+  void NoteFloor(const LockKey& key, int64_t lock_czxid, int32_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto [f, inserted] = floors_.try_emplace(key, Floor{lock_czxid, seq});
+    if (inserted) return;
+    if (f->second.lock_czxid < lock_czxid) {
+      f->second = Floor{lock_czxid, seq};
+    } else if (f->second.lock_czxid == lock_czxid && zk::SeqBefore(f->second.seq, seq)) {
+      f->second.seq = seq;
+    }
   }
 
   void ForgetHolder(const LockKey& key, const std::string& path)
@@ -713,7 +731,7 @@ class ZooKeeperBackend final : public Backend {
                                     children.rc));
         return;
       }
-      Evaluate(a, children.children);
+      Evaluate(a, children);
       return;
     }
     if (created.rc == ZNONODE) {
@@ -785,8 +803,7 @@ class ZooKeeperBackend final : public Backend {
       }
       LogInfo("zookeeper backend: found contender node ", mine, " whose create reply was lost");
       std::string path = absl::StrCat(a->lock_path, "/", mine);
-      zk_->Submit(Op::Get(path, [this, a, path,
-                                 children = std::move(r.children)](Result g) mutable {
+      zk_->Submit(Op::Get(path, [this, a, path, listing = std::move(r)](Result g) mutable {
         if (g.rc == ZNONODE) {
           Restart(a);
           return;
@@ -804,19 +821,22 @@ class ZooKeeperBackend final : public Backend {
           a->czxid = g.stat.czxid;
           a->version = g.stat.version;
         }
-        Evaluate(a, children);
+        Evaluate(a, listing);
       }));
     }));
   }
 
   // Decides from the contender queue: granted (lowest), try-once refusal, or
   // wait behind the predecessor.
-  void Evaluate(const std::shared_ptr<Attempt>& a, const std::vector<std::string>& children) {
-    std::vector<zk::Contender> queue = zk::QueueOrder(children);
-    enum { kGone, kStop, kGranted, kTryOnce, kFull, kWait } action;
+  void Evaluate(const std::shared_ptr<Attempt>& a, const Result& listing) {
+    std::vector<zk::Contender> queue = zk::QueueOrder(listing.children);
+    enum { kGone, kStop, kGranted, kTryOnce, kFull, kWait, kReenter } action;
     std::string holder_path, pred_path;
     AcquireResult granted;
     size_t waiters = 0;
+    bool read_holder = true;
+    std::optional<int32_t> reap;
+    Holder known;
     {
       absl::MutexLock l(&mu_);
       if (a->phase == Attempt::Phase::kDone) return;
@@ -824,20 +844,18 @@ class ZooKeeperBackend final : public Backend {
       for (size_t i = 0; i < queue.size(); ++i) {
         if (queue[i].name == a->name) idx = i;
       }
+      if (idx < queue.size()) {
+        a->seq = queue[idx].seq;
+        a->lock_czxid = listing.stat.czxid;
+        NoteFloor(a->params.key, listing.stat.czxid, queue.front().seq);
+      }
       if (a->stop) {
         action = kStop;
       } else if (idx == queue.size()) {
         action = kGone;
       } else if (idx == 0) {
         action = kGranted;
-        Holder& h = Observe(a->params.key, a->path, StatOf(a->czxid, a->version), a->data,
-                            /*new_lease=*/true, Clock::now());
-        granted.acquired = true;
-        granted.fencing_token = static_cast<uint64_t>(a->czxid);
-        granted.hold_count = h.data.holds;
-        granted.ttl = a->params.ttl;
-        TakeSlot(a);
-        ArmLease(a->params.key, h);
+        granted = GrantLocked(a);
       } else {
         holder_path = absl::StrCat(a->lock_path, "/", queue.front().name);
         pred_path = absl::StrCat(a->lock_path, "/", queue[idx - 1].name);
@@ -856,7 +874,25 @@ class ZooKeeperBackend final : public Backend {
           a->watched = pred_path;
           a->holder_path = holder_path;
           a->watched_is_holder = idx == 1;
+          a->watched_seq = queue[idx - 1].seq;
+          a->lowest_seq = queue.front().seq;
           a->recheck = false;
+          // A node's owner never changes, and this replica's sighting of its
+          // lease is what counts here: a holder it knows needs no read.
+          auto it = holders_.find(a->params.key);
+          if (idx > 1 && it != holders_.end() && it->second.path == holder_path) {
+            read_holder = false;
+            Holder& h = it->second;
+            bool expired = Expired(h, Clock::now());
+            if (h.data.owner == a->params.owner && !expired) {
+              action = kReenter;
+              known = h;
+            } else if (expired) {
+              reap = h.version;
+            } else {
+              ArmLease(a->params.key, h);
+            }
+          }
         }
       }
     }
@@ -879,10 +915,30 @@ class ZooKeeperBackend final : public Backend {
             a, absl::ResourceExhaustedError(absl::StrCat(
                    "too many waiting Acquire calls (max_waiters=", options_.max_waiters, ")")));
         return;
+      case kReenter:
+        Reenter(a, known.path, StatOf(known.czxid, known.version), known.data, 0, false);
+        return;
       case kWait:
-        Watch(a, holder_path, pred_path, /*read_holder=*/true);
+        if (reap.has_value()) Reap(a->params.key, holder_path, *reap, 0, nullptr);
+        Watch(a, holder_path, pred_path, read_holder);
         return;
     }
+  }
+
+  // The attempt's node is the lowest: it holds the lock from now, timed by
+  // this replica (which answers the grant) without a grace.
+  AcquireResult GrantLocked(const std::shared_ptr<Attempt>& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    NoteFloor(a->params.key, a->lock_czxid, a->seq);
+    Holder& h = Observe(a->params.key, a->path, StatOf(a->czxid, a->version), a->data,
+                        /*new_lease=*/true, Clock::now());
+    AcquireResult granted;
+    granted.acquired = true;
+    granted.fencing_token = static_cast<uint64_t>(a->czxid);
+    granted.hold_count = h.data.holds;
+    granted.ttl = a->params.ttl;
+    TakeSlot(a);
+    ArmLease(a->params.key, h);
+    return granted;
   }
 
   // Not lowest and not allowed to wait: give the node back and describe the
@@ -1014,6 +1070,7 @@ class ZooKeeperBackend final : public Backend {
     if (hooks_ != nullptr) hooks_->predecessor_watch_events.fetch_add(1);
     std::shared_ptr<Attempt> a;
     std::string watched, holder_path;
+    std::optional<AcquireResult> granted;
     {
       absl::MutexLock l(&mu_);
       auto it = attempts_.find(id);
@@ -1027,6 +1084,22 @@ class ZooKeeperBackend final : public Backend {
       a->phase = Attempt::Phase::kRunning;
       watched = a->watched;
       holder_path = a->holder_path;
+      if (type == ZOO_DELETED_EVENT && !a->stop) {
+        // Every node below the predecessor is known to be gone if the
+        // predecessor was the lowest, or has been seen holding the lock:
+        // sequence numbers are never reused, so nothing can have appeared
+        // in between, and this node is now the lowest. No need to list.
+        auto f = floors_.find(a->params.key);
+        if (a->watched_seq == a->lowest_seq ||
+            (f != floors_.end() && f->second.lock_czxid == a->lock_czxid &&
+             !zk::SeqBefore(f->second.seq, a->watched_seq))) {
+          granted = GrantLocked(a);
+        }
+      }
+    }
+    if (granted.has_value()) {
+      Finish(a, *std::move(granted));
+      return;
     }
     if (type == ZOO_CHANGED_EVENT) {
       // The predecessor's data changed (a renewal or reentrant acquire, when
@@ -1040,7 +1113,7 @@ class ZooKeeperBackend final : public Backend {
   void Reevaluate(const std::shared_ptr<Attempt>& a) {
     zk_->Submit(Op::Children(a->lock_path, [this, a](Result r) {
       if (r.rc == ZNONODE) {
-        Evaluate(a, {});
+        Evaluate(a, Result());
         return;
       }
       if (r.rc != ZOK) {
@@ -1048,7 +1121,7 @@ class ZooKeeperBackend final : public Backend {
             a, zk::ZkError(absl::StrCat("listing the contenders of ", What(a->params.key)), r.rc));
         return;
       }
-      Evaluate(a, r.children);
+      Evaluate(a, r);
     }));
   }
 
@@ -1608,6 +1681,7 @@ class ZooKeeperBackend final : public Backend {
             if (h.timer != 0) timers_->Cancel(h.timer);
           }
           holders_.clear();
+          floors_.clear();
           orphans_.clear();
           timers_->Schedule(expired ? absl::ZeroDuration() : absl::Seconds(1),
                             [this] { ReopenSession(); });
@@ -1865,6 +1939,14 @@ class ZooKeeperBackend final : public Backend {
           ++it;
         }
       }
+      for (auto it = floors_.begin(); it != floors_.end();) {
+        if (holders_.find(it->first) == holders_.end() &&
+            local_waiters_.find(it->first) == local_waiters_.end()) {
+          floors_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
     }
     scan_.reset();
   }
@@ -1890,6 +1972,13 @@ class ZooKeeperBackend final : public Backend {
   size_t parked_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<LockKey, int> local_waiters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LockKey, Holder> holders_ ABSL_GUARDED_BY(mu_);
+  // Per lock, the highest sequence this replica has seen holding it: every
+  // contender below it is gone for good.
+  struct Floor {
+    int64_t lock_czxid;
+    int32_t seq;
+  };
+  absl::flat_hash_map<LockKey, Floor> floors_ ABSL_GUARDED_BY(mu_);
   std::vector<Orphan> orphans_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Scan> scan_ ABSL_GUARDED_BY(mu_);
   uint64_t scans_ ABSL_GUARDED_BY(mu_) = 0;

@@ -93,6 +93,8 @@ absl::Status ZooKeeperServer::Launch() {
       "-XX:+UseSerialGC",
       "-XX:-UsePerfData",
       "-Djava.net.preferIPv4Stack=true",
+      absl::StrCat("-Dznode.container.checkIntervalMs=",
+                   absl::ToInt64Milliseconds(options_.container_check_interval)),
       "-Dorg.slf4j.simpleLogger.showDateTime=true",
       "-cp",
       classpath_,

@@ -34,6 +34,9 @@ class ZooKeeperServer {
     // default here: tests need no durability across a power cut, and a
     // restart with SIGTERM or SIGKILL keeps the data either way.
     bool force_sync = false;
+    // How often the server deletes empty container nodes (lockd's lock and
+    // namespace nodes). ZooKeeper's default is one minute.
+    absl::Duration container_check_interval = absl::Seconds(60);
     // How long Start()/Restart() wait for the server to answer "ruok".
     absl::Duration start_timeout = absl::Seconds(120);
   };

@@ -207,7 +207,11 @@ class ZooKeeperBackendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-    auto s = ZooKeeperServer::Start();
+    ZooKeeperServer::Options o;
+    // Empty lock nodes vanish quickly, so the tests also cover lockd
+    // creating them again under load.
+    o.container_check_interval = absl::Milliseconds(300);
+    auto s = ZooKeeperServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = s->release();
   }
@@ -389,6 +393,51 @@ TEST_F(ZooKeeperBackendTest, FiveThousandCyclesWithTimedOutWaitersLeaveNoContend
   }
   std::cout << "5000 cycles, each with a timed-out waiter, took " << absl::FormatDuration(took)
             << "\n";
+}
+
+TEST_F(ZooKeeperBackendTest, LockNodeDeletedWhenEmptyIsCreatedAgainAndQueuesStayCorrect) {
+  ZooKeeperOptions o = Options(*server_);
+  o.reap_interval = absl::Hours(1);  // keep what this replica learnt about the old node
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  Inspector zk(server_->hosts());
+  // Push the sequence numbers of the first lock node up.
+  uint64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto got = Acquire(*b, Params("gc", "alice"));
+    ASSERT_TRUE(got.ok() && got->acquired);
+    last = got->fencing_token;
+    ASSERT_TRUE(Release(*b, "gc", "alice").value().released);
+  }
+  // ZooKeeper deletes the empty lock node (and the empty namespace node).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto locks = zk.Children(absl::StrCat(root_, "/default"));
+        return locks.ok() && locks->empty();
+      },
+      absl::Seconds(20)));
+  // The next Acquire creates them again; tokens keep growing.
+  auto h = Acquire(*b, Params("gc", "holder"));
+  ASSERT_TRUE(h.ok() && h->acquired) << h.status();
+  EXPECT_GT(h->fencing_token, last);
+  // In the new node, sequences start at 0 again. A waiter whose predecessor
+  // gives up must not take the lock from the holder.
+  auto quitter = StartAcquire(*b, Params("gc", "quitter", absl::Milliseconds(500)));
+  ASSERT_TRUE(WaitFor([&] { return Describe(*b, "gc").value().waiters == 1; }, absl::Seconds(20)));
+  auto patient = StartAcquire(*b, Params("gc", "patient", absl::Seconds(60)));
+  auto gave_up = quitter->Wait();
+  ASSERT_TRUE(gave_up.ok()) << gave_up.status();
+  EXPECT_FALSE(gave_up->acquired);
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(patient->done.HasBeenNotified()) << "granted while the holder still held the lock";
+  auto d = Describe(*b, "gc");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->owner, "holder");
+  EXPECT_EQ(d->waiters, 1u);
+  ASSERT_TRUE(Release(*b, "gc", "holder").value().released);
+  auto got = patient->Wait();
+  ASSERT_TRUE(got.ok() && got->acquired) << got.status();
+  EXPECT_GT(got->fencing_token, h->fencing_token);
 }
 
 TEST_F(ZooKeeperBackendTest, ServerRestartMeansUnavailableThenRecoveryWithoutWrongAnswers) {
