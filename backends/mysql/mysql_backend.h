@@ -9,6 +9,8 @@
 //                   in the grant's transaction, never reset by a release or
 //                   the sweeper) and the last freeing release's request id.
 //   <prefix>meta    schema version and the token floor of collected fences.
+//   <prefix>demand  which replicas' waiters are polling which lock, since
+//                   when (for taking turns).
 // Acquire, Release and Renew are each one CALL of a stored procedure (one
 // round trip, one short InnoDB transaction under READ COMMITTED).
 //
@@ -17,14 +19,17 @@
 // Fencing tokens strictly increase per lock across releases, expiry, lockd
 // restarts and database restarts (they are stored durably). A sweeper on
 // every replica deletes expired rows, never a live one: the DELETE re-checks
-// `expires_at < NOW(6)` on the locked row.
+// `expires_at < NOW(6)` on the locked row. A repeated Release whose first
+// try freed the lock answers released=true for release_memory, even after
+// another owner took the lock meanwhile.
 //
 // Waiting: MySQL cannot notify, so parked Acquires are retried. A release
-// through this replica wakes the first local waiter at once (the next grant
-// follows in one more round trip); otherwise the first waiter of each lock
-// re-tries with capped, jittered exponential backoff (initial_retry ..
-// max_retry) and at the end of the holder's lease. Waiters of one replica are
-// granted in arrival order; across replicas there is no ordering.
+// through this replica hands the lock to the first local waiter inside the
+// release's own transaction; otherwise the first waiter of each lock re-tries
+// with capped, jittered exponential backoff (initial_retry .. max_retry) and
+// just after the holder's lease ends. Waiters of one replica are granted in
+// arrival order; across replicas there is no order, but replicas take turns
+// on a contended lock (fair_slice), so none is starved.
 //
 // Threading: thread-safe. The blocking C client runs on `pool_size` worker
 // threads, one connection each; Backend methods only enqueue work. Callbacks
