@@ -115,7 +115,8 @@ def headline(g):
         if not c and not u:
             continue
         cs, p99, fair = med(c, "cs_per_s"), med(c, "acquire_p99_ms"), med(c, "fairness")
-        pairs, hand = med(u, "pairs_per_s"), med(c, "handoff_p50_ms")
+        pairs = med(u, "pairs_per_s")
+        hand = med(c, "handoff_p50_ms") if med(c, "handoff_samples") else None
         t = TARGETS.get(label)
         if t is None:
             cells = [fmt(cs), fmt(p99) + " ms", fmt(fair, 2), fmt(pairs), fmt(hand) + " ms"]
@@ -180,6 +181,8 @@ def scenario_table(g, scenario, columns):
             cells = []
             for title, key, with_range in columns:
                 v = med(rs, key)
+                if key.startswith("handoff_") and not med(rs, "handoff_samples"):
+                    v = None  # no waiter was ever handed the lock (1 client)
                 cell = fmt(v)
                 if with_range and len(rs) > 1:
                     lo, hi = rng(rs, key)

@@ -225,13 +225,17 @@ keys = ["cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness
 print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
 }
 
-# run_scenarios TARGET_FLAGS...: every scenario at every client count.
+# run_scenarios LABEL: every scenario at every client count, against the
+# running lockd (LOCKD_PORT) or, for redis-direct, straight against Redis.
 run_scenarios() {
-  local label=$1; shift
+  local label=$1
   local c rep
   for scenario in $SCENARIOS; do
     for c in $CLIENTS; do
       for rep in $(seq 1 "$REPS"); do
+        local target=(--target="127.0.0.1:${LOCKD_PORT:-0}")
+        [[ $label == redis-direct ]] && target=(--direct-redis="127.0.0.1:$REDIS_PORT")
+        set -- "${target[@]}"
         case $scenario in
           contended)
             bench "$label" "$rep" contended "$@" --clients="$c" --budget=10000000 \
@@ -240,11 +244,16 @@ run_scenarios() {
             bench "$label" "$rep" uncontended "$@" --clients="$c" --duration="$DURATION" ;;
           waiters)
             [[ $label == redis-direct ]] && continue
-            bench "$label" "$rep" waiters "$@" --clients="$c" --waiters="$WAITERS" \
-              --lockd-pid="$LOCKD_PID" ;;
+            # A fresh lockd for each: memory freed by earlier runs stays in
+            # the process (malloc keeps it) and would be counted as the
+            # waiters' cost. --target changes with the new port.
+            stop_lockd; start_lockd "$label"
+            bench "$label" "$rep" waiters --target="127.0.0.1:$LOCKD_PORT" --clients="$c" \
+              --waiters="$WAITERS" --lockd-pid="$LOCKD_PID" ;;
           expiry)
             [[ $label == redis-direct ]] && continue
-            bench "$label" "$rep" expiry "$@" --clients="$c" --lease=1s --chain=3 ;;
+            bench "$label" "$rep" expiry --target="127.0.0.1:$LOCKD_PORT" --clients="$c" \
+              --lease=1s --chain=3 ;;
         esac
       done
     done
@@ -288,7 +297,7 @@ for backend in $BACKENDS; do
   # Warm-up (connections, caches, JIT of ZooKeeper); not recorded.
   "$LOCKBENCH" uncontended --target="127.0.0.1:$LOCKD_PORT" --clients=4 --duration=1s >/dev/null 2>&1 || true
   log "backend $backend (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  run_scenarios "$backend" --target="127.0.0.1:$LOCKD_PORT"
+  run_scenarios "$backend"
   echo "lockd_threads_$backend=$(grep Threads /proc/$LOCKD_PID/status | awk '{print $2}')" >>"$OUT/env.txt"
   stop_lockd
   case $backend in
@@ -302,7 +311,7 @@ if [[ " $BACKENDS " == *" redis "* ]]; then
   SCENARIOS_SAVED=$SCENARIOS
   SCENARIOS=$(echo "$SCENARIOS" | tr ' ' '\n' | grep -E '^(contended|uncontended)$' | tr '\n' ' ' || true)
   log "direct-Redis baseline (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  run_scenarios redis-direct --direct-redis="127.0.0.1:$REDIS_PORT"
+  run_scenarios redis-direct
   SCENARIOS=$SCENARIOS_SAVED
 fi
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"

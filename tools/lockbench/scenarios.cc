@@ -749,7 +749,7 @@ absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOption
   Samples delay;
   int64_t not_granted = 0;
   bool tokens_increase = true;
-  double early_ms = 0;  // the earliest grant before the lease could have ended
+  double early_ms = 0;  // the most negative delay seen (0 if none)
   const int64_t lease_ns = absl::ToInt64Nanoseconds(common.lease);
   for (std::vector<Grant>& g : grants) {
     std::sort(g.begin(), g.end(), [](const Grant& a, const Grant& b) { return a.at < b.at; });
@@ -760,11 +760,11 @@ absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOption
       }
       if (j == 0 || !g[j - 1].ok) continue;
       if (g[j].token <= g[j - 1].token) tokens_increase = false;
+      // Both times are when a reply arrived here, so the transit times
+      // mostly cancel out; what is left (their difference) can make a
+      // sub-millisecond delay come out slightly negative. Kept signed.
       int64_t d = g[j].at - g[j - 1].at - lease_ns;
-      if (d < 0) {
-        early_ms = std::min(early_ms, static_cast<double>(d) / 1e6);
-        d = 0;
-      }
+      early_ms = std::min(early_ms, static_cast<double>(d) / 1e6);
       delay.Add(d);
     }
   }
