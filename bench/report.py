@@ -193,6 +193,33 @@ def scenario_table(g, scenario, columns):
     return lines
 
 
+def cpu_table(g, cpus):
+    """CPU time per operation by process: where the 2 CPUs go."""
+    lines = ["### CPU cost per operation (16 clients; from /proc and time(1))\n",
+             "Per uncontended pair (acquire + release) and per contended critical section "
+             "(acquire + GET + SET + release): CPU microseconds used by each process during "
+             "the run, divided by the operations done. `ceiling` = {} CPUs / total: the rate "
+             "at which the processes of the benchmark alone would saturate the machine.\n".format(cpus),
+             "| backend | scenario | lockd | redis-server | database/ZooKeeper | lockbench (client) | total | ceiling/s | measured/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label in labels_in(g):
+        for scenario, count_key, rate_key in (("uncontended", "pairs", "pairs_per_s"),
+                                              ("contended", "critical_sections", "cs_per_s")):
+            rs = g.get((label, scenario, TARGET_CLIENTS), [])
+            rs = [r for r in rs if r.get(count_key) and "cpu_client_s" in r]
+            if not rs:
+                continue
+            def per(key):
+                return statistics.median(r[key] * 1e6 / r[count_key] for r in rs)
+            parts = [per("cpu_lockd_s"), per("cpu_redis_s"), per("cpu_db_s"), per("cpu_client_s")]
+            total = sum(parts)
+            lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                label, scenario, *[fmt(p, 0) + " us" for p in parts], fmt(total, 0) + " us",
+                fmt(cpus * 1e6 / total if total else None, 0), fmt(med(rs, rate_key), 0)))
+    lines.append("")
+    return lines
+
+
 def write_dat(g, scenario, key, path):
     wrote = []
     with open(path, "w") as f:
@@ -302,6 +329,11 @@ def main():
         ("p90", "acquire_p90_ms", False), ("p99", "acquire_p99_ms", False),
         ("release p50 ms", "release_p50_ms", False), ("release p99", "release_p99_ms", False)])
     md += w
+    try:
+        cpus = int(env.get("cpus", "2"))
+    except ValueError:
+        cpus = 2
+    md += cpu_table(g, cpus)
     md.append("### expiry (holders never release; lease 1 s; delay from one grant + lease to the next grant)\n")
     md += scenario_table(g, "expiry", [
         ("grants", "grants_after_expiry", False), ("delay p50 ms", "delay_p50_ms", False),

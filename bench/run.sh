@@ -203,24 +203,39 @@ stop_lockd() {
   wait "$LOCKD_PID" 2>/dev/null || true
 }
 
+# CPU time (user+system, in clock ticks) a process has used so far; 0 if none.
+cpu_ticks() { [[ -n ${1:-} && -r /proc/$1/stat ]] && awk '{print $14+$15}' "/proc/$1/stat" || echo 0; }
+TICK=$(getconf CLK_TCK)
+
 # bench LABEL REP ARGS...: one lockbench run; its JSON line (plus the
-# repetition and the 1-minute load average before it) goes to raw.jsonl.
+# repetition, the 1-minute load average before it and the CPU seconds each
+# process used during it) goes to raw.jsonl.
 bench() {
   local label=$1 rep=$2; shift 2
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
   echo "lockbench $*" >>"$OUT/commands.txt"
+  local lockd_pid=$LOCKD_PID server_pid=""
+  [[ $label == redis-direct ]] && lockd_pid=""
+  case $label in mysql) server_pid=$MYSQL_PID ;; zookeeper) server_pid=$ZK_PID ;; esac
+  local l0 r0 s0 l1 r1 s1
+  l0=$(cpu_ticks "$lockd_pid"); r0=$(cpu_ticks "$REDIS_PID"); s0=$(cpu_ticks "$server_pid")
   local out rc=0
-  out=$("$LOCKBENCH" "$@" --json 2>>"$OUT/lockbench.stderr") || rc=$?
+  out=$(/usr/bin/time -f "%U %S" -o "$WORK/time.txt" "$LOCKBENCH" "$@" --json \
+    2>>"$OUT/lockbench.stderr") || rc=$?
+  l1=$(cpu_ticks "$lockd_pid"); r1=$(cpu_ticks "$REDIS_PID"); s1=$(cpu_ticks "$server_pid")
   if [[ -z $out ]]; then
     log "  $label rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
     echo "{\"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
     return 0
   fi
-  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, /" >>"$OUT/raw.jsonl"
-  log "  $label rep $rep: $(echo "$out" | python3 -c '
+  local client_cpu; client_cpu=$(awk '{print $1+$2}' "$WORK/time.txt" 2>/dev/null || echo 0)
+  local cpu; cpu=$(awk -v t="$TICK" -v l=$((l1 - l0)) -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v c="$client_cpu" \
+    'BEGIN {printf "\"cpu_lockd_s\": %.2f, \"cpu_redis_s\": %.2f, \"cpu_db_s\": %.2f, \"cpu_client_s\": %.2f, ", l/t, r/t, s/t, c}')
+  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, $cpu/" >>"$OUT/raw.jsonl"
+  log "  $label $1 rep $rep: $(echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-keys = ["cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness", "lost_updates",
+keys = ["clients", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness", "lost_updates",
         "rss_parked_kb", "threads_parked", "drain_s", "delay_p50_ms", "ok"]
 print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
 }
