@@ -551,6 +551,30 @@ TEST_F(RedisOutageTest, ParkedWaiterGetsTheLockAfterRedisRestartsWithoutData) {
       SyncRenew(*backend_, RenewParams{{"default", "q"}, "alice", absl::Seconds(5)}).status()));
 }
 
+TEST(RedisPersistenceTest, RestartWithPersistenceKeepsTheLockAndTheFence) {
+  RedisServer::Options so;
+  so.persistence = true;
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(FastOptions(**server, "aof"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<AcquireResult> first = SyncAcquire(**b, Acq("kept", "alice"));
+  ASSERT_TRUE(first.ok() && first->acquired);
+
+  ASSERT_TRUE((*server)->Restart().ok());
+  ASSERT_TRUE(WaitFor([&] { return (*b)->Health().ok(); }, absl::Seconds(10)));
+  absl::StatusOr<LockState> d = SyncDescribe(**b, LockKey{"default", "kept"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->held);
+  EXPECT_EQ(d->owner, "alice");
+  EXPECT_EQ(d->fencing_token, first->fencing_token);
+  ASSERT_TRUE(SyncRenew(**b, RenewParams{{"default", "kept"}, "alice", absl::Seconds(5)}).ok());
+  ASSERT_TRUE(SyncRelease(**b, Rel("kept", "alice")).ok());
+  absl::StatusOr<AcquireResult> next = SyncAcquire(**b, Acq("kept", "bob"));
+  ASSERT_TRUE(next.ok() && next->acquired);
+  EXPECT_EQ(next->fencing_token, first->fencing_token + 1) << "the fence key was not kept";
+}
+
 TEST_F(RedisOutageTest, HungServerTimesOutAsUnavailableAndRecovers) {
   ASSERT_TRUE(SyncAcquire(*backend_, Acq("h", "alice")).ok());
   server_->Pause();

@@ -606,13 +606,6 @@ absl::Status Subscriber::last_error() const {
   return last_error_;
 }
 
-size_t Subscriber::wanted_channels() const {
-  absl::MutexLock l(&mu_);
-  size_t n = 0;
-  for (const auto& [name, ch] : channels_) n += ch.want ? 1 : 0;
-  return n;
-}
-
 bool Subscriber::ConnectedOrStopped() const { return connected_ || stop_; }
 
 bool Subscriber::WaitConnected(absl::Duration timeout) const {

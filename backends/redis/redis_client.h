@@ -223,8 +223,6 @@ class Subscriber {
 
   bool connected() const;
   absl::Status last_error() const;
-  // Channels currently wanted.
-  size_t wanted_channels() const;
   // Blocks until connected (true) or `timeout` passes.
   bool WaitConnected(absl::Duration timeout) const;
 
