@@ -18,7 +18,9 @@
 #   --no-build               use the binaries in $BUILD_DIR as they are
 #   --no-report              only collect results (bench/results/raw.jsonl)
 # Environment: BUILD_DIR (default build-bench, a Release build), OUT (default
-# bench/results).
+# bench/results). To measure exactly a commit while the tree has other work in
+# progress: git archive HEAD | tar -x -C /tmp/src && git rev-parse --short HEAD
+# > /tmp/src/.source-commit, then BUILD_DIR=/tmp/src/build-bench bench/run.sh.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -286,7 +288,14 @@ mkdir -p "$OUT"
   echo "memory=$(grep MemTotal /proc/meminfo | awk '{printf "%.1f GiB", $2/1048576}')"
   echo "kernel=$(uname -sr)"
   echo "os=$(. /etc/os-release && echo "$PRETTY_NAME")"
-  echo "lockd_commit=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- service backends protos tools/lockbench || echo "+local-changes")"
+  # The source the binaries were built from: a git tree, or an export of one
+  # (`git archive` with the commit in .source-commit).
+  SRC=$(grep -m1 '^CMAKE_HOME_DIRECTORY:' "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2)
+  if [[ -f $SRC/.source-commit ]]; then
+    echo "lockd_commit=$(cat "$SRC/.source-commit") (clean export in $SRC)"
+  else
+    echo "lockd_commit=$(git -C "$SRC" rev-parse --short HEAD)$(git -C "$SRC" diff --quiet HEAD -- service backends protos tools/lockbench || echo "+uncommitted-changes")"
+  fi
   echo "build=$(grep -m1 CMAKE_BUILD_TYPE: "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2), $(c++ --version | head -1)"
   for p in libgrpc++1.51 libprotobuf32 libhiredis0.14 redis-server mariadb-server zookeeper default-jre-headless; do
     echo "pkg_$p=$(dpkg-query -W -f '${Version}' "$p" 2>/dev/null || echo "not installed")"
