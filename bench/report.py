@@ -21,7 +21,9 @@ import sys
 BEGIN = "<!-- BEGIN GENERATED (bench/report.py) -->"
 END = "<!-- END GENERATED -->"
 
-BACKEND_ORDER = ["memory", "redis", "redis-direct", "mysql", "zookeeper"]
+BACKEND_ORDER = ["memory", "grpc-floor", "redis", "redis-direct", "mysql", "zookeeper"]
+NOTES = {"redis-direct": "baseline: hiredis + the same scripts, no lockd",
+         "grpc-floor": "gRPC floor: a LockService doing no lock work"}
 
 # Issue 7's targets, at 16 clients: (min CS/s, max acquire p99 ms,
 # min fairness, min pairs/s, max handoff p50 ms).
@@ -120,7 +122,7 @@ def headline(g):
         t = TARGETS.get(label)
         if t is None:
             cells = [fmt(cs), fmt(p99) + " ms", fmt(fair, 2), fmt(pairs), fmt(hand) + " ms"]
-            lines.append("| {} (baseline, no lockd) | {} |".format(label, " | ".join(cells)))
+            lines.append("| {} ({}) | {} |".format(label, NOTES.get(label, "no target"), " | ".join(cells)))
             continue
         checks = [
             (cs is not None and cs >= t[0], "{} (>= {:,})".format(fmt(cs), t[0])),
@@ -136,6 +138,16 @@ def headline(g):
             if not ok:
                 verdicts.append("{} {}: {}".format(label, name, text))
     lines.append("")
+    f = g.get(("grpc-floor", "uncontended", TARGET_CLIENTS), [])
+    m = g.get(("memory", "uncontended", TARGET_CLIENTS), [])
+    if f and m:
+        lines.append(
+            "gRPC floor: lockd on the memory backend reaches **{:.2f}x** of the uncontended pairs/s "
+            "of a LockService that does no lock work at all ({} vs {} at {} clients), so the rest "
+            "of the cost is gRPC's and the client's.".format(
+                med(m, "pairs_per_s") / med(f, "pairs_per_s"), fmt(med(m, "pairs_per_s")),
+                fmt(med(f, "pairs_per_s")), TARGET_CLIENTS))
+        lines.append("")
     d = g.get(("redis-direct", "uncontended", TARGET_CLIENTS), [])
     l = g.get(("redis", "uncontended", TARGET_CLIENTS), [])
     if d and l:

@@ -15,6 +15,8 @@
 #   --waiters 10000          parked Acquires in the waiters scenario
 #   --scenarios "contended uncontended waiters expiry"
 #   --quick                  1 repetition, 2 s runs, 2000 waiters (a smoke run)
+#   --no-floor               skip the gRPC floor (uncontended against
+#                            lockbench_null_server, a LockService doing no work)
 #   --no-build               use the binaries in $BUILD_DIR as they are
 #   --no-report              only collect results (bench/results/raw.jsonl)
 # Environment: BUILD_DIR (default build-bench, a Release build), OUT (default
@@ -34,6 +36,7 @@ WAITERS=10000
 SCENARIOS="contended uncontended waiters expiry"
 BUILD=1
 REPORT=1
+FLOOR=1
 ARGS_USED="$*"
 
 while [[ $# -gt 0 ]]; do
@@ -46,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --scenarios) SCENARIOS=$2; shift 2 ;;
     --quick) REPS=1; DURATION=2s; WAITERS=2000; shift ;;
     --no-build) BUILD=0; shift ;;
+    --no-floor) FLOOR=0; shift ;;
     --no-report) REPORT=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
@@ -60,10 +64,11 @@ if [[ $BUILD == 1 ]]; then
   if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
   fi
-  cmake --build "$BUILD_DIR" -j"$(nproc)" --target lockd lockbench >&2
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target lockd lockbench lockbench_null_server >&2
 fi
 LOCKD=$BUILD_DIR/service/lockd
 LOCKBENCH=$BUILD_DIR/tools/lockbench/lockbench
+NULL_SERVER=$BUILD_DIR/tools/lockbench/lockbench_null_server
 [[ -x $LOCKD && -x $LOCKBENCH ]] || die "lockd/lockbench not built in $BUILD_DIR"
 
 if [[ -z $BACKENDS ]]; then
@@ -329,6 +334,23 @@ for backend in $BACKENDS; do
     zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
   esac
 done
+
+# The gRPC floor: the uncontended runs against a LockService that does no
+# lock work, served like lockd. lockd's uncontended figure over this one is
+# the share of the cost that is lockd's own.
+if [[ $FLOOR == 1 && -x $NULL_SERVER && " $SCENARIOS " == *" uncontended "* ]]; then
+  LOCKD_PORT=$(free_port)
+  "$NULL_SERVER" "127.0.0.1:$LOCKD_PORT" >"$WORK/null-server.log" 2>&1 &
+  LOCKD_PID=$!; PIDS+=("$LOCKD_PID")
+  wait_for 30 grep -q "serving on" "$WORK/null-server.log" || die "lockbench_null_server did not start"
+  echo "lockbench_null_server 127.0.0.1:$LOCKD_PORT" >>"$OUT/commands.txt"
+  log "gRPC floor (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  SCENARIOS_SAVED=$SCENARIOS
+  SCENARIOS=uncontended
+  run_scenarios grpc-floor
+  SCENARIOS=$SCENARIOS_SAVED
+  stop_lockd
+fi
 
 # The baseline: the same contended and uncontended runs, no lockd.
 if [[ " $BACKENDS " == *" redis "* ]]; then
