@@ -131,11 +131,13 @@ def headline(g):
             (pairs is not None and pairs >= t[3], "{} (>= {:,})".format(fmt(pairs), t[3])),
             (hand is not None and hand <= t[4], "{} ms (<= {} ms)".format(fmt(hand), t[4])),
         ]
-        cells = ["{} {}".format(text, mark(ok)) for ok, text in checks]
+        values = [cs, p99, fair, pairs, hand]
+        cells = ["{} {}".format(text, mark(ok)) if v is not None else "not measured"
+                 for (ok, text), v in zip(checks, values)]
         lines.append("| {} | {} |".format(label, " | ".join(cells)))
         names = ["contended CS/s", "acquire p99", "fairness", "uncontended pairs/s", "handoff p50"]
-        for (ok, text), name in zip(checks, names):
-            if not ok:
+        for (ok, text), name, v in zip(checks, names, values):
+            if not ok and v is not None:
                 verdicts.append("{} {}: {}".format(label, name, text))
     lines.append("")
     f = g.get(("grpc-floor", "uncontended", TARGET_CLIENTS), [])
@@ -143,8 +145,8 @@ def headline(g):
     if f and m:
         lines.append(
             "gRPC floor: lockd on the memory backend reaches **{:.2f}x** of the uncontended pairs/s "
-            "of a LockService that does no lock work at all ({} vs {} at {} clients), so the rest "
-            "of the cost is gRPC's and the client's.".format(
+            "of `lockbench_null_server`, a LockService that does no lock work at all, served the "
+            "same way ({} vs {} at {} clients).".format(
                 med(m, "pairs_per_s") / med(f, "pairs_per_s"), fmt(med(m, "pairs_per_s")),
                 fmt(med(f, "pairs_per_s")), TARGET_CLIENTS))
         lines.append("")
