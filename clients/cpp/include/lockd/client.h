@@ -280,10 +280,14 @@ class Client {
   static absl::StatusOr<Client> Connect(absl::string_view target, ClientOptions options = {},
                                         const TlsOptions& tls = {});
 
-  // A Client on an existing channel.
+  // A Client on an existing channel. While it backs off after UNAVAILABLE,
+  // and while it has leases and the channel is not READY, the Client keeps
+  // the channel connecting (gRPC's synchronous API otherwise retries a
+  // connection only every 5 s), so a restarted server is reached promptly.
   explicit Client(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options = {});
   // A Client on any stub implementation, e.g. lockd::v1::MockLockServiceStub
-  // in tests. REQUIRES: stub != nullptr.
+  // in tests. It cannot see the stub's channel, so it does not keep it
+  // connecting as above. REQUIRES: stub != nullptr.
   explicit Client(std::shared_ptr<v1::LockService::StubInterface> stub, ClientOptions options = {});
 
   Client(Client&&) noexcept;
@@ -310,6 +314,8 @@ class Client {
   // kResourceExhausted: the server has too many waiters; retry later.
   // kFailedPrecondition + IsLockLost(): granted, but the lease was gone by
   //   the time the post-wait renewal reached the server (rare).
+  // The post-wait renewal may extend the call past options.timeout by up to
+  // min(rpc_timeout, ttl/3).
   absl::StatusOr<Lease> Acquire(absl::string_view name, AcquireOptions options = {});
 
   // Acquire with options.wait = 0: one attempt (retried only on UNAVAILABLE).
