@@ -337,8 +337,9 @@ int Client::Issue(Handle* h, Op& op) {
   int rc = ZOK;
   switch (op.kind) {
     case Op::Kind::kCreate:
-      rc = zoo_acreate2(h->zh, path, op.data.data(), static_cast<int>(op.data.size()), acl(),
-                        op.create_mode, &Client::OnStringStat, p);
+      rc = zoo_acreate2(h->zh, path, op.data.data(), static_cast<int>(op.data.size()),
+                        op.open_acl ? &ZOO_OPEN_ACL_UNSAFE : acl(), op.create_mode,
+                        &Client::OnStringStat, p);
       break;
     case Op::Kind::kDelete:
       rc = zoo_adelete(h->zh, path, op.version, &Client::OnVoid, p);

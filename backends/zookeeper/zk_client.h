@@ -71,6 +71,7 @@ struct Op {
   std::string data;       // create, set
   int version = -1;       // delete, set, check; -1 matches any version
   int create_mode = 0;    // create: ZOO_PERSISTENT, ZOO_EPHEMERAL_SEQUENTIAL, ...
+  bool open_acl = false;  // create: world-accessible even with digest auth
   uint64_t watch_id = 0;  // get: if nonzero, also sets a data watch reported
                           // to the WatchFn with this id
   std::vector<Op> ops;    // multi: kDelete, kSet and kCheck sub-operations

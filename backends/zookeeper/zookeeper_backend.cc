@@ -1729,6 +1729,8 @@ class ZooKeeperBackend final : public Backend {
     for (size_t i = 0; i < parts.size(); ++i) {
       absl::StrAppend(&path, "/", parts[i]);
       bool last = i + 1 == parts.size();
+      // Parents of the root may be shared with other users of the ensemble:
+      // only the root itself gets lockd's ACL.
       ops.push_back(Op::Create(path, "", ZOO_PERSISTENT, [this, generation, last](Result r) {
         if (!last) return;
         if (r.rc != ZOK && r.rc != ZNODEEXISTS) {
@@ -1751,6 +1753,7 @@ class ZooKeeperBackend final : public Backend {
           DeleteOrphans();
         }));
       }));
+      ops.back().open_acl = !last;
     }
     zk_->Submit(std::move(ops));
   }

@@ -574,11 +574,21 @@ TEST_F(ZooKeeperBackendTest, SessionExpiryLosesItsLocksAndServesAgainWithoutRest
 
 TEST_F(ZooKeeperBackendTest, DigestAuthKeepsOtherUsersOutAndNeverShowsThePassword) {
   ZooKeeperOptions o = Options(*server_);
+  root_ = absl::StrCat(root_, "/shared-parent/lockd");
+  o.root = root_;
   o.digest = "lockd:s3cret-pw";
   std::unique_ptr<Backend> b = NewBackend(o);
   ASSERT_NE(b, nullptr);
   auto got = Acquire(*b, Params("guarded", "alice"));
   ASSERT_TRUE(got.ok() && got->acquired) << got.status();
+
+  // The parents of the root stay open to everyone: another deployment can
+  // live next to it.
+  ZooKeeperOptions sibling = Options(*server_);
+  sibling.root = absl::StrCat(root_, "-sibling");
+  std::unique_ptr<Backend> other = NewBackend(sibling);
+  ASSERT_NE(other, nullptr);
+  EXPECT_TRUE(Acquire(*other, Params("guarded", "bob")).value().acquired);
 
   for (const std::string& digest : {std::string(), std::string("mallory:other")}) {
     ZooKeeperOptions intruder = Options(*server_);
