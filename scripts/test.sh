@@ -38,7 +38,7 @@ if [ "$FAST" -eq 0 ]; then
   step "unit and conformance tests under ASan+UBSan"
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKD_WERROR=ON \
         -DLOCKD_SANITIZER=address >/dev/null
-  cmake --build build/asan -j "$JOBS"
+  cmake --build build/asan -j "$JOBS" --target sanitizer_tests
   (cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest -j "$JOBS" -L 'unit|conformance' --output-on-failure --timeout 900)
 fi
