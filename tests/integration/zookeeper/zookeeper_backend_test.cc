@@ -11,7 +11,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -176,11 +175,13 @@ class Inspector {
 int64_t ServerWatches(const ZooKeeperServer& server) {
   absl::StatusOr<std::string> out = server.Command("wchs");
   if (!out.ok()) return -1;
-  std::smatch m;
-  std::string text = *out;
-  if (!std::regex_search(text, m, std::regex("Total watches:(\\d+)"))) return -1;
+  const std::string kLabel = "Total watches:";
+  size_t at = out->find(kLabel);
+  if (at == std::string::npos) return -1;
+  size_t begin = at + kLabel.size();
+  size_t end = out->find_first_not_of("0123456789", begin);
   int64_t n = -1;
-  if (!absl::SimpleAtoi(m[1].str(), &n)) return -1;
+  if (!absl::SimpleAtoi(out->substr(begin, end - begin), &n)) return -1;
   return n;
 }
 
