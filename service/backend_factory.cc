@@ -2,15 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/memory/memory_backend.h"
-#ifdef LOCKD_HAVE_ZOOKEEPER_BACKEND
-#include "backends/zookeeper/zookeeper_backend.h"
-#endif
-#ifdef LOCKD_HAVE_MYSQL_BACKEND
 #include "backends/mysql/mysql_backend.h"
-#endif
-#ifdef LOCKD_HAVE_REDIS_BACKEND
 #include "backends/redis/redis_backend.h"
-#endif
+#include "backends/zookeeper/zookeeper_backend.h"
 
 namespace lockd {
 
@@ -20,7 +14,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.max_waiters = static_cast<size_t>(config.max_waiters);
     return NewMemoryBackend(o);
   }
-#ifdef LOCKD_HAVE_ZOOKEEPER_BACKEND
   if (config.backend == "zookeeper") {
     ZooKeeperOptions o;
     o.hosts = config.zookeeper.hosts;
@@ -42,8 +35,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     }
     return NewZooKeeperBackend(o);
   }
-#endif
-#ifdef LOCKD_HAVE_MYSQL_BACKEND
   if (config.backend == "mysql") {
     const Config::Mysql& c = config.mysql;
     MysqlOptions o;
@@ -78,8 +69,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.max_waiters = static_cast<size_t>(config.max_waiters);
     return NewMysqlBackend(o);
   }
-#endif
-#ifdef LOCKD_HAVE_REDIS_BACKEND
   if (config.backend == "redis") {
     const Config::Redis& c = config.redis;
     RedisOptions o;
@@ -107,9 +96,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     o.max_waiters = static_cast<size_t>(config.max_waiters);
     return NewRedisBackend(o);
   }
-#endif
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend: \"", config.backend, "\" is not available in this build"));
+  return absl::InvalidArgumentError(absl::StrCat("backend: \"", config.backend, "\" is unknown"));
 }
 
 }  // namespace lockd
