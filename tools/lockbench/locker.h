@@ -64,7 +64,6 @@ class Counter {
 // looks for is not undefined behaviour); `cell` is shared by every client.
 std::unique_ptr<Counter> NewLocalCounter(std::atomic<int64_t>* cell);
 
-#ifdef LOCKBENCH_HAVE_REDIS
 // A counter at `key` on the Redis server at `address` (host:port), with its
 // own connection: GET, then SET in a second round trip.
 absl::StatusOr<std::unique_ptr<Counter>> NewRedisCounter(const std::string& address,
@@ -79,7 +78,6 @@ absl::StatusOr<std::unique_ptr<Counter>> NewRedisCounter(const std::string& addr
 absl::StatusOr<std::unique_ptr<Locker>> NewRedisDirectLocker(const std::string& address,
                                                              const std::string& key_prefix,
                                                              const std::string& ns);
-#endif
 
 }  // namespace lockd::bench
 

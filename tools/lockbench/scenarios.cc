@@ -38,15 +38,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Locker>>> NewLockers(const CommonOpti
   std::vector<std::unique_ptr<Locker>> out;
   for (int i = 0; i < n; ++i) {
     if (!c.direct_redis.empty()) {
-#ifdef LOCKBENCH_HAVE_REDIS
       absl::StatusOr<std::unique_ptr<Locker>> l =
           NewRedisDirectLocker(c.direct_redis, c.direct_prefix, c.ns);
       if (!l.ok()) return l.status();
       out.push_back(*std::move(l));
       continue;
-#else
-      return absl::UnimplementedError("lockbench was built without hiredis (--direct-redis)");
-#endif
     }
     absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
         NewDedicatedChannel(Target(c, i), kConnectTimeout);
@@ -60,11 +56,7 @@ absl::StatusOr<std::unique_ptr<Counter>> NewCounter(const std::string& redis,
                                                     const std::string& key,
                                                     std::atomic<int64_t>* cell) {
   if (redis.empty()) return NewLocalCounter(cell);
-#ifdef LOCKBENCH_HAVE_REDIS
   return NewRedisCounter(redis, key);
-#else
-  return absl::UnimplementedError("lockbench was built without hiredis (--counter-redis)");
-#endif
 }
 
 // Fills the fields every report starts with.
