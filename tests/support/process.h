@@ -22,6 +22,9 @@ namespace lockd::testing {
 
 // A child process whose stdout and stderr go to a log file. It receives
 // SIGKILL if the test process dies, and on destruction if still running.
+// The death signal (PR_SET_PDEATHSIG) follows the *thread* that called
+// Start(): start children from a thread that outlives them (normally the
+// test's main thread), never from a short-lived std::thread.
 class Subprocess {
  public:
   // Starts argv[0] (looked up in PATH) with `env` added to this process's
