@@ -301,12 +301,14 @@ class ZooKeeperBackend final : public Backend {
     std::string holder_path;  // the lowest node when the watch was set
     bool watched_is_holder = false;
     int32_t watched_seq = 0;
-    int32_t lowest_seq = 0;  // of the queue the watch was chosen from
-    int64_t lock_czxid = 0;  // the lock node incarnation of that queue
-    int32_t seq = 0;         // of the own node
-    Result holder_read;      // the holder's data, read alongside the watch
-    bool parked = false;     // holds a max_waiters slot
-    bool stop = false;       // deadline or cancel arrived while an operation ran
+    int32_t lowest_seq = 0;     // of the queue the watch was chosen from
+    int64_t lock_czxid = 0;     // the lock node incarnation of that queue
+    int32_t seq = 0;            // of the own node
+    int64_t session = 0;        // the own node's session (ephemeralOwner)
+    int64_t watched_owner = 0;  // the predecessor's session
+    Result holder_read;         // the holder's data, read alongside the watch
+    bool parked = false;        // holds a max_waiters slot
+    bool stop = false;          // deadline or cancel arrived while an operation ran
     bool cancelled = false;
     bool recheck = false;  // a watch fired while an operation ran
     bool own_deleted = false;
@@ -587,19 +589,21 @@ class ZooKeeperBackend final : public Backend {
   // (a renewal in between wins). Then runs `then` (if any).
   void Reap(const LockKey& key, const std::string& path, int32_t version, int tries,
             absl::AnyInvocable<void() &&> then) {
-    zk_->Submit(Op::Delete(
-        path, version, [this, key, path, tries, then = std::move(then)](Result r) mutable {
-          if (r.rc == ZOK || r.rc == ZNONODE) {
-            if (r.rc == ZOK)
-              LogDebug("zookeeper backend: lease of ", What(key), " ran out; reaped");
-            absl::MutexLock l(&mu_);
-            ForgetHolder(key, path);
-          } else if (r.rc == ZBADVERSION && tries < kMaxRetries) {
-            Refresh(key, path, tries + 1, std::move(then));
-            return;
-          }
-          if (then) std::move(then)();
-        }));
+    zk_->Submit(TrackDelete(
+        path, Op::Delete(path, version,
+                         [this, key, path, tries, then = std::move(then)](Result r) mutable {
+                           if (r.rc == ZOK || r.rc == ZNONODE) {
+                             if (r.rc == ZOK)
+                               LogDebug("zookeeper backend: lease of ", What(key),
+                                        " ran out; reaped");
+                             absl::MutexLock l(&mu_);
+                             ForgetHolder(key, path);
+                           } else if (r.rc == ZBADVERSION && tries < kMaxRetries) {
+                             Refresh(key, path, tries + 1, std::move(then));
+                             return;
+                           }
+                           if (then) std::move(then)();
+                         })));
   }
 
   // Re-reads a holder whose data changed, and reaps it if its lease (as this
@@ -720,6 +724,7 @@ class ZooKeeperBackend final : public Backend {
         a->name = Basename(created.value);
         a->czxid = created.stat.czxid;
         a->version = created.stat.version;
+        a->session = created.stat.ephemeralOwner;
         stop = a->stop || a->phase == Attempt::Phase::kDone;
       }
       if (stop) {
@@ -820,6 +825,7 @@ class ZooKeeperBackend final : public Backend {
           a->name = Basename(path);
           a->czxid = g.stat.czxid;
           a->version = g.stat.version;
+          a->session = g.stat.ephemeralOwner;
         }
         Evaluate(a, listing);
       }));
@@ -1017,6 +1023,7 @@ class ZooKeeperBackend final : public Backend {
     bool have_holder = false;
     {
       absl::MutexLock l(&mu_);
+      a->watched_owner = pred.stat.ephemeralOwner;
       if (a->watched_is_holder) {
         holder = pred;
         have_holder = true;
@@ -1088,12 +1095,23 @@ class ZooKeeperBackend final : public Backend {
         // Every node below the predecessor is known to be gone if the
         // predecessor was the lowest, or has been seen holding the lock:
         // sequence numbers are never reused, so nothing can have appeared
-        // in between, and this node is now the lowest. No need to list.
+        // in between, and this node is now the lowest. No need to list,
+        // unless the deletion may be the end of this very session: when the
+        // server closes a session it deletes its ephemeral nodes and tells
+        // that session's watches, just before the session ends. So:
         auto f = floors_.find(a->params.key);
         if (a->watched_seq == a->lowest_seq ||
             (f != floors_.end() && f->second.lock_czxid == a->lock_czxid &&
              !zk::SeqBefore(f->second.seq, a->watched_seq))) {
-          granted = GrantLocked(a);
+          if (deleting_.find(watched) != deleting_.end()) {
+            // This replica deleted it (release, reap, abandon): the reply to
+            // that delete, right behind this event, settles it.
+            awaiting_delete_[watched].push_back(a);
+            return;
+          }
+          if (a->watched_owner != 0 && a->watched_owner != a->session) {
+            granted = GrantLocked(a);  // another session's node
+          }
         }
       }
     }
@@ -1327,11 +1345,58 @@ class ZooKeeperBackend final : public Backend {
   // Deletes a contender node this replica no longer wants; if the
   // connection drops meanwhile, it is deleted after the reconnect.
   Op DeleteOp(const std::string& path) {
-    return Op::Delete(path, -1, [this, path](Result r) {
-      if (zk::IsTransient(r.rc) && r.rc != ZCLOSING && r.rc != ZSESSIONEXPIRED) {
-        AddOrphan("", "", path);
+    return TrackDelete(path, Op::Delete(path, -1, [this, path](Result r) {
+                         if (zk::IsTransient(r.rc) && r.rc != ZCLOSING && r.rc != ZSESSIONEXPIRED) {
+                           AddOrphan("", "", path);
+                         }
+                       }));
+  }
+
+  // Marks `path` as being deleted by this replica until `op` (a delete of
+  // it, or a multi that deletes it) completes; see OnWatch.
+  Op TrackDelete(const std::string& path, Op op) {
+    {
+      absl::MutexLock l(&mu_);
+      ++deleting_[path];
+    }
+    op.done = [this, path, done = std::move(op.done)](Result r) mutable {
+      DeleteDone(path, r.rc);
+      if (done) std::move(done)(std::move(r));
+    };
+    return op;
+  }
+
+  void DeleteDone(const std::string& path, int rc) {
+    std::vector<std::shared_ptr<Attempt>> waiting;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = deleting_.find(path);
+      if (it != deleting_.end() && --it->second == 0) deleting_.erase(it);
+      auto w = awaiting_delete_.find(path);
+      if (w != awaiting_delete_.end()) {
+        waiting = std::move(w->second);
+        awaiting_delete_.erase(w);
       }
-    });
+    }
+    for (auto& a : waiting) {
+      // Deleted by this replica's own request: the waiter behind it holds
+      // the lock now. Anything else: look at the queue again.
+      std::optional<AcquireResult> granted;
+      bool stop;
+      {
+        absl::MutexLock l(&mu_);
+        if (a->phase == Attempt::Phase::kDone) continue;
+        stop = a->stop;
+        if (!stop && rc == ZOK) granted = GrantLocked(a);
+      }
+      if (granted.has_value()) {
+        Finish(a, *std::move(granted));
+      } else if (stop) {
+        Abandon(a);
+      } else {
+        Reevaluate(a);
+      }
+    }
   }
 
   void FailWithNode(const std::shared_ptr<Attempt>& a, absl::Status status) {
@@ -1494,7 +1559,7 @@ class ZooKeeperBackend final : public Backend {
       std::move(op->done)(zk::ZkError(absl::StrCat("releasing ", What(op->params.key)), r.rc));
     };
     if (p.request_id.empty()) {
-      zk_->Submit(Op::Delete(path, stat.version, std::move(freed)));
+      zk_->Submit(TrackDelete(path, Op::Delete(path, stat.version, std::move(freed))));
       return;
     }
     // Delete the holder and leave a tombstone for retries, atomically.
@@ -1502,7 +1567,7 @@ class ZooKeeperBackend final : public Backend {
     ops.push_back(Op::Delete(path, stat.version, nullptr));
     ops.push_back(
         Op::Set(LockPath(p.key), zk::EncodeTombstone({p.owner, p.request_id}), -1, nullptr));
-    zk_->Submit(Op::Multi(std::move(ops), std::move(freed)));
+    zk_->Submit(TrackDelete(path, Op::Multi(std::move(ops), std::move(freed))));
   }
 
   // ---- Renew -----------------------------------------------------------------
@@ -1982,6 +2047,11 @@ class ZooKeeperBackend final : public Backend {
     int32_t seq;
   };
   absl::flat_hash_map<LockKey, Floor> floors_ ABSL_GUARDED_BY(mu_);
+  // Contender nodes this replica is deleting (delete sent, reply pending),
+  // and the waiters whose predecessor that is, waiting for the reply.
+  absl::flat_hash_map<std::string, int> deleting_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<std::shared_ptr<Attempt>>> awaiting_delete_
+      ABSL_GUARDED_BY(mu_);
   std::vector<Orphan> orphans_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Scan> scan_ ABSL_GUARDED_BY(mu_);
   uint64_t scans_ ABSL_GUARDED_BY(mu_) = 0;

@@ -185,8 +185,11 @@ int64_t ServerWatches(const ZooKeeperServer& server) {
   return n;
 }
 
-// Ends a session from outside, as ZooKeeper's own tests do: a second handle
-// on the same session id and password, closed.
+// Ends the backend's session from outside, as ZooKeeper's own tests do: a
+// second handle on the same session id and password, closed. The backend's
+// client reconnects at once and may take the session back before the close
+// is sent (zookeeper_close only ends a session it is connected to), so this
+// repeats until the backend is on a new session.
 void ExpireSession(const std::string& hosts, ZooKeeperTestHooks& hooks) {
   clientid_t id{};
   {
@@ -196,10 +199,19 @@ void ExpireSession(const std::string& hosts, ZooKeeperTestHooks& hooks) {
     ASSERT_EQ(hooks.session_password.size(), sizeof(id.passwd));
     memcpy(id.passwd, hooks.session_password.data(), sizeof(id.passwd));
   }
-  zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, &id, nullptr, 0);
-  ASSERT_NE(zh, nullptr);
-  EXPECT_TRUE(WaitFor([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, absl::Seconds(20)));
-  zookeeper_close(zh);
+  auto moved_on = [&] {
+    absl::MutexLock l(&hooks.mu);
+    return hooks.session_id != id.client_id;
+  };
+  for (int attempt = 0; attempt < 20 && !moved_on(); ++attempt) {
+    zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, &id, nullptr, 0);
+    ASSERT_NE(zh, nullptr);
+    WaitFor([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, absl::Seconds(10),
+            absl::Milliseconds(1));
+    zookeeper_close(zh);
+    WaitFor(moved_on, absl::Seconds(3));
+  }
+  ASSERT_TRUE(moved_on()) << "could not expire session " << id.client_id;
 }
 
 // ---- The tests -------------------------------------------------------------
