@@ -15,6 +15,11 @@
 #   --waiters 10000          parked Acquires in the waiters scenario
 #   --scenarios "contended uncontended waiters expiry"
 #   --quick                  1 repetition, 2 s runs, 2000 waiters (a smoke run)
+#   --append                 add to the results in $OUT instead of starting
+#                            afresh; the report keeps, for each point, the
+#                            latest run (to re-measure some backends when
+#                            the machine is quieter)
+#   --no-direct              skip the direct-Redis baseline
 #   --no-floor               skip the gRPC floor (uncontended against
 #                            lockbench_null_server, a LockService doing no work)
 #   --no-build               use the binaries in $BUILD_DIR as they are
@@ -37,7 +42,10 @@ SCENARIOS="contended uncontended waiters expiry"
 BUILD=1
 REPORT=1
 FLOOR=1
+DIRECT=1
+APPEND=0
 ARGS_USED="$*"
+RUN_ID=$(date -u +%Y%m%dT%H%M%SZ)
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -50,6 +58,8 @@ while [[ $# -gt 0 ]]; do
     --quick) REPS=1; DURATION=2s; WAITERS=2000; shift ;;
     --no-build) BUILD=0; shift ;;
     --no-floor) FLOOR=0; shift ;;
+    --no-direct) DIRECT=0; shift ;;
+    --append) APPEND=1; shift ;;
     --no-report) REPORT=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
@@ -232,13 +242,13 @@ bench() {
   l1=$(cpu_ticks "$lockd_pid"); r1=$(cpu_ticks "$REDIS_PID"); s1=$(cpu_ticks "$server_pid")
   if [[ -z $out ]]; then
     log "  $label rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
-    echo "{\"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
+    echo "{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
     return 0
   fi
   local client_cpu; client_cpu=$(awk '{print $1+$2}' "$WORK/time.txt" 2>/dev/null || echo 0)
   local cpu; cpu=$(awk -v t="$TICK" -v l=$((l1 - l0)) -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v c="$client_cpu" \
     'BEGIN {printf "\"cpu_lockd_s\": %.2f, \"cpu_redis_s\": %.2f, \"cpu_db_s\": %.2f, \"cpu_client_s\": %.2f, ", l/t, r/t, s/t, c}')
-  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, $cpu/" >>"$OUT/raw.jsonl"
+  echo "$out" | sed "s/^{/{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, $cpu/" >>"$OUT/raw.jsonl"
   log "  $label $1 rep $rep: $(echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
@@ -284,8 +294,12 @@ run_scenarios() {
 
 # --- run ---------------------------------------------------------------------
 mkdir -p "$OUT"
-: >"$OUT/raw.jsonl"; : >"$OUT/commands.txt"; : >"$OUT/lockbench.stderr"
+if [[ $APPEND == 0 ]]; then
+  : >"$OUT/raw.jsonl"; : >"$OUT/commands.txt"; : >"$OUT/lockbench.stderr"; : >"$OUT/env.txt"
+fi
+echo "# run $RUN_ID: bench/run.sh $ARGS_USED" >>"$OUT/commands.txt"
 {
+  echo "run=$RUN_ID"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "args=$ARGS_USED"
   echo "cpus=$(nproc)"
@@ -314,7 +328,7 @@ mkdir -p "$OUT"
   echo "duration=$DURATION"
   echo "waiters=$WAITERS"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
-} >"$OUT/env.txt"
+} >>"$OUT/env.txt"
 
 start_redis
 for backend in $BACKENDS; do
@@ -353,7 +367,7 @@ if [[ $FLOOR == 1 && -x $NULL_SERVER && " $SCENARIOS " == *" uncontended "* ]]; 
 fi
 
 # The baseline: the same contended and uncontended runs, no lockd.
-if [[ " $BACKENDS " == *" redis "* ]]; then
+if [[ $DIRECT == 1 ]]; then
   SCENARIOS_SAVED=$SCENARIOS
   SCENARIOS=$(echo "$SCENARIOS" | tr ' ' '\n' | grep -E '^(contended|uncontended)$' | tr '\n' ' ' || true)
   log "direct-Redis baseline (load $(cut -d' ' -f1-3 /proc/loadavg))"
