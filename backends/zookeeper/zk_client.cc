@@ -484,7 +484,8 @@ void Client::PathWatcher(zhandle_t* zh, int type, int state, const char* path, v
   // handled once, by the global watcher.
   if (type == ZOO_SESSION_EVENT) return;
   auto* h = static_cast<Handle*>(const_cast<void*>(zoo_get_context(zh)));
-  h->client->on_watch_(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ctx)), type);
+  h->client->on_watch_(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ctx)), type,
+                       path != nullptr ? absl::string_view(path) : absl::string_view());
 }
 
 void Client::OnSessionEvent(Handle* h, int state) {

@@ -105,9 +105,11 @@ class Client {
   // `generation` counts sessions (1 for the first); an event of an older
   // generation is stale.
   using StateFn = absl::AnyInvocable<void(SessionState state, uint64_t generation) const>;
-  // A watch set by a Get with watch_id fired; `type` is ZOO_DELETED_EVENT,
-  // ZOO_CHANGED_EVENT, ... Session events are not reported here.
-  using WatchFn = absl::AnyInvocable<void(uint64_t watch_id, int type) const>;
+  // A watch set by a Get with watch_id fired for the node `path`; `type` is
+  // ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ... Session events are not
+  // reported here.
+  using WatchFn =
+      absl::AnyInvocable<void(uint64_t watch_id, int type, absl::string_view path) const>;
 
   Client(Options options, StateFn on_state, WatchFn on_watch);
   // Close()s.

@@ -64,7 +64,7 @@ class ZooKeeperBackend final : public Backend {
     zo.digest = options.digest;
     zk_ = std::make_unique<zk::Client>(
         std::move(zo), [this](zk::SessionState s, uint64_t gen) { OnSessionState(s, gen); },
-        [this](uint64_t id, int type) { OnWatch(id, type); });
+        [this](uint64_t id, int type, absl::string_view path) { OnWatch(id, type, path); });
   }
 
   ~ZooKeeperBackend() override { Shutdown(); }
@@ -1073,7 +1073,7 @@ class ZooKeeperBackend final : public Backend {
     }
   }
 
-  void OnWatch(uint64_t id, int type) {
+  void OnWatch(uint64_t id, int type, absl::string_view path) {
     if (hooks_ != nullptr) hooks_->predecessor_watch_events.fetch_add(1);
     std::shared_ptr<Attempt> a;
     std::string watched, holder_path;
@@ -1083,6 +1083,9 @@ class ZooKeeperBackend final : public Backend {
       auto it = attempts_.find(id);
       if (it == attempts_.end()) return;
       a = it->second;
+      // A watch an attempt set before it started over with a new node stays
+      // registered; its event says nothing about the current predecessor.
+      if (path != a->watched) return;
       if (a->phase == Attempt::Phase::kRunning) {
         a->recheck = true;
         return;

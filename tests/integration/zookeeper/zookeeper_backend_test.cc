@@ -123,7 +123,7 @@ class Inspector {
               absl::MutexLock l(&mu_);
               connected_ = s == zk::SessionState::kConnected;
             },
-            [](uint64_t, int) {}) {
+            [](uint64_t, int, absl::string_view) {}) {
     EXPECT_TRUE(client_.Open().ok());
     absl::MutexLock l(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&connected_), absl::Seconds(30));
