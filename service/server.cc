@@ -26,11 +26,13 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   s->service_ = std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease);
 
   grpc::ServerBuilder builder;
+  // Without this gRPC sets SO_REUSEPORT, and a second lockd on a taken port
+  // would start and silently share it instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
-    s->backend_->Shutdown();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", config.listen));
   }
   std::string host(config.listen.substr(0, config.listen.rfind(':')));
@@ -73,6 +75,12 @@ void LockdServer::Shutdown(absl::Duration grace) {
       return;
     }
     stopping_ = true;
+  }
+  if (!health_thread_.joinable()) {  // Start() failed before serving
+    backend_->Shutdown();
+    absl::MutexLock l(&mu_);
+    stopped_ = true;
+    return;
   }
   health_thread_.join();
   server_->GetHealthCheckService()->Shutdown();

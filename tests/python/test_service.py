@@ -205,6 +205,15 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("lease.max", r.stderr)
 
+    def test_second_lockd_on_a_taken_port_fails_to_start(self):
+        first = LockdProcess()
+        try:
+            r = self.run_lockd("--listen=127.0.0.1:%d" % first.port)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("cannot listen on 127.0.0.1:%d" % first.port, r.stderr)
+        finally:
+            self.assertEqual(first.stop(), 0)
+
     def test_unknown_key_in_config_file_exits_2_naming_it(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
             f.write("listen: 127.0.0.1:0\nlease:\n  defualt: 3s\n")
