@@ -49,7 +49,8 @@ def load(out):
             if k == "run" or not env_runs:
                 env_runs.append(collections.OrderedDict())
             env_runs[-1][k] = v
-    first = env_runs[0].get("run", "first") if env_runs else "first"
+    # Results written before run ids existed sort before every id.
+    first = env_runs[0].get("run", "0") if env_runs else "0"
     runs, failures = [], []
     with open(os.path.join(out, "raw.jsonl")) as f:
         for line in f:

@@ -1,5 +1,5 @@
 set terminal pngcairo size 1400,560 font 'sans,11'
-set output '/tmp/R-charts/throughput.png'
+set output 'bench/charts/throughput.png'
 set multiplot layout 1,2
 set logscale x 2
 set logscale y
