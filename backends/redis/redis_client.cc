@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -25,9 +26,6 @@
 namespace lockd::redis {
 namespace {
 
-// Commands one worker pipelines in one round trip at most; large enough to
-// amortise the system calls, small enough to spread a burst over workers.
-constexpr size_t kMaxBatch = 128;
 // Channels per SUBSCRIBE/UNSUBSCRIBE command.
 constexpr size_t kMaxChannelsPerCommand = 256;
 
@@ -178,7 +176,9 @@ absl::StatusOr<ContextPtr> ConnectOne(const ConnectionOptions& o, const Endpoint
   return c;
 }
 
-void AppendCommand(redisContext* c, const Command& cmd, bool eval) {
+// Appends `cmd` in the Redis protocol to `out` (EVALSHA, or EVAL when `eval`,
+// for a script). False only when out of memory.
+bool FormatCommand(const Command& cmd, bool eval, std::string* out) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   std::string num_keys;
@@ -204,8 +204,46 @@ void AppendCommand(redisContext* c, const Command& cmd, bool eval) {
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  // Only fails on out-of-memory, which the reply read reports.
-  redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
+  char* buf = nullptr;
+  int n = redisFormatCommandArgv(&buf, static_cast<int>(argv.size()), argv.data(), lens.data());
+  if (n < 0) return false;
+  out->append(buf, static_cast<size_t>(n));
+  redisFreeCommand(buf);
+  return true;
+}
+
+// Sends all of `data` on the blocking socket `fd` (whose send timeout is the
+// command timeout). Returns the number of bytes sent: data.size() on success.
+size_t SendAll(int fd, absl::string_view data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  return sent;
+}
+
+// "redis timed out (host:port)" and the like: why `c`'s connection failed.
+std::string ConnectionFailure(const redisContext* c) {
+  std::string why = "connection failed";
+  if (c != nullptr && c->err != 0) {
+    absl::string_view err(c->errstr);
+    if (c->err == REDIS_ERR_IO && (absl::StrContains(err, "temporarily unavailable") ||
+                                   absl::StrContains(err, "timed out"))) {
+      why = "timed out";
+    } else if (c->err == REDIS_ERR_EOF) {
+      why = "connection closed by the server";
+    } else {
+      why = absl::StrCat("connection failed: ", err);
+    }
+  }
+  std::string where;
+  if (c != nullptr && c->tcp.host != nullptr) {
+    where = absl::StrCat(" (", c->tcp.host, ":", c->tcp.port, ")");
+  }
+  return absl::StrCat("redis ", why, where);
 }
 
 void Deliver(const redisContext* c, Command& cmd, ReplyPtr r) {
@@ -225,23 +263,7 @@ absl::Duration Jitter(absl::Duration d) {
 
 absl::Status RedisError(absl::string_view context, const redisContext* c, const redisReply* reply) {
   if (reply == nullptr) {
-    std::string why = "connection failed";
-    if (c != nullptr && c->err != 0) {
-      absl::string_view err(c->errstr);
-      if (c->err == REDIS_ERR_IO && (absl::StrContains(err, "temporarily unavailable") ||
-                                     absl::StrContains(err, "timed out"))) {
-        why = "timed out";
-      } else if (c->err == REDIS_ERR_EOF) {
-        why = "connection closed by the server";
-      } else {
-        why = absl::StrCat("connection failed: ", err);
-      }
-    }
-    std::string where;
-    if (c != nullptr && c->tcp.host != nullptr) {
-      where = absl::StrCat(" (", c->tcp.host, ":", c->tcp.port, ")");
-    }
-    return absl::UnavailableError(absl::StrCat(context, ": redis ", why, where));
+    return absl::UnavailableError(absl::StrCat(context, ": ", ConnectionFailure(c)));
   }
   if (reply->type == REDIS_REPLY_ERROR) {
     absl::string_view text = ReplyText(reply);
@@ -315,42 +337,68 @@ CommandPool::CommandPool(ConnectionOptions options, std::vector<Script*> scripts
       scripts_(std::move(scripts)),
       backoff_min_(backoff_min),
       backoff_max_(backoff_max) {
+  stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  for (int i = 0; i < size; ++i) connections_.push_back(std::make_unique<Connection>());
   for (int i = 0; i < size; ++i) {
     threads_.emplace_back([this, i] { Run(static_cast<size_t>(i)); });
   }
 }
 
-CommandPool::~CommandPool() { Stop(); }
-
-absl::Status CommandPool::Submit(Command& cmd) {
-  absl::MutexLock l(&mu_);
-  if (stop_) return ShuttingDownError();
-  if (connected_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat(cmd.context, ": redis is unreachable (", last_error_.message(), ")"));
-  }
-  queue_.push_back(std::move(cmd));
-  work_cv_.Signal();
-  return absl::OkStatus();
+CommandPool::~CommandPool() {
+  Stop();
+  if (stop_fd_ >= 0) ::close(stop_fd_);
 }
 
-absl::Status CommandPool::Submit(Command& cmd, Command& then) {
-  absl::MutexLock l(&mu_);
-  if (stop_) return ShuttingDownError();
-  if (connected_ == 0) {
-    return absl::UnavailableError(
+absl::Status CommandPool::Submit(Command& cmd) { return Write(cmd, nullptr); }
+
+absl::Status CommandPool::Submit(Command& cmd, Command& then) { return Write(cmd, &then); }
+
+absl::Status CommandPool::Write(Command& cmd, Command* then) {
+  absl::Status unreachable;
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return ShuttingDownError();
+    unreachable = absl::UnavailableError(
         absl::StrCat(cmd.context, ": redis is unreachable (", last_error_.message(), ")"));
+    if (connected_ == 0) return unreachable;
   }
-  queue_.push_back(std::move(cmd));
-  queue_.push_back(std::move(then));
-  work_cv_.Signal();
-  return absl::OkStatus();
+  std::string data;
+  if (!FormatCommand(cmd, /*eval=*/false, &data) ||
+      (then != nullptr && !FormatCommand(*then, /*eval=*/false, &data))) {
+    return absl::ResourceExhaustedError(absl::StrCat(cmd.context, ": out of memory"));
+  }
+  const absl::Time deadline = absl::Now() + options_.command_timeout;
+  const size_t n = connections_.size();
+  const size_t first = next_connection_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) {
+    Connection& conn = *connections_[(first + i) % n];
+    absl::MutexLock l(&conn.mu);
+    if (conn.closed) continue;
+    size_t sent = SendAll(conn.fd, data);
+    if (sent != data.size()) {
+      // Nothing more may go on this connection; its thread sees the
+      // shutdown, fails what awaits replies there, and reconnects.
+      conn.closed = true;
+      ::shutdown(conn.fd, SHUT_RDWR);
+      // Part of the command went out and may yet run: it must not be sent
+      // again elsewhere. Nothing went out: another connection may take it.
+      if (sent > 0) return unreachable;
+      continue;
+    }
+    conn.awaiting.push_back(Sent{std::move(cmd), deadline});
+    if (then != nullptr) conn.awaiting.push_back(Sent{std::move(*then), deadline});
+    return absl::OkStatus();
+  }
+  return unreachable;
 }
 
 void CommandPool::ResetConnections() {
-  absl::MutexLock l(&mu_);
-  ++reset_gen_;
-  work_cv_.SignalAll();
+  for (const std::unique_ptr<Connection>& conn : connections_) {
+    absl::MutexLock l(&conn->mu);
+    if (conn->closed) continue;
+    conn->closed = true;
+    ::shutdown(conn->fd, SHUT_RDWR);
+  }
 }
 
 int CommandPool::connected() const {
@@ -374,70 +422,50 @@ bool CommandPool::WaitAllConnected(absl::Duration timeout) const {
 }
 
 void CommandPool::Stop() {
-  std::deque<Command> drained;
   {
     absl::MutexLock l(&mu_);
     stop_ = true;
-    drained.swap(queue_);
-    work_cv_.SignalAll();
     state_cv_.SignalAll();
   }
-  for (Command& cmd : drained) std::move(cmd.done)(ShuttingDownError());
+  // Writes that passed the stop_ check before it was set may still land;
+  // the threads deliver their replies before they exit.
+  for (const std::unique_ptr<Connection>& conn : connections_) {
+    absl::MutexLock l(&conn->mu);
+    conn->closed = true;
+  }
+  stopping_.store(true);
+  uint64_t one = 1;
+  ssize_t unused = ::write(stop_fd_, &one, sizeof(one));
+  (void)unused;
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
 }
 
 void CommandPool::ConnectionLost(const absl::Status& why) {
-  std::deque<Command> drained;
-  {
-    absl::MutexLock l(&mu_);
-    --connected_;
-    last_error_ = why;
-    if (connected_ == 0) {
-      // Nobody can serve what is queued until a reconnect; fail fast.
-      drained.swap(queue_);
-      if (!outage_logged_ && !stop_) {
-        LogWarning("redis: command connections lost (", why.message(), "); reconnecting");
-        outage_logged_ = true;
-      }
-    }
-  }
-  for (Command& cmd : drained) {
-    std::move(cmd.done)(absl::UnavailableError(
-        absl::StrCat(cmd.context, ": redis is unreachable (", why.message(), ")")));
+  absl::MutexLock l(&mu_);
+  --connected_;
+  last_error_ = why;
+  if (connected_ == 0 && !outage_logged_ && !stop_) {
+    LogWarning("redis: command connections lost (", why.message(), "); reconnecting");
+    outage_logged_ = true;
   }
 }
 
 void CommandPool::Run(size_t index) {
   BlockSigpipeOnThisThread();
-  ContextPtr ctx;
+  Connection& conn = *connections_[index];
   absl::Duration backoff = backoff_min_;
-  uint64_t gen = 0;
   while (true) {
-    if (ctx == nullptr) {
-      {
-        absl::MutexLock l(&mu_);
-        if (stop_) return;
-        gen = reset_gen_;
-      }
-      size_t address = next_address_.load(std::memory_order_relaxed);
-      // Connect re-loads the scripts: a restarted server has none (EVALSHA
-      // falls back to EVAL anyway if they vanish later).
-      absl::StatusOr<ContextPtr> c = Connect(options_, scripts_, &address);
-      if (c.ok()) {
-        next_address_.store(address, std::memory_order_relaxed);
-        ctx = *std::move(c);
-        backoff = backoff_min_;
-        absl::MutexLock l(&mu_);
-        if (connected_++ == 0 && outage_logged_) {
-          LogInfo("redis: command connections restored (", Where(options_.addresses[address]), ")");
-          outage_logged_ = false;
-        }
-        last_error_ = absl::OkStatus();
-        state_cv_.SignalAll();
-        continue;
-      }
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return;
+    }
+    size_t address = next_address_.load(std::memory_order_relaxed);
+    // Connect re-loads the scripts: a restarted server has none (EVALSHA
+    // falls back to EVAL anyway if they vanish later).
+    absl::StatusOr<ContextPtr> c = Connect(options_, scripts_, &address);
+    if (!c.ok()) {
       {
         absl::MutexLock l(&mu_);
         last_error_ = c.status();
@@ -455,82 +483,112 @@ void CommandPool::Run(size_t index) {
       backoff = std::min(backoff * 2, backoff_max_);
       continue;
     }
-
-    std::vector<Command> batch;
-    bool reset = false;
+    next_address_.store(address, std::memory_order_relaxed);
+    ContextPtr ctx = *std::move(c);
+    backoff = backoff_min_;
     {
       absl::MutexLock l(&mu_);
-      while (queue_.empty() && !stop_ && gen == reset_gen_) work_cv_.Wait(&mu_);
-      if (stop_ || gen != reset_gen_) {
-        reset = true;
-      } else {
-        size_t n = std::min(queue_.size(), kMaxBatch);
-        batch.reserve(n);
-        for (size_t i = 0; i < n; ++i) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-        // Another worker may take what is left.
-        if (!queue_.empty()) work_cv_.Signal();
+      if (stop_) return;
+      if (connected_++ == 0 && outage_logged_) {
+        LogInfo("redis: command connections restored (", Where(options_.addresses[address]), ")");
+        outage_logged_ = false;
       }
+      last_error_ = absl::OkStatus();
+      state_cv_.SignalAll();
     }
-    if (reset) {
-      ctx.reset();
-      ConnectionLost(absl::UnavailableError("connection reset after the subscriber lost redis"));
-      continue;
+    {
+      absl::MutexLock l(&conn.mu);
+      conn.fd = ctx->fd;
+      conn.closed = false;
     }
-    absl::Status s = Execute(ctx.get(), batch);
-    if (!s.ok()) {
-      ctx.reset();
-      ConnectionLost(s);
+    absl::Status why = Serve(conn, ctx.get());
+    std::deque<Sent> lost;
+    {
+      // After this no writer can reach the socket, so it may be closed.
+      absl::MutexLock l(&conn.mu);
+      conn.closed = true;
+      conn.fd = -1;
+      lost.swap(conn.awaiting);
     }
+    ctx.reset();
+    for (Sent& s : lost) {
+      std::move(s.cmd.done)(
+          absl::UnavailableError(absl::StrCat(s.cmd.context, ": ", why.message())));
+    }
+    ConnectionLost(why.ok() ? ShuttingDownError() : why);
   }
 }
 
-absl::Status CommandPool::Execute(redisContext* c, std::vector<Command>& batch) {
-  for (const Command& cmd : batch) AppendCommand(c, cmd, /*eval=*/false);
-  std::vector<size_t> noscript;
-  absl::Status drop;
-  // Fails every command from `from` on (and the NOSCRIPT retries) after the
-  // connection broke.
-  auto fail_rest = [&](size_t from, const std::vector<size_t>& also) {
-    absl::Status s;
-    for (size_t i = from; i < batch.size(); ++i) {
-      s = RedisError(batch[i].context, c, nullptr);
-      std::move(batch[i].done)(s);
+absl::Status CommandPool::Serve(Connection& conn, redisContext* ctx) {
+  while (true) {
+    absl::Duration wait = options_.command_timeout;
+    {
+      absl::MutexLock l(&conn.mu);
+      if (!conn.awaiting.empty()) {
+        wait = conn.awaiting.front().deadline - absl::Now();
+        if (wait <= absl::ZeroDuration()) {
+          return absl::UnavailableError(
+              absl::StrCat("redis timed out (", ctx->tcp.host, ":", ctx->tcp.port, ")"));
+        }
+      } else if (stopping_.load()) {
+        return absl::OkStatus();
+      } else if (conn.closed) {
+        return absl::UnavailableError(
+            absl::StrCat("redis connection reset (", ctx->tcp.host, ":", ctx->tcp.port, ")"));
+      }
     }
-    for (size_t i : also) {
-      s = RedisError(batch[i].context, c, nullptr);
-      std::move(batch[i].done)(s);
+    // Once stopping, only the replies still awaited are waited for.
+    pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    int ms = static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1;
+    int ready = ::poll(fds, stopping_.load() ? 1 : 2, ms);
+    if (ready < 0 && errno != EINTR) {
+      return absl::UnavailableError(absl::StrCat("redis connection failed: poll: ", errno));
     }
-    return RedisError("command connection", c, nullptr);
-  };
-  for (size_t i = 0; i < batch.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) return fail_rest(i, noscript);
-    ReplyPtr r(static_cast<redisReply*>(raw));
-    if (batch[i].script != nullptr && IsNoScript(r.get())) {
-      noscript.push_back(i);  // nothing ran; resent as EVAL below
-      continue;
+    if (ready <= 0 || (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) == 0) continue;
+    if (redisBufferRead(ctx) != REDIS_OK) {
+      return absl::UnavailableError(ConnectionFailure(ctx));
     }
-    if (IsConnectionError(r.get())) drop = RedisError("command connection", c, r.get());
-    Deliver(c, batch[i], std::move(r));
+    absl::Status drop;
+    while (true) {
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) {
+        return absl::UnavailableError(ConnectionFailure(ctx));
+      }
+      if (raw == nullptr) break;
+      ReplyPtr r(static_cast<redisReply*>(raw));
+      Sent s;
+      bool resent = false;
+      {
+        absl::MutexLock l(&conn.mu);
+        if (conn.awaiting.empty()) {
+          return absl::InternalError(absl::StrCat("redis sent a reply nobody asked for (",
+                                                  ctx->tcp.host, ":", ctx->tcp.port, ")"));
+        }
+        s = std::move(conn.awaiting.front());
+        conn.awaiting.pop_front();
+        if (s.cmd.script != nullptr && !s.eval && IsNoScript(r.get())) {
+          // Nothing ran: the script cache was flushed (a restart or SCRIPT
+          // FLUSH). EVAL sends the body, which also caches it again.
+          std::string data;
+          if (!conn.closed && FormatCommand(s.cmd, /*eval=*/true, &data) &&
+              SendAll(conn.fd, data) == data.size()) {
+            s.eval = true;
+            s.deadline = absl::Now() + options_.command_timeout;
+            conn.awaiting.push_back(std::move(s));
+            resent = true;
+          } else {
+            // Fails with the rest of what awaits replies here.
+            conn.awaiting.push_front(std::move(s));
+            return absl::UnavailableError("redis connection failed while resending a script");
+          }
+        }
+      }
+      if (resent) continue;
+      if (IsConnectionError(r.get())) drop = RedisError("command connection", ctx, r.get());
+      Deliver(ctx, s.cmd, std::move(r));
+    }
+    if (!drop.ok()) return drop;
   }
-  if (noscript.empty()) return drop;
-  // The script cache was flushed (a restart or SCRIPT FLUSH): EVAL sends the
-  // body, which also caches it again.
-  for (size_t i : noscript) AppendCommand(c, batch[i], /*eval=*/true);
-  for (size_t k = 0; k < noscript.size(); ++k) {
-    void* raw = nullptr;
-    if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) {
-      std::vector<size_t> rest(noscript.begin() + static_cast<ptrdiff_t>(k), noscript.end());
-      return fail_rest(batch.size(), rest);
-    }
-    ReplyPtr r(static_cast<redisReply*>(raw));
-    if (IsConnectionError(r.get())) drop = RedisError("command connection", c, r.get());
-    Deliver(c, batch[noscript[k]], std::move(r));
-  }
-  return drop;
 }
 
 // --- Subscriber ------------------------------------------------------------
