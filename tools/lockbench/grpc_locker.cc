@@ -89,6 +89,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> NewDedicatedChannel(const std::st
                                                                    absl::Duration timeout) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // lockbench never retries a call; without the retry machinery gRPC's
+  // client does less work per call, and the client's CPU on a shared
+  // machine is taken from the server being measured.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
