@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -147,15 +148,24 @@ struct Client::Handle {
   absl::flat_hash_set<Pending*> pending ABSL_GUARDED_BY(mu);
 };
 
-// The C client's `data` pointer of one operation.
-struct Client::Pending {
-  Handle* handle = nullptr;
-  Done done;
-  // Multi only: the sub-operations and where the C client writes results.
+namespace {
+
+// A multi's sub-operations and where the C client writes their results.
+struct MultiState {
   std::vector<Op> sub;
   std::vector<zoo_op_t> zops;
   std::vector<zoo_op_result_t> results;
   std::vector<struct Stat> stats;
+};
+
+}  // namespace
+
+// The C client's `data` pointer of one operation. Small: one is alive for
+// every operation in flight, thousands when many Acquires arrive together.
+struct Client::Pending {
+  Handle* handle = nullptr;
+  Done done;
+  std::unique_ptr<MultiState> multi;  // multi only
 };
 
 Client::Client(Options options, StateFn on_state, WatchFn on_watch)
@@ -366,30 +376,32 @@ int Client::Issue(Handle* h, Op& op) {
       rc = ZBADARGUMENTS;  // only inside a multi
       break;
     case Op::Kind::kMulti: {
-      p->sub = std::move(op.ops);
-      size_t n = p->sub.size();
-      p->zops.resize(n);
-      p->results.resize(n);
-      p->stats.resize(n);
+      p->multi = std::make_unique<MultiState>();
+      MultiState& m = *p->multi;
+      m.sub = std::move(op.ops);
+      size_t n = m.sub.size();
+      m.zops.resize(n);
+      m.results.resize(n);
+      m.stats.resize(n);
       for (size_t i = 0; i < n && rc == ZOK; ++i) {
-        Op& s = p->sub[i];
+        Op& s = m.sub[i];
         switch (s.kind) {
           case Op::Kind::kDelete:
-            zoo_delete_op_init(&p->zops[i], s.path.c_str(), s.version);
+            zoo_delete_op_init(&m.zops[i], s.path.c_str(), s.version);
             break;
           case Op::Kind::kSet:
-            zoo_set_op_init(&p->zops[i], s.path.c_str(), s.data.data(),
-                            static_cast<int>(s.data.size()), s.version, &p->stats[i]);
+            zoo_set_op_init(&m.zops[i], s.path.c_str(), s.data.data(),
+                            static_cast<int>(s.data.size()), s.version, &m.stats[i]);
             break;
           case Op::Kind::kCheck:
-            zoo_check_op_init(&p->zops[i], s.path.c_str(), s.version);
+            zoo_check_op_init(&m.zops[i], s.path.c_str(), s.version);
             break;
           default:
             rc = ZBADARGUMENTS;
         }
       }
       if (rc == ZOK) {
-        rc = zoo_amulti(h->zh, static_cast<int>(n), p->zops.data(), p->results.data(),
+        rc = zoo_amulti(h->zh, static_cast<int>(n), m.zops.data(), m.results.data(),
                         &Client::OnMulti, p);
       }
       break;
@@ -468,8 +480,8 @@ void Client::OnMulti(int rc, const void* data) {
   auto* p = static_cast<Pending*>(const_cast<void*>(data));
   Result r;
   r.rc = rc;
-  r.multi.reserve(p->results.size());
-  for (const zoo_op_result_t& res : p->results) r.multi.push_back(res.err);
+  r.multi.reserve(p->multi->results.size());
+  for (const zoo_op_result_t& res : p->multi->results) r.multi.push_back(res.err);
   Finish(p, std::move(r));
 }
 

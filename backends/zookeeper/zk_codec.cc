@@ -140,7 +140,7 @@ std::string NewAttemptPrefix() {
   return absl::StrFormat("c-%016x%016x-", hi, lo);
 }
 
-bool ParseContender(absl::string_view name, Contender* out) {
+bool ContenderSeq(absl::string_view name, int32_t* seq) {
   // "c-" + 32 hex + "-" + the sequence, which ZooKeeper formats with %010d:
   // 10 digits, or once the parent's cversion has wrapped negative, a '-' and
   // 9 or 10 digits.
@@ -151,19 +151,23 @@ bool ParseContender(absl::string_view name, Contender* out) {
   }
   absl::string_view seq_text = name.substr(kPrefixLen);
   if (seq_text.size() == kSeqDigits + 1 && seq_text[0] != '-') return false;
+  return absl::SimpleAtoi(seq_text, seq);
+}
+
+bool ParseContender(absl::string_view name, Contender* out) {
   int32_t seq;
-  if (!absl::SimpleAtoi(seq_text, &seq)) return false;
+  if (!ContenderSeq(name, &seq)) return false;
   out->name = std::string(name);
   out->seq = seq;
   return true;
 }
 
-std::vector<Contender> QueueOrder(const std::vector<std::string>& children) {
+std::vector<Contender> QueueOrder(std::vector<std::string> children) {
   std::vector<Contender> out;
   out.reserve(children.size());
-  for (const std::string& c : children) {
-    Contender k;
-    if (ParseContender(c, &k)) out.push_back(std::move(k));
+  for (std::string& c : children) {
+    int32_t seq;
+    if (ContenderSeq(c, &seq)) out.push_back(Contender{std::move(c), seq});
   }
   std::sort(out.begin(), out.end(),
             [](const Contender& a, const Contender& b) { return SeqBefore(a.seq, b.seq); });

@@ -51,6 +51,8 @@ struct Contender {
 // Parses a child name of a lock node. False for names that are not
 // contender nodes (such children are ignored).
 bool ParseContender(absl::string_view name, Contender* out);
+// The same check, giving only the sequence (no copy of the name).
+bool ContenderSeq(absl::string_view name, int32_t* seq);
 
 // True if sequence `a` was issued before `b`. ZooKeeper's sequence is the
 // parent's 32-bit cversion and wraps to negative values after 2^31 child
@@ -62,8 +64,9 @@ inline bool SeqBefore(int32_t a, int32_t b) {
 }
 
 // The contender children in queue order (lowest sequence first); other
-// children are dropped.
-std::vector<Contender> QueueOrder(const std::vector<std::string>& children);
+// children are dropped. Takes the names by value: pass an rvalue to move
+// them instead of copying (a lock with W waiters has W of them).
+std::vector<Contender> QueueOrder(std::vector<std::string> children);
 
 // The data of a contender node: who contends, and, once it is the lowest
 // node, the lock's holder state. Written whole at create; the holder's

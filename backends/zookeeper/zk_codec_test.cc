@@ -72,9 +72,16 @@ TEST(ContenderTest, ParsesNamesAndOrdersBySequence) {
   EXPECT_EQ(q[0].seq, 3);
   EXPECT_EQ(q[1].seq, 7);
   EXPECT_EQ(q[2].seq, 12);
+  EXPECT_EQ(q[0].name, p + "0000000003");
+  EXPECT_EQ(q[2].name, p + "0000000012");
   Contender c;
   EXPECT_FALSE(ParseContender(p + "00000000x1", &c));
   EXPECT_FALSE(ParseContender(p + "1", &c));
+  int32_t seq = 0;
+  EXPECT_TRUE(ContenderSeq(p + "0000000042", &seq));
+  EXPECT_EQ(seq, 42);
+  EXPECT_FALSE(ContenderSeq(p + "00000000x1", &seq));
+  EXPECT_FALSE(ContenderSeq("junk", &seq));
 }
 
 TEST(ContenderTest, QueueOrderSurvivesSequenceWrap) {

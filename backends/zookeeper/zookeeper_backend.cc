@@ -35,12 +35,42 @@ std::string What(const LockKey& key) {
   return absl::StrCat("lock \"", key.name, "\" in namespace \"", key.ns, "\"");
 }
 
-std::string Basename(absl::string_view path) {
+int64_t ToMs(absl::Duration d) { return std::max<int64_t>(1, absl::ToInt64Milliseconds(d)); }
+
+absl::string_view Basename(absl::string_view path) {
   size_t slash = path.rfind('/');
-  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
 }
 
-int64_t ToMs(absl::Duration d) { return std::max<int64_t>(1, absl::ToInt64Milliseconds(d)); }
+// What an Acquire's contender node is created with (and holds once lowest).
+// Derived when needed rather than kept: a parked waiter should cost little.
+NodeData InitialData(const AcquireParams& p) {
+  NodeData d;
+  d.owner = p.owner;
+  d.holds = 1;
+  d.ttl_ms = ToMs(p.ttl);
+  d.lease = 0;
+  if (!p.request_id.empty()) {
+    d.last = NodeData::Last::kAcquire;
+    d.last_id = p.request_id;
+    d.last_holds = 1;
+    d.last_ttl_ms = d.ttl_ms;
+  }
+  return d;
+}
+
+// The index of the contender node `name` in `queue` (in queue order), or
+// queue.size() if it is not there. A binary search on its sequence: one
+// listing is shared by thousands of waiters.
+size_t FindContender(const std::vector<zk::Contender>& queue, absl::string_view name) {
+  int32_t own_seq;
+  if (!zk::ContenderSeq(name, &own_seq)) return queue.size();
+  auto it = std::lower_bound(
+      queue.begin(), queue.end(), own_seq,
+      [](const zk::Contender& c, int32_t seq) { return zk::SeqBefore(c.seq, seq); });
+  if (it == queue.end() || it->name != name) return queue.size();
+  return static_cast<size_t>(it - queue.begin());
+}
 
 struct Stat StatOf(int64_t czxid, int32_t version) {
   struct Stat s = {};
@@ -106,17 +136,6 @@ class ZooKeeperBackend final : public Backend {
     a->params = std::move(params);
     a->cancel = std::move(cancel);
     a->done = std::move(done);
-    a->lock_path = LockPath(a->params.key);
-    a->data.owner = a->params.owner;
-    a->data.holds = 1;
-    a->data.ttl_ms = ToMs(a->params.ttl);
-    a->data.lease = 0;
-    if (!a->params.request_id.empty()) {
-      a->data.last = NodeData::Last::kAcquire;
-      a->data.last_id = a->params.request_id;
-      a->data.last_holds = 1;
-      a->data.last_ttl_ms = a->data.ttl_ms;
-    }
     // Fast path: this replica knows the owner holds the lock; a versioned
     // write of the holder node is the whole reentrant acquire.
     std::optional<Holder> known;
@@ -288,17 +307,19 @@ class ZooKeeperBackend final : public Backend {
     AcquireParams params;
     std::shared_ptr<CancelSignal> cancel;
     Callback<AcquireResult> done;
-    std::string lock_path;
-    NodeData data;  // what the contender node is created with
     // Guarded by the backend's mu_ from here on.
     enum class Phase { kRunning, kWaiting, kDone } phase = Phase::kRunning;
     std::string prefix;  // "c-<attempt id>-" of the current node
     std::string path;    // the contender node, once known
-    std::string name;
+    // The reply to creating the current node: ZCONNECTIONLOSS until it
+    // arrives (a listing that finds no reply treats it as lost); its path
+    // and stat go to `path`, `czxid`, ... at once.
+    int create_rc = ZCONNECTIONLOSS;
     int64_t czxid = 0;
     int32_t version = 0;
-    std::string watched;      // the predecessor being watched
-    std::string holder_path;  // the lowest node when the watch was set
+    // The child name (not the path: a parked waiter should cost little) of
+    // the predecessor being watched.
+    std::string watched;
     bool watched_is_holder = false;
     int32_t watched_seq = 0;
     int32_t lowest_seq = 0;     // of the queue the watch was chosen from
@@ -306,7 +327,6 @@ class ZooKeeperBackend final : public Backend {
     int32_t seq = 0;            // of the own node
     int64_t session = 0;        // the own node's session (ephemeralOwner)
     int64_t watched_owner = 0;  // the predecessor's session
-    Result holder_read;         // the holder's data, read alongside the watch
     bool parked = false;        // holds a max_waiters slot
     bool stop = false;          // deadline or cancel arrived while an operation ran
     bool cancelled = false;
@@ -321,12 +341,22 @@ class ZooKeeperBackend final : public Backend {
     bool lock_exists = false;
     struct Stat lock_stat = {};
     std::string lock_data;  // only when asked for
-    std::vector<zk::Contender> queue;
+    size_t contenders = 0;
     bool has_holder = false;
     std::string holder_path;
     struct Stat holder_stat = {};
     NodeData holder;
   };
+
+  // One getChildren of a lock node, parsed once and shared by every request
+  // that waited for it.
+  struct Listing {
+    int rc = ZOK;
+    struct Stat stat = {};             // the lock node's
+    std::vector<zk::Contender> queue;  // in queue order
+  };
+  using ListingPtr = std::shared_ptr<const Listing>;
+  using ListingCb = absl::AnyInvocable<void(ListingPtr) &&>;
 
   struct ReleaseOp {
     ReleaseParams params;
@@ -485,7 +515,7 @@ class ZooKeeperBackend final : public Backend {
   // The LockState for a view from ReadLock(); starts reaping the holder if
   // its lease ran out.
   LockState StateOf(const LockKey& key, const LockView& v) {
-    uint32_t waiters = v.queue.empty() ? 0 : static_cast<uint32_t>(v.queue.size() - 1);
+    uint32_t waiters = v.contenders == 0 ? 0 : static_cast<uint32_t>(v.contenders - 1);
     LockState s;
     std::optional<std::pair<std::string, int32_t>> reap;
     {
@@ -505,38 +535,92 @@ class ZooKeeperBackend final : public Backend {
 
   // ---- Reading a lock --------------------------------------------------------
 
+  // Lists the contenders of the lock node `lock_path` and runs `cb` with the
+  // result. ZooKeeper reads the listing after every operation the calling
+  // thread submitted before this call (it answers one session's requests in
+  // order), so an attempt sees its own node and not one it deleted. At most
+  // one listing per lock node is in flight: calls that arrive meanwhile share
+  // the next one, sent when it returns. Without that, W waiters queueing on
+  // one lock read W lists of up to W names: O(W^2) bytes, with thousands of
+  // those replies alive at once in the C client's completion queue.
+  void ListContenders(const std::string& lock_path, ListingCb cb) {
+    {
+      absl::MutexLock l(&mu_);
+      auto [it, first] = listings_.try_emplace(lock_path);
+      if (!first) {
+        it->second.push_back(std::move(cb));
+        return;
+      }
+    }
+    std::vector<ListingCb> batch;
+    batch.push_back(std::move(cb));
+    SubmitListing(lock_path, std::move(batch));
+  }
+
+  void SubmitListing(const std::string& lock_path, std::vector<ListingCb> batch) {
+    if (hooks_ != nullptr) hooks_->contender_listings.fetch_add(1);
+    zk_->Submit(
+        Op::Children(lock_path, [this, lock_path, batch = std::move(batch)](Result r) mutable {
+          auto listing = std::make_shared<Listing>();
+          listing->rc = r.rc;
+          if (r.rc == ZOK) {
+            listing->stat = r.stat;
+            listing->queue = zk::QueueOrder(std::move(r.children));
+          }
+          r = Result();
+          std::vector<ListingCb> next;
+          {
+            absl::MutexLock l(&mu_);
+            auto it = listings_.find(lock_path);
+            if (it != listings_.end()) {
+              if (it->second.empty()) {
+                listings_.erase(it);
+              } else {
+                next.swap(it->second);
+              }
+            }
+          }
+          // The next one first: it is in flight while this batch is served.
+          if (!next.empty()) SubmitListing(lock_path, std::move(next));
+          ListingPtr shared = std::move(listing);
+          for (ListingCb& cb : batch) std::move(cb)(shared);
+        }));
+  }
+
   // Reads the contender queue of `key` and the holder's data (and, when
   // `with_lock_data`, the lock node's data: the tombstone). Records the
   // holder sighting. Retries when the holder vanishes between the reads.
   void ReadLock(const LockKey& key, bool with_lock_data,
                 absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries = 0) {
+    std::string path = LockPath(key);
+    if (!with_lock_data) {
+      ListContenders(path, [this, key, tries, cb = std::move(cb)](ListingPtr l) mutable {
+        OnLockRead(key, false, *l, Result(), std::move(cb), tries);
+      });
+      return;
+    }
+    // The tombstone check compares the lock node's stat from the listing
+    // with its data: read both back to back, unshared.
     struct Reads {
       Result children;
       Result data;
     };
     auto reads = std::make_shared<Reads>();
-    auto next = [this, key, with_lock_data, reads, tries, cb = std::move(cb)]() mutable {
-      OnLockRead(key, with_lock_data, std::move(reads->children), std::move(reads->data),
-                 std::move(cb), tries);
-    };
-    std::string path = LockPath(key);
     std::vector<Op> ops;
-    if (with_lock_data) {
-      ops.push_back(Op::Children(path, [reads](Result r) { reads->children = std::move(r); }));
-      ops.push_back(Op::Get(path, [reads, next = std::move(next)](Result r) mutable {
-        reads->data = std::move(r);
-        std::move(next)();
-      }));
-    } else {
-      ops.push_back(Op::Children(path, [reads, next = std::move(next)](Result r) mutable {
-        reads->children = std::move(r);
-        std::move(next)();
-      }));
-    }
+    ops.push_back(Op::Children(path, [reads](Result r) { reads->children = std::move(r); }));
+    ops.push_back(Op::Get(path, [this, key, reads, tries, cb = std::move(cb)](Result r) mutable {
+      Listing listing;
+      listing.rc = reads->children.rc;
+      if (listing.rc == ZOK) {
+        listing.stat = reads->children.stat;
+        listing.queue = zk::QueueOrder(std::move(reads->children.children));
+      }
+      OnLockRead(key, true, listing, std::move(r), std::move(cb), tries);
+    }));
     zk_->Submit(std::move(ops));
   }
 
-  void OnLockRead(const LockKey& key, bool with_lock_data, Result children, Result data,
+  void OnLockRead(const LockKey& key, bool with_lock_data, const Listing& children, Result data,
                   absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries) {
     LockView v;
     if (children.rc == ZNONODE) {
@@ -550,12 +634,12 @@ class ZooKeeperBackend final : public Backend {
     v.lock_exists = true;
     v.lock_stat = children.stat;
     if (with_lock_data && data.rc == ZOK) v.lock_data = std::move(data.value);
-    v.queue = zk::QueueOrder(children.children);
-    if (v.queue.empty()) {
+    v.contenders = children.queue.size();
+    if (children.queue.empty()) {
       std::move(cb)(std::move(v));
       return;
     }
-    v.holder_path = absl::StrCat(LockPath(key), "/", v.queue.front().name);
+    v.holder_path = absl::StrCat(LockPath(key), "/", children.queue.front().name);
     std::string holder_path = v.holder_path;
     zk_->Submit(Op::Get(holder_path, [this, key, with_lock_data, tries, v = std::move(v),
                                       cb = std::move(cb)](Result r) mutable {
@@ -685,22 +769,33 @@ class ZooKeeperBackend final : public Backend {
     CreateNode(a);
   }
 
-  // Creates the contender node and, pipelined behind it, lists the queue.
+  // Creates the contender node and, behind it, lists the queue.
   void CreateNode(const std::shared_ptr<Attempt>& a) {
     std::string prefix;
     {
       absl::MutexLock l(&mu_);
       prefix = a->prefix;
+      a->create_rc = ZCONNECTIONLOSS;
     }
-    auto created = std::make_shared<Result>();
-    std::vector<Op> ops;
-    ops.push_back(Op::Create(absl::StrCat(a->lock_path, "/", prefix), zk::EncodeNodeData(a->data),
-                             ZOO_EPHEMERAL_SEQUENTIAL,
-                             [created](Result r) { *created = std::move(r); }));
-    ops.push_back(Op::Children(a->lock_path, [this, a, created](Result r) {
-      OnCreated(a, std::move(*created), std::move(r));
-    }));
-    zk_->Submit(std::move(ops));
+    // The create's reply precedes the listing's on one session, so
+    // OnCreated() finds it recorded in `a`.
+    std::string lock_path = LockPath(a->params.key);
+    zk_->Submit(Op::Create(
+        absl::StrCat(lock_path, "/", prefix), zk::EncodeNodeData(InitialData(a->params)),
+        ZOO_EPHEMERAL_SEQUENTIAL, [this, a](Result r) {
+          if (r.rc == ZOK && DropThisCreateReply()) {
+            LogInfo("zookeeper backend: test hook dropped the reply to creating ", r.value);
+            r.rc = ZCONNECTIONLOSS;
+          }
+          absl::MutexLock l(&mu_);
+          a->create_rc = r.rc;
+          if (r.rc != ZOK) return;
+          a->path = std::move(r.value);
+          a->czxid = r.stat.czxid;
+          a->version = r.stat.version;
+          a->session = r.stat.ephemeralOwner;
+        }));
+    ListContenders(lock_path, [this, a](ListingPtr l) { OnCreated(a, *l); });
   }
 
   bool DropThisCreateReply() {
@@ -711,22 +806,15 @@ class ZooKeeperBackend final : public Backend {
     return n > 0;
   }
 
-  void OnCreated(const std::shared_ptr<Attempt>& a, Result created, Result children) {
-    if (created.rc == ZOK && DropThisCreateReply()) {
-      LogInfo("zookeeper backend: test hook dropped the reply to creating ", created.value);
-      created.rc = ZCONNECTIONLOSS;
+  void OnCreated(const std::shared_ptr<Attempt>& a, const Listing& children) {
+    int created_rc;
+    bool stop;
+    {
+      absl::MutexLock l(&mu_);
+      created_rc = a->create_rc;
+      stop = a->stop || a->phase == Attempt::Phase::kDone;
     }
-    if (created.rc == ZOK) {
-      bool stop;
-      {
-        absl::MutexLock l(&mu_);
-        a->path = created.value;
-        a->name = Basename(created.value);
-        a->czxid = created.stat.czxid;
-        a->version = created.stat.version;
-        a->session = created.stat.ephemeralOwner;
-        stop = a->stop || a->phase == Attempt::Phase::kDone;
-      }
+    if (created_rc == ZOK) {
       if (stop) {
         Abandon(a);
         return;
@@ -739,13 +827,13 @@ class ZooKeeperBackend final : public Backend {
       Evaluate(a, children);
       return;
     }
-    if (created.rc == ZNONODE) {
+    if (created_rc == ZNONODE) {
       EnsureParentsThenCreate(a);
       return;
     }
     absl::Status error = zk::ZkError(
-        absl::StrCat("creating a contender node for ", What(a->params.key)), created.rc);
-    if (zk::IsTransient(created.rc) && created.rc != ZCLOSING) {
+        absl::StrCat("creating a contender node for ", What(a->params.key)), created_rc);
+    if (zk::IsTransient(created_rc) && created_rc != ZCLOSING) {
       if (zk_->connected()) {
         // The reply was lost but the session is back: the node may exist.
         // Find it by its attempt id rather than create a second one.
@@ -757,7 +845,7 @@ class ZooKeeperBackend final : public Backend {
         absl::MutexLock l(&mu_);
         prefix = a->prefix;
       }
-      AddOrphan(a->lock_path, prefix, "");
+      AddOrphan(LockPath(a->params.key), prefix, "");
     }
     Finish(a, error);
   }
@@ -766,7 +854,7 @@ class ZooKeeperBackend final : public Backend {
     if (!CountRetry(a)) return;
     std::vector<Op> ops;
     ops.push_back(Op::Create(NsPath(a->params.key), "", ZOO_CONTAINER, [](Result) {}));
-    ops.push_back(Op::Create(a->lock_path, "", ZOO_CONTAINER, [this, a](Result r) {
+    ops.push_back(Op::Create(LockPath(a->params.key), "", ZOO_CONTAINER, [this, a](Result r) {
       if (r.rc == ZOK || r.rc == ZNODEEXISTS) {
         CreateNode(a);
         return;
@@ -779,7 +867,9 @@ class ZooKeeperBackend final : public Backend {
   // After a create whose reply was lost: looks for the node by attempt id.
   void Recover(const std::shared_ptr<Attempt>& a) {
     if (!CountRetry(a)) return;
-    zk_->Submit(Op::Children(a->lock_path, [this, a](Result r) {
+    std::string lock_path = LockPath(a->params.key);
+    ListContenders(lock_path, [this, a, lock_path](ListingPtr listing) {
+      const Listing& r = *listing;
       std::string prefix;
       {
         absl::MutexLock l(&mu_);
@@ -790,15 +880,15 @@ class ZooKeeperBackend final : public Backend {
         return;
       }
       if (r.rc != ZOK) {
-        if (zk::IsTransient(r.rc)) AddOrphan(a->lock_path, prefix, "");
+        if (zk::IsTransient(r.rc)) AddOrphan(lock_path, prefix, "");
         Finish(a,
                zk::ZkError(absl::StrCat("looking for the contender node of ", What(a->params.key)),
                            r.rc));
         return;
       }
       std::string mine;
-      for (const std::string& c : r.children) {
-        if (absl::StartsWith(c, prefix)) mine = c;
+      for (const zk::Contender& c : r.queue) {
+        if (absl::StartsWith(c.name, prefix)) mine = c.name;
       }
       if (mine.empty()) {
         LogInfo("zookeeper backend: a create for ", What(a->params.key),
@@ -807,8 +897,8 @@ class ZooKeeperBackend final : public Backend {
         return;
       }
       LogInfo("zookeeper backend: found contender node ", mine, " whose create reply was lost");
-      std::string path = absl::StrCat(a->lock_path, "/", mine);
-      zk_->Submit(Op::Get(path, [this, a, path, listing = std::move(r)](Result g) mutable {
+      std::string path = absl::StrCat(lock_path, "/", mine);
+      zk_->Submit(Op::Get(path, [this, a, path, listing](Result g) mutable {
         if (g.rc == ZNONODE) {
           Restart(a);
           return;
@@ -822,20 +912,19 @@ class ZooKeeperBackend final : public Backend {
         {
           absl::MutexLock l(&mu_);
           a->path = path;
-          a->name = Basename(path);
           a->czxid = g.stat.czxid;
           a->version = g.stat.version;
           a->session = g.stat.ephemeralOwner;
         }
-        Evaluate(a, listing);
+        Evaluate(a, *listing);
       }));
-    }));
+    });
   }
 
   // Decides from the contender queue: granted (lowest), try-once refusal, or
   // wait behind the predecessor.
-  void Evaluate(const std::shared_ptr<Attempt>& a, const Result& listing) {
-    std::vector<zk::Contender> queue = zk::QueueOrder(listing.children);
+  void Evaluate(const std::shared_ptr<Attempt>& a, const Listing& listing) {
+    const std::vector<zk::Contender>& queue = listing.queue;
     enum { kGone, kStop, kGranted, kTryOnce, kFull, kWait, kReenter } action;
     std::string holder_path, pred_path;
     AcquireResult granted;
@@ -846,10 +935,7 @@ class ZooKeeperBackend final : public Backend {
     {
       absl::MutexLock l(&mu_);
       if (a->phase == Attempt::Phase::kDone) return;
-      size_t idx = queue.size();
-      for (size_t i = 0; i < queue.size(); ++i) {
-        if (queue[i].name == a->name) idx = i;
-      }
+      size_t idx = FindContender(queue, Basename(a->path));
       if (idx < queue.size()) {
         a->seq = queue[idx].seq;
         a->lock_czxid = listing.stat.czxid;
@@ -863,8 +949,9 @@ class ZooKeeperBackend final : public Backend {
         action = kGranted;
         granted = GrantLocked(a);
       } else {
-        holder_path = absl::StrCat(a->lock_path, "/", queue.front().name);
-        pred_path = absl::StrCat(a->lock_path, "/", queue[idx - 1].name);
+        std::string lock_path = LockPath(a->params.key);
+        holder_path = absl::StrCat(lock_path, "/", queue.front().name);
+        pred_path = absl::StrCat(lock_path, "/", queue[idx - 1].name);
         waiters = queue.size() - 2;
         if (a->params.wait <= absl::ZeroDuration()) {
           action = kTryOnce;
@@ -877,8 +964,7 @@ class ZooKeeperBackend final : public Backend {
             ++parked_;
             ++local_waiters_[a->params.key];
           }
-          a->watched = pred_path;
-          a->holder_path = holder_path;
+          a->watched = queue[idx - 1].name;
           a->watched_is_holder = idx == 1;
           a->watched_seq = queue[idx - 1].seq;
           a->lowest_seq = queue.front().seq;
@@ -935,8 +1021,8 @@ class ZooKeeperBackend final : public Backend {
   // this replica (which answers the grant) without a grace.
   AcquireResult GrantLocked(const std::shared_ptr<Attempt>& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     NoteFloor(a->params.key, a->lock_czxid, a->seq);
-    Holder& h = Observe(a->params.key, a->path, StatOf(a->czxid, a->version), a->data,
-                        /*new_lease=*/true, Clock::now());
+    Holder& h = Observe(a->params.key, a->path, StatOf(a->czxid, a->version),
+                        InitialData(a->params), /*new_lease=*/true, Clock::now());
     AcquireResult granted;
     granted.acquired = true;
     granted.fencing_token = static_cast<uint64_t>(a->czxid);
@@ -997,19 +1083,26 @@ class ZooKeeperBackend final : public Backend {
   void Watch(const std::shared_ptr<Attempt>& a, const std::string& holder_path,
              const std::string& pred_path, bool read_holder) {
     std::vector<Op> ops;
+    std::shared_ptr<Result> holder_read;
     if (read_holder && holder_path != pred_path) {
-      ops.push_back(Op::Get(holder_path, [this, a](Result r) {
+      holder_read = std::make_shared<Result>();
+      ops.push_back(Op::Get(holder_path, [this, holder_read](Result r) {
         absl::MutexLock l(&mu_);
-        a->holder_read = std::move(r);
+        *holder_read = std::move(r);
       }));
     }
     ops.push_back(Op::Get(
-        pred_path, [this, a, holder_path](Result r) { OnWatchSet(a, holder_path, std::move(r)); },
+        pred_path,
+        [this, a, holder_path, holder_read](Result r) {
+          OnWatchSet(a, holder_path, std::move(r), holder_read.get());
+        },
         a->id));
     zk_->Submit(std::move(ops));
   }
 
-  void OnWatchSet(const std::shared_ptr<Attempt>& a, const std::string& holder_path, Result pred) {
+  // `holder_read`, if not null, is the holder's data, read just before.
+  void OnWatchSet(const std::shared_ptr<Attempt>& a, const std::string& holder_path, Result pred,
+                  Result* holder_read) {
     if (pred.rc == ZNONODE) {
       Reevaluate(a);  // the predecessor left before the watch was set
       return;
@@ -1027,11 +1120,10 @@ class ZooKeeperBackend final : public Backend {
       if (a->watched_is_holder) {
         holder = pred;
         have_holder = true;
-      } else if (a->holder_read.rc == ZOK && !a->holder_read.value.empty()) {
-        holder = std::move(a->holder_read);
+      } else if (holder_read != nullptr && holder_read->rc == ZOK && !holder_read->value.empty()) {
+        holder = std::move(*holder_read);
         have_holder = true;
       }
-      a->holder_read = Result();
     }
     std::optional<int32_t> reap;
     if (have_holder) {
@@ -1076,7 +1168,7 @@ class ZooKeeperBackend final : public Backend {
   void OnWatch(uint64_t id, int type, absl::string_view path) {
     if (hooks_ != nullptr) hooks_->predecessor_watch_events.fetch_add(1);
     std::shared_ptr<Attempt> a;
-    std::string watched, holder_path;
+    std::string watched;
     std::optional<AcquireResult> granted;
     {
       absl::MutexLock l(&mu_);
@@ -1085,15 +1177,14 @@ class ZooKeeperBackend final : public Backend {
       a = it->second;
       // A watch an attempt set before it started over with a new node stays
       // registered; its event says nothing about the current predecessor.
-      if (path != a->watched) return;
+      if (Basename(path) != a->watched) return;
       if (a->phase == Attempt::Phase::kRunning) {
         a->recheck = true;
         return;
       }
       if (a->phase != Attempt::Phase::kWaiting) return;
       a->phase = Attempt::Phase::kRunning;
-      watched = a->watched;
-      holder_path = a->holder_path;
+      watched = absl::StrCat(LockPath(a->params.key), "/", a->watched);
       if (type == ZOO_DELETED_EVENT && !a->stop) {
         // Every node below the predecessor is known to be gone if the
         // predecessor was the lowest, or has been seen holding the lock:
@@ -1124,26 +1215,28 @@ class ZooKeeperBackend final : public Backend {
     }
     if (type == ZOO_CHANGED_EVENT) {
       // The predecessor's data changed (a renewal or reentrant acquire, when
-      // it holds the lock): the watch is used up, so set it again.
-      Watch(a, holder_path, watched, /*read_holder=*/false);
+      // it holds the lock): the watch is used up, so set it again. Without
+      // a holder read, OnWatchSet() uses the holder's path only when the
+      // predecessor is the holder (watched_is_holder).
+      Watch(a, watched, watched, /*read_holder=*/false);
       return;
     }
     Reevaluate(a);
   }
 
   void Reevaluate(const std::shared_ptr<Attempt>& a) {
-    zk_->Submit(Op::Children(a->lock_path, [this, a](Result r) {
-      if (r.rc == ZNONODE) {
-        Evaluate(a, Result());
+    ListContenders(LockPath(a->params.key), [this, a](ListingPtr l) {
+      if (l->rc == ZNONODE) {
+        Evaluate(a, Listing());
         return;
       }
-      if (r.rc != ZOK) {
+      if (l->rc != ZOK) {
         FailWithNode(
-            a, zk::ZkError(absl::StrCat("listing the contenders of ", What(a->params.key)), r.rc));
+            a, zk::ZkError(absl::StrCat("listing the contenders of ", What(a->params.key)), l->rc));
         return;
       }
-      Evaluate(a, r);
-    }));
+      Evaluate(a, *l);
+    });
   }
 
   // A reentrant acquire: bumps the hold count and starts a new lease in the
@@ -1257,7 +1350,6 @@ class ZooKeeperBackend final : public Backend {
       absl::MutexLock l(&mu_);
       a->prefix = zk::NewAttemptPrefix();
       a->path.clear();
-      a->name.clear();
       a->own_deleted = false;
       a->phase = Attempt::Phase::kRunning;
     }
@@ -1966,12 +2058,12 @@ class ZooKeeperBackend final : public Backend {
       }
       PumpScan();
     };
-    zk_->Submit(Op::Children(lock_path, [this, key, lock_path, done](Result r) mutable {
-      if (r.rc != ZOK) {
-        done(r.rc == ZNONODE);
+    ListContenders(lock_path, [this, key, lock_path, done](ListingPtr r) mutable {
+      if (r->rc != ZOK) {
+        done(r->rc == ZNONODE);
         return;
       }
-      std::vector<zk::Contender> queue = zk::QueueOrder(r.children);
+      const std::vector<zk::Contender>& queue = r->queue;
       if (queue.empty()) {
         done(true);
         return;
@@ -1992,7 +2084,7 @@ class ZooKeeperBackend final : public Backend {
         if (reap.has_value()) Reap(key, holder, *reap, 0, nullptr);
         done(g.rc == ZOK || g.rc == ZNONODE);
       }));
-    }));
+    });
   }
 
   // Forgets holders the finished scan did not see (released or reaped
@@ -2053,6 +2145,9 @@ class ZooKeeperBackend final : public Backend {
   // Contender nodes this replica is deleting (delete sent, reply pending),
   // and the waiters whose predecessor that is, waiting for the reply.
   absl::flat_hash_map<std::string, int> deleting_ ABSL_GUARDED_BY(mu_);
+  // Lock nodes with a listing in flight, and the callbacks that wait for the
+  // next one (see ListContenders).
+  absl::flat_hash_map<std::string, std::vector<ListingCb>> listings_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<std::shared_ptr<Attempt>>> awaiting_delete_
       ABSL_GUARDED_BY(mu_);
   std::vector<Orphan> orphans_ ABSL_GUARDED_BY(mu_);

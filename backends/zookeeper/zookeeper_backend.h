@@ -9,6 +9,11 @@
 //     again instead of duplicated. The lowest sequence holds the lock; a
 //     waiter watches only its immediate predecessor (no herd). A try-once
 //     Acquire that is not lowest deletes its node.
+//   - Reading a queue (getChildren of the lock node) is shared: at most one
+//     listing per lock node is in flight, and every request that needs one
+//     meanwhile waits for the next, which ZooKeeper reads after all of their
+//     own writes. W Acquires arriving together on one lock thus cost a few
+//     listings rather than W listings of up to W names each.
 //   - The holder's state (owner, hold count, lease, last request_id) is the
 //     holder node's data, rewritten with version checks, so any replica can
 //     renew or release any lock.
@@ -69,6 +74,9 @@ struct ZooKeeperTestHooks {
   // reply had been lost to a connection loss (and the count is decremented):
   // the backend must then find the node it made by its attempt id.
   std::atomic<int> drop_create_replies{0};
+  // Incremented for every listing of a lock node's contenders sent to
+  // ZooKeeper, so a test can check that concurrent requests share one.
+  std::atomic<uint64_t> contender_listings{0};
   // The current session's id and password, published by the backend each
   // time a session connects, so that a test can expire the session the way
   // ZooKeeper's own tests do: open a second handle on it and close that.

@@ -307,6 +307,91 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   EXPECT_EQ(ServerWatches(*server_), 0);
 }
 
+TEST_F(ZooKeeperBackendTest, ThousandsOfWaitersShareListingsAndAreGrantedInFifoOrder) {
+  std::unique_ptr<Backend> b = NewBackend(Options(*server_));
+  ASSERT_NE(b, nullptr);
+  auto first = Acquire(*b, Params("crowd", "holder"));
+  ASSERT_TRUE(first.ok() && first->acquired) << first.status();
+  // Started back to back, as a burst of RPCs would be: each creates its node
+  // and needs a listing of the queue while others' listings are in flight.
+  constexpr int kWaiters = 2000;
+  const uint64_t listings_before = hooks_->contender_listings.load();
+  std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(StartAcquire(*b, Params("crowd", absl::StrCat("w", i), absl::Seconds(300))));
+  }
+  // Parked: one predecessor watch each (the server's count; no Describe, which
+  // lists too).
+  ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(120)))
+      << server_->Command("wchs").value_or("?");
+  const uint64_t listings = hooks_->contender_listings.load() - listings_before;
+  std::cout << kWaiters << " waiters parked with " << listings << " listings of the queue\n";
+  // One listing per waiter would read 2,000 lists of up to 2,000 names.
+  EXPECT_LT(listings, static_cast<uint64_t>(kWaiters / 4));
+  auto d = Describe(*b, "crowd");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->waiters, static_cast<uint32_t>(kWaiters));
+  EXPECT_EQ(d->owner, "holder");
+
+  // Served in the order they arrived, each exactly when its predecessor
+  // releases, with growing fencing tokens.
+  std::string holder = "holder";
+  uint64_t token = first->fencing_token;
+  for (int i = 0; i < kWaiters; ++i) {
+    auto rel = Release(*b, "crowd", holder);
+    ASSERT_TRUE(rel.ok()) << rel.status();
+    ASSERT_TRUE(rel->released) << i;
+    absl::StatusOr<AcquireResult> got = waiters[i]->Wait(absl::Seconds(30));
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status();
+    ASSERT_TRUE(got->acquired) << i;
+    ASSERT_GT(got->fencing_token, token) << i;
+    token = got->fencing_token;
+    holder = absl::StrCat("w", i);
+    if (i + 1 < kWaiters) {
+      ASSERT_FALSE(waiters[i + 1]->done.HasBeenNotified()) << "granted out of order at " << i;
+    }
+  }
+  ASSERT_TRUE(Release(*b, "crowd", holder).value().released);
+  Inspector zk(server_->hosts());
+  EXPECT_TRUE(zk.Contenders(root_).empty());
+}
+
+TEST_F(ZooKeeperBackendTest, WaitersTimingOutTogetherShareListingsAndLeaveNothingBehind) {
+  std::unique_ptr<Backend> b = NewBackend(Options(*server_));
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(Acquire(*b, Params("storm", "holder")).value().acquired);
+  // Each waiter that gives up deletes its node and reads the lock's state,
+  // and the deletion wakes its successor, which reads the queue again.
+  constexpr int kWaiters = 1000;
+  const uint64_t listings_before = hooks_->contender_listings.load();
+  std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(StartAcquire(*b, Params("storm", absl::StrCat("w", i), absl::Seconds(2))));
+  }
+  for (int i = 0; i < kWaiters; ++i) {
+    absl::StatusOr<AcquireResult> got = waiters[i]->Wait();
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status();
+    EXPECT_FALSE(got->acquired) << i;
+    EXPECT_TRUE(got->current.held) << i;
+    EXPECT_EQ(got->current.owner, "holder") << i;
+  }
+  const uint64_t listings = hooks_->contender_listings.load() - listings_before;
+  std::cout << kWaiters << " waiters timed out with " << listings << " listings of the queue\n";
+  // Unshared, that is two listings per waiter (its own and its successor's).
+  EXPECT_LT(listings, static_cast<uint64_t>(kWaiters));
+  auto d = Describe(*b, "storm");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->owner, "holder");
+  EXPECT_EQ(d->waiters, 0u);
+  Inspector zk(server_->hosts());
+  EXPECT_EQ(zk.Contenders(root_).size(), 1u);
+  ASSERT_TRUE(Release(*b, "storm", "holder").value().released);
+  EXPECT_TRUE(zk.Contenders(root_).empty());
+  // The first waiter's watch on the holder was the last one left.
+  EXPECT_TRUE(WaitFor([&] { return ServerWatches(*server_) == 0; }, absl::Seconds(10)))
+      << server_->Command("wchs").value_or("?");
+}
+
 TEST_F(ZooKeeperBackendTest, LostCreateReplyLeavesExactlyOneContenderNode) {
   std::unique_ptr<Backend> b = NewBackend(Options(*server_));
   ASSERT_NE(b, nullptr);
