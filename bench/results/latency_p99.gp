@@ -1,5 +1,5 @@
 set terminal pngcairo size 1400,560 font 'sans,11'
-set output 'bench/charts/latency_p99.png'
+set output '/work/main/bench/charts/latency_p99.png'
 set multiplot layout 1,2
 set logscale x 2
 set logscale y
@@ -10,8 +10,8 @@ set xrange [0.8:80]
 set xtics (1,2,4,8,16,32,64)
 set title 'contended: acquire latency p99 (incl. waiting)'
 set ylabel 'ms'
-plot 'bench/results/contended_acquire_p99_ms.dat' index 0 using 1:2 with linespoints lw 2 pt 7 title 'memory', 'bench/results/contended_acquire_p99_ms.dat' index 1 using 1:2 with linespoints lw 2 pt 7 title 'redis', 'bench/results/contended_acquire_p99_ms.dat' index 2 using 1:2 with linespoints lw 2 pt 7 title 'redis-direct', 'bench/results/contended_acquire_p99_ms.dat' index 3 using 1:2 with linespoints lw 2 pt 7 title 'mysql', 'bench/results/contended_acquire_p99_ms.dat' index 4 using 1:2 with linespoints lw 2 pt 7 title 'zookeeper'
+plot '/work/main/bench/results/contended_acquire_p99_ms.dat' index 0 using 1:2 with linespoints lw 2 pt 7 title 'memory', '/work/main/bench/results/contended_acquire_p99_ms.dat' index 1 using 1:2 with linespoints lw 2 pt 7 title 'redis', '/work/main/bench/results/contended_acquire_p99_ms.dat' index 2 using 1:2 with linespoints lw 2 pt 7 title 'redis-direct', '/work/main/bench/results/contended_acquire_p99_ms.dat' index 3 using 1:2 with linespoints lw 2 pt 7 title 'mysql', '/work/main/bench/results/contended_acquire_p99_ms.dat' index 4 using 1:2 with linespoints lw 2 pt 7 title 'zookeeper'
 set title 'uncontended: acquire latency p99'
 set ylabel 'ms'
-plot 'bench/results/uncontended_acquire_p99_ms.dat' index 0 using 1:2 with linespoints lw 2 pt 7 title 'memory', 'bench/results/uncontended_acquire_p99_ms.dat' index 1 using 1:2 with linespoints lw 2 pt 7 title 'grpc-floor', 'bench/results/uncontended_acquire_p99_ms.dat' index 2 using 1:2 with linespoints lw 2 pt 7 title 'redis', 'bench/results/uncontended_acquire_p99_ms.dat' index 3 using 1:2 with linespoints lw 2 pt 7 title 'redis-direct', 'bench/results/uncontended_acquire_p99_ms.dat' index 4 using 1:2 with linespoints lw 2 pt 7 title 'mysql', 'bench/results/uncontended_acquire_p99_ms.dat' index 5 using 1:2 with linespoints lw 2 pt 7 title 'zookeeper'
+plot '/work/main/bench/results/uncontended_acquire_p99_ms.dat' index 0 using 1:2 with linespoints lw 2 pt 7 title 'memory', '/work/main/bench/results/uncontended_acquire_p99_ms.dat' index 1 using 1:2 with linespoints lw 2 pt 7 title 'grpc-floor', '/work/main/bench/results/uncontended_acquire_p99_ms.dat' index 2 using 1:2 with linespoints lw 2 pt 7 title 'redis', '/work/main/bench/results/uncontended_acquire_p99_ms.dat' index 3 using 1:2 with linespoints lw 2 pt 7 title 'redis-direct', '/work/main/bench/results/uncontended_acquire_p99_ms.dat' index 4 using 1:2 with linespoints lw 2 pt 7 title 'mysql', '/work/main/bench/results/uncontended_acquire_p99_ms.dat' index 5 using 1:2 with linespoints lw 2 pt 7 title 'zookeeper'
 unset multiplot
