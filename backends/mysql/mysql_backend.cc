@@ -189,37 +189,6 @@ class Session {
     }
   }
 
-  // Runs the batch `sql` once, without retries. After a failure that leaves
-  // the connection usable, rolls back what the batch left open and sets
-  // `*usable`: the caller may take its general path instead. After a
-  // connection failure the outcome of a write is unknown.
-  absl::StatusOr<MysqlResult> RunOnce(absl::string_view sql, absl::string_view context,
-                                      bool* usable) {
-    *usable = false;
-    absl::Status connected = EnsureConnected(/*probe=*/false);
-    if (!connected.ok()) return connected;
-    MysqlOutcome o = conn_->Query(sql, context);
-    last_used_ = absl::Now();
-    if (!o.result.ok() && !conn_->broken()) {
-      MysqlOutcome r = conn_->Query("ROLLBACK", context);
-      *usable = r.result.ok();
-      // A transaction that might still be open must not be committed by the
-      // next statement on this connection: closing it rolls it back.
-      if (!*usable) conn_.reset();
-      if (conn_ == nullptr) return o.result.status();
-    }
-    if (conn_->broken()) {
-      conn_.reset();
-      absl::Status lost = absl::UnavailableError(
-          o.result.ok() ? absl::StrCat("mysql ", context, ": connection lost")
-                        : std::string(o.result.status().message()));
-      health_->OnConnectionFailure(lost, /*connect=*/false);
-      return lost;
-    }
-    health_->OnReachable();
-    return std::move(o.result);
-  }
-
  private:
   absl::Status EnsureConnected(bool probe) {
     if (conn_ != nullptr && generation_ != health_->generation()) conn_.reset();
@@ -414,11 +383,9 @@ class MysqlBackend final : public Backend {
       }
       // This replica's first waiter, if any, is handed the lock in the
       // release's own transaction.
-      bool local_queue = false;
-      std::optional<HeadTurn> next = TakeHeadForHandoff(params.key, &local_queue);
+      std::optional<HeadTurn> next = TakeHeadForHandoff(params.key);
       ReleaseOutcome out;
-      absl::StatusOr<ReleaseResult> r =
-          DoRelease(*s, params, next ? &*next : nullptr, local_queue, &out);
+      absl::StatusOr<ReleaseResult> r = DoRelease(*s, params, next ? &*next : nullptr, &out);
       // The waiter is answered before the releaser, whose next Acquire then
       // queues behind the rest.
       if (next.has_value()) {
@@ -546,17 +513,6 @@ class MysqlBackend final : public Backend {
   // `demand_us`, `clear_demand`: see HeadTurn.
   absl::StatusOr<Attempt> TryAcquire(Session& s, const AcquireParams& p, bool may_take, bool poll,
                                      int64_t demand_us, bool clear_demand) {
-    // The procedure is the general path; two common cases cost the server
-    // much less as plain statements, and fall back to it when they cannot
-    // decide.
-    if (may_take && !poll && demand_us == 0 && !clear_demand) {
-      std::optional<absl::StatusOr<Attempt>> a = TryGrantAbsent(s, p);
-      if (a.has_value()) return *std::move(a);
-    } else if (poll && demand_us == 0) {
-      std::optional<absl::StatusOr<Attempt>> a = PeekHeld(s, p, may_take);
-      if (a.has_value()) return *std::move(a);
-      poll = false;  // looked already: straight to the row lock
-    }
     std::string sql = absl::StrCat(
         "CALL ", schema_.acquire_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
         SqlBytes(p.owner), ",", absl::ToInt64Microseconds(p.ttl), ",", SqlBytes(p.request_id), ",",
@@ -599,74 +555,6 @@ class MysqlBackend final : public Backend {
     }
   }
 
-  // The uncontended grant: the lock has no row and its fence row exists.
-  // One transaction in one round trip bumps the fence counter (taking its row
-  // lock first, as the procedure does for a missing lock row) and inserts the
-  // lock row carrying the new token. nullopt when it cannot grant that way
-  // (the lock row exists: held, re-entered, expired or replayed; or the fence
-  // row is missing) and nothing was changed.
-  std::optional<absl::StatusOr<Attempt>> TryGrantAbsent(Session& s, const AcquireParams& p) {
-    const std::string ns = SqlBytes(p.key.ns), name = SqlBytes(p.key.name);
-    const int64_t ttl_us = absl::ToInt64Microseconds(p.ttl);
-    std::string sql = absl::StrCat(
-        "START TRANSACTION; UPDATE ", schema_.fences(),
-        " SET token = LAST_INSERT_ID(token + 1), granted_at = NOW(6) WHERE ns = ", ns,
-        " AND name = ", name, "; INSERT INTO ", schema_.locks(),
-        " (ns, name, owner, hold_count, token, expires_at, last_kind, last_request_id,"
-        " last_hold_count, last_ttl_us) SELECT ns, name, ",
-        SqlBytes(p.owner), ", 1, token, TIMESTAMPADD(MICROSECOND, ", ttl_us, ", NOW(6)), ",
-        p.request_id.empty() ? 0 : 1, ", ", SqlBytes(p.request_id), ", 1, ", ttl_us, " FROM ",
-        schema_.fences(), " WHERE ns = ", ns, " AND name = ", name, "; COMMIT");
-    bool usable = false;
-    absl::StatusOr<MysqlResult> r =
-        s.RunOnce(sql, absl::StrCat("acquire of lock ", KeyText(p.key)), &usable);
-    if (!r.ok()) {
-      if (usable) return std::nullopt;  // rolled back: e.g. the row exists
-      return ForCaller(r.status());
-    }
-    // START, UPDATE, INSERT, COMMIT; an UPDATE that found no fence row made
-    // the INSERT insert nothing and the COMMIT commit nothing.
-    if (r->statements.size() != 4 || r->statements[1].affected_rows != 1 ||
-        r->statements[2].affected_rows != 1 || r->statements[1].insert_id == 0) {
-      if (r->statements.size() == 4 && r->statements[2].affected_rows == 0) return std::nullopt;
-      return absl::StatusOr<Attempt>(Unexpected("acquire", p.key));
-    }
-    Attempt a;
-    a.result.acquired = true;
-    a.result.fencing_token = r->statements[1].insert_id;
-    a.result.hold_count = 1;
-    a.result.ttl = p.ttl;
-    return a;
-  }
-
-  // A waiter's look at the lock without locking its row: answers when the
-  // lock is live and held by another owner, or (if !may_take) is free;
-  // nullopt when the caller must take the row lock (the lock is its own, or
-  // free and it may take it).
-  std::optional<absl::StatusOr<Attempt>> PeekHeld(Session& s, const AcquireParams& p,
-                                                  bool may_take) {
-    std::string sql = absl::StrCat(
-        "SELECT owner, hold_count, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM ",
-        schema_.locks(), " WHERE ns = ", SqlBytes(p.key.ns), " AND name = ", SqlBytes(p.key.name),
-        " AND expires_at > NOW(6)");
-    absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("acquire of lock ", KeyText(p.key)), Session::kRead);
-    if (!r.ok()) return absl::StatusOr<Attempt>(ForCaller(r.status()));
-    Attempt a;
-    a.result.current.key = p.key;
-    if (r->rows.empty()) {
-      if (may_take) return std::nullopt;
-      a.holder_remaining = absl::ZeroDuration();
-      return a;
-    }
-    if (r->rows.size() != 1 || !ParseHolder(r->rows[0], 0, &a.result.current)) {
-      return absl::StatusOr<Attempt>(Unexpected("acquire", p.key));
-    }
-    if (a.result.current.owner == p.owner) return std::nullopt;
-    a.holder_remaining = a.result.current.ttl_remaining;
-    return a;
-  }
-
   struct ReleaseOutcome {
     bool freed = false;       // this call freed the lock (not a replay)
     uint64_t next_token = 0;  // the token handed to `next`, or 0
@@ -676,24 +564,8 @@ class MysqlBackend final : public Backend {
   // Gives up one hold. If that frees the lock and `next` is not null, grants
   // it to next's owner in the same transaction, unless another replica's
   // waiters have waited longer than the fairness slice (then it yields).
-  // `local_queue`: see TakeHeadForHandoff.
   absl::StatusOr<ReleaseResult> DoRelease(Session& s, const ReleaseParams& p, const HeadTurn* next,
-                                          bool local_queue, ReleaseOutcome* out) {
-    if (next == nullptr && !local_queue && p.request_id.empty()) {
-      // The uncontended release of a last hold is one autocommitted
-      // statement; nobody here waits, so there is no turn to yield.
-      absl::StatusOr<MysqlResult> d = s.Run(
-          absl::StrCat("DELETE FROM ", schema_.locks(), " WHERE ns = ", SqlBytes(p.key.ns),
-                       " AND name = ", SqlBytes(p.key.name), " AND owner = ", SqlBytes(p.owner),
-                       " AND hold_count = 1 AND expires_at > NOW(6)"),
-          absl::StrCat("release of lock ", KeyText(p.key)), Session::kWrite);
-      if (!d.ok()) return ForCaller(d.status());
-      if (d->affected_rows == 1) {
-        out->freed = true;
-        return ReleaseResult{true, 0};
-      }
-      // Not a live last hold of this owner: the procedure tells which case.
-    }
+                                          ReleaseOutcome* out) {
     const AcquireParams* n = next ? &next->w.params : nullptr;
     std::string sql = absl::StrCat(
         "CALL ", schema_.release_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
@@ -987,14 +859,11 @@ class MysqlBackend final : public Backend {
   }
 
   // For a release about to run: the waiter it may hand the lock to.
-  // `*local_queue`: whether this replica has waiters (parked or trying) on
-  // `key`, so that whether the release yields to other replicas matters.
-  std::optional<HeadTurn> TakeHeadForHandoff(const LockKey& key, bool* local_queue) {
+  std::optional<HeadTurn> TakeHeadForHandoff(const LockKey& key) {
     Deferred deferred;
     std::optional<HeadTurn> w;
     {
       absl::MutexLock l(&mu_);
-      *local_queue = keys_.contains(key);
       if (!shutdown_) w = PopHeadLocked(key, deferred);
     }
     RunAll(deferred);

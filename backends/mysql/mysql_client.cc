@@ -126,12 +126,12 @@ absl::StatusOr<std::unique_ptr<MysqlConnection>> MysqlConnection::Connect(
 
   const bool use_socket = !options.socket.empty();
   std::string where = use_socket ? options.socket : absl::StrCat(options.host, ":", options.port);
-  if (mysql_real_connect(
-          mysql, use_socket ? "localhost" : options.host.c_str(), options.user.c_str(),
-          options.password.c_str(), use_database ? options.database.c_str() : nullptr,
-          use_socket ? 0 : static_cast<unsigned int>(options.port),
-          use_socket ? options.socket.c_str() : nullptr,
-          CLIENT_FOUND_ROWS | CLIENT_MULTI_RESULTS | CLIENT_MULTI_STATEMENTS) == nullptr) {
+  if (mysql_real_connect(mysql, use_socket ? "localhost" : options.host.c_str(),
+                         options.user.c_str(), options.password.c_str(),
+                         use_database ? options.database.c_str() : nullptr,
+                         use_socket ? 0 : static_cast<unsigned int>(options.port),
+                         use_socket ? options.socket.c_str() : nullptr,
+                         CLIENT_FOUND_ROWS | CLIENT_MULTI_RESULTS) == nullptr) {
     if (error_code != nullptr) *error_code = mysql_errno(mysql);
     return MysqlError(absl::StrCat("connect to ", where, " as ", options.user), mysql);
   }
@@ -183,7 +183,6 @@ MysqlOutcome MysqlConnection::Query(absl::string_view sql, absl::string_view con
       return fail();  // a result set was expected but could not be read
     } else {
       result.affected_rows = mysql_affected_rows(mysql_);
-      result.statements.push_back({result.affected_rows, mysql_insert_id(mysql_)});
     }
     int next = mysql_next_result(mysql_);
     if (next < 0) break;

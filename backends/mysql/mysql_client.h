@@ -51,19 +51,11 @@ bool IsRetryableTransactionError(unsigned code);
 // One result row; nullopt for SQL NULL.
 using MysqlRow = std::vector<std::optional<std::string>>;
 
-// Everything a statement (or a CALL, or a batch of statements separated by
-// `;`) returned: the rows of every result set, concatenated, and the
-// affected-row count of the last one. `statements` has one entry per
-// statement that returned no result set, in order: its affected-row count and
-// the LAST_INSERT_ID() it reported.
+// Everything a statement (or a CALL) returned: the rows of every result set,
+// concatenated, and the affected-row count of the last one.
 struct MysqlResult {
-  struct Statement {
-    uint64_t affected_rows = 0;
-    uint64_t insert_id = 0;
-  };
   std::vector<MysqlRow> rows;
   uint64_t affected_rows = 0;
-  std::vector<Statement> statements;
 };
 
 // The outcome of one statement: the status, and the error number when the
@@ -88,12 +80,9 @@ class MysqlConnection {
   MysqlConnection(const MysqlConnection&) = delete;
   MysqlConnection& operator=(const MysqlConnection&) = delete;
 
-  // Runs `sql` (one statement, or several separated by `;`, which the server
-  // runs in order until one fails; a CALL may return result sets) and reads
-  // every result. Blocks up to the read/write timeouts. On an error the
-  // statements after the failed one did not run, and a transaction a batch
-  // began may still be open. On a connection error the connection is unusable
-  // (broken() is true).
+  // Runs `sql` (one statement; a CALL may return result sets) and reads every
+  // result. Blocks up to the read/write timeouts. On a connection error the
+  // connection is unusable (broken() is true).
   MysqlOutcome Query(absl::string_view sql, absl::string_view context);
 
   // One round trip to check that the server still answers (after the

@@ -142,66 +142,6 @@ TEST_F(MysqlBackendTest, GrantReenterReleaseAndTokensKeepGrowing) {
   EXPECT_GT(a->fencing_token, first);
 }
 
-// A free lock whose fence row exists is granted by a one-round-trip
-// transaction; a lock whose row exists (held, or expired and not yet swept)
-// falls back to the procedure. One connection runs everything, so a fallback
-// that left a transaction open would hide later grants from other sessions.
-TEST_F(MysqlBackendTest, FastGrantAndItsFallbacksKeepTokensInTheFenceRow) {
-  MysqlOptions o = Options();
-  o.pool_size = 1;
-  o.sweep_interval = absl::Hours(1);
-  auto b = NewBackend(o);
-  ASSERT_NE(b, nullptr);
-  auto stored = [&](const char* table) {
-    return QueryInt(absl::StrCat("SELECT token FROM ", prefix_, table,
-                                 " WHERE ns = 'default' AND name = 'fast'"));
-  };
-  // The first grant creates the fence row (procedure), the next ones take
-  // the fast path.
-  uint64_t token = 0;
-  for (int i = 0; i < 3; ++i) {
-    AcquireResult a = SyncAcquire(*b, Acq("fast", "o1")).value();
-    ASSERT_TRUE(a.acquired);
-    EXPECT_EQ(a.hold_count, 1u);
-    EXPECT_GT(a.fencing_token, token);
-    token = a.fencing_token;
-    EXPECT_EQ(stored("fences"), static_cast<int64_t>(token));
-    EXPECT_EQ(stored("locks"), static_cast<int64_t>(token));
-    ASSERT_TRUE(SyncRelease(*b, Rel("fast", "o1")).value().released);
-  }
-  // Held by another owner: not granted, nothing changed.
-  ASSERT_TRUE(SyncAcquire(*b, Acq("fast", "o1")).value().acquired);
-  AcquireResult other = SyncAcquire(*b, Acq("fast", "o2")).value();
-  EXPECT_FALSE(other.acquired);
-  EXPECT_EQ(other.current.owner, "o1");
-  EXPECT_EQ(stored("fences"), static_cast<int64_t>(token + 1));
-  // Re-entered: same token, one more hold.
-  AcquireResult again = SyncAcquire(*b, Acq("fast", "o1")).value();
-  ASSERT_TRUE(again.acquired);
-  EXPECT_EQ(again.hold_count, 2u);
-  EXPECT_EQ(again.fencing_token, token + 1);
-  ASSERT_FALSE(SyncRelease(*b, Rel("fast", "o1")).value().released);
-  ASSERT_TRUE(SyncRelease(*b, Rel("fast", "o1")).value().released);
-  // An expired row the sweeper has not deleted is re-granted with the next
-  // token.
-  ASSERT_TRUE(SyncAcquire(*b, Acq("fast", "o3", absl::Milliseconds(50))).value().acquired);
-  absl::SleepFor(absl::Milliseconds(100));
-  AcquireResult after = SyncAcquire(*b, Acq("fast", "o4")).value();
-  ASSERT_TRUE(after.acquired);
-  EXPECT_EQ(after.fencing_token, token + 3);
-  EXPECT_EQ(stored("locks"), static_cast<int64_t>(token + 3));
-  EXPECT_EQ(stored("fences"), static_cast<int64_t>(token + 3));
-  absl::StatusOr<std::string> owner = server_->Query(
-      absl::StrCat("SELECT owner FROM ", prefix_, "locks WHERE ns = 'default' AND name = 'fast'"));
-  ASSERT_TRUE(owner.ok()) << owner.status();
-  EXPECT_EQ(*owner, "o4");
-  // Releasing what it does not hold is LOCK_NOT_HELD and changes nothing.
-  absl::StatusOr<ReleaseResult> r = SyncRelease(*b, Rel("fast", "o3"));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(SyncRelease(*b, Rel("fast", "o4")).value().released);
-  EXPECT_EQ(QueryInt(absl::StrCat("SELECT COUNT(*) FROM ", prefix_, "locks")), 0);
-}
-
 TEST_F(MysqlBackendTest, NamesWithSqlSpecialBytesRoundTripExactly) {
   auto b = NewBackend();
   ASSERT_NE(b, nullptr);
