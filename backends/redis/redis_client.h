@@ -1,7 +1,8 @@
 // The Redis client under the redis backend: connection set-up (AUTH, SELECT,
 // script loading), a pool of pipelining command connections, and one pub/sub
-// subscriber connection. Built on hiredis 0.14's synchronous API, driven by
-// threads owned here, so that no caller ever blocks on Redis.
+// subscriber connection. Built on hiredis 0.14's synchronous API; replies are
+// read by threads owned here, so that no caller ever waits for Redis to
+// answer (a caller only writes its command to a socket).
 //
 // Internal to backends/redis; the backend's contract is redis_backend.h.
 
