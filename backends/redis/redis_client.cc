@@ -225,6 +225,12 @@ size_t SendAll(int fd, absl::string_view data) {
   return sent;
 }
 
+// " (host:port)" of `c`'s server; empty if unknown.
+std::string ServerOf(const redisContext* c) {
+  if (c == nullptr || c->tcp.host == nullptr) return "";
+  return absl::StrCat(" (", c->tcp.host, ":", c->tcp.port, ")");
+}
+
 // "redis timed out (host:port)" and the like: why `c`'s connection failed.
 std::string ConnectionFailure(const redisContext* c) {
   std::string why = "connection failed";
@@ -239,11 +245,7 @@ std::string ConnectionFailure(const redisContext* c) {
       why = absl::StrCat("connection failed: ", err);
     }
   }
-  std::string where;
-  if (c != nullptr && c->tcp.host != nullptr) {
-    where = absl::StrCat(" (", c->tcp.host, ":", c->tcp.port, ")");
-  }
-  return absl::StrCat("redis ", why, where);
+  return absl::StrCat("redis ", why, ServerOf(c));
 }
 
 void Deliver(const redisContext* c, Command& cmd, ReplyPtr r) {
@@ -354,14 +356,20 @@ absl::Status CommandPool::Submit(Command& cmd) { return Write(cmd, nullptr); }
 absl::Status CommandPool::Submit(Command& cmd, Command& then) { return Write(cmd, &then); }
 
 absl::Status CommandPool::Write(Command& cmd, Command* then) {
-  absl::Status unreachable;
+  // Built only when returned: the message is no work for the common case.
+  auto unreachable = [this, &cmd] {
+    absl::MutexLock l(&mu_);
+    if (stop_) return ShuttingDownError();
+    return absl::UnavailableError(
+        absl::StrCat(cmd.context, ": redis is unreachable (", last_error_.message(), ")"));
+  };
+  bool up;
   {
     absl::MutexLock l(&mu_);
     if (stop_) return ShuttingDownError();
-    unreachable = absl::UnavailableError(
-        absl::StrCat(cmd.context, ": redis is unreachable (", last_error_.message(), ")"));
-    if (connected_ == 0) return unreachable;
+    up = connected_ > 0;
   }
+  if (!up) return unreachable();
   std::string data;
   if (!FormatCommand(cmd, /*eval=*/false, &data) ||
       (then != nullptr && !FormatCommand(*then, /*eval=*/false, &data))) {
@@ -382,14 +390,14 @@ absl::Status CommandPool::Write(Command& cmd, Command* then) {
       ::shutdown(conn.fd, SHUT_RDWR);
       // Part of the command went out and may yet run: it must not be sent
       // again elsewhere. Nothing went out: another connection may take it.
-      if (sent > 0) return unreachable;
+      if (sent > 0) return unreachable();
       continue;
     }
     conn.awaiting.push_back(Sent{std::move(cmd), deadline});
     if (then != nullptr) conn.awaiting.push_back(Sent{std::move(*then), deadline});
     return absl::OkStatus();
   }
-  return unreachable;
+  return unreachable();
 }
 
 void CommandPool::ResetConnections() {
@@ -527,14 +535,12 @@ absl::Status CommandPool::Serve(Connection& conn, redisContext* ctx) {
       if (!conn.awaiting.empty()) {
         wait = conn.awaiting.front().deadline - absl::Now();
         if (wait <= absl::ZeroDuration()) {
-          return absl::UnavailableError(
-              absl::StrCat("redis timed out (", ctx->tcp.host, ":", ctx->tcp.port, ")"));
+          return absl::UnavailableError(absl::StrCat("redis timed out", ServerOf(ctx)));
         }
       } else if (stopping_.load()) {
         return absl::OkStatus();
       } else if (conn.closed) {
-        return absl::UnavailableError(
-            absl::StrCat("redis connection reset (", ctx->tcp.host, ":", ctx->tcp.port, ")"));
+        return absl::UnavailableError(absl::StrCat("redis connection reset", ServerOf(ctx)));
       }
     }
     // Once stopping, only the replies still awaited are waited for.
@@ -561,8 +567,8 @@ absl::Status CommandPool::Serve(Connection& conn, redisContext* ctx) {
       {
         absl::MutexLock l(&conn.mu);
         if (conn.awaiting.empty()) {
-          return absl::InternalError(absl::StrCat("redis sent a reply nobody asked for (",
-                                                  ctx->tcp.host, ":", ctx->tcp.port, ")"));
+          return absl::InternalError(
+              absl::StrCat("redis sent a reply nobody asked for", ServerOf(ctx)));
         }
         s = std::move(conn.awaiting.front());
         conn.awaiting.pop_front();
