@@ -36,19 +36,9 @@ NULL_SERVER=$BUILD_DIR/tools/lockbench/lockbench_null_server
   exit 1
 }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockd-profile.XXXXXX")
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+WORK_NAME=lockd-profile
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 wait_port() {
   local i
   for i in $(seq 100); do

@@ -96,20 +96,9 @@ if [[ $REPORT == 1 ]] && ! command -v gnuplot >/dev/null; then
 fi
 
 # --- processes and cleanup ---------------------------------------------------
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockd-bench.XXXXXX")
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+WORK_NAME=lockd-bench
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 
 # wait_for SECONDS COMMAND...: polls COMMAND every 50 ms.
 wait_for() {
