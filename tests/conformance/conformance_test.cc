@@ -65,13 +65,18 @@ absl::Duration FromProto(const google::protobuf::Duration& d) {
 }
 
 // A channel of its own (not shared with other channels to the same target),
-// so that concurrent clients really use separate connections.
+// so that concurrent clients really use separate connections. Connected
+// before it is returned: a connect attempt that fails on a loaded machine is
+// retried by the channel, whereas calls on a channel in that state would fail
+// at once (calls are not wait-for-ready) and say nothing about the backend.
 std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
   static std::atomic<int> n{0};
   grpc::ChannelArguments args;
   args.SetInt("lockd.test.channel", n++);
-  return LockService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  return LockService::NewStub(channel);
 }
 
 // The ErrorInfo reason carried in grpc-status-details-bin, or "".
