@@ -75,9 +75,15 @@ absl::StatusOr<std::unique_ptr<MariadbServer>> MariadbServer::Start(const Option
   absl::Status w = WriteFile(s->password_file_, s->password_ + "\n");
   if (!w.ok()) return w;
 
-  std::vector<std::string> argv = {install, "--no-defaults",
+  // --tmpdir: the bootstrap server's temporary tables go to this server's own
+  // directory, not /tmp, where parallel tests' bootstraps collided
+  // ("Error on delete of '/tmp/#sql-temptable-...'").
+  std::vector<std::string> argv = {install,
+                                   "--no-defaults",
                                    absl::StrCat("--datadir=", s->datadir_),
-                                   "--auth-root-authentication-method=normal", "--skip-test-db"};
+                                   absl::StrCat("--tmpdir=", dir),
+                                   "--auth-root-authentication-method=normal",
+                                   "--skip-test-db"};
   if (::geteuid() == 0) argv.push_back("--user=root");
   argv.insert(argv.end(), InnodbFlags().begin(), InnodbFlags().end());
   absl::StatusOr<std::string> installed =
