@@ -114,6 +114,16 @@ struct ReleaseParams {
   LockKey key;
   std::string owner;
   std::string request_id;  // Empty, or at most 128 bytes.
+  // Non-empty (at most 128 bytes; then request_id is empty): undo the
+  // Acquire with this request_id instead of releasing a hold. If the owner's
+  // last request on the lock is that Acquire and it added a hold, gives that
+  // hold back (freeing the lock on zero and waking the next waiter; the next
+  // grant gets a larger token). Otherwise changes nothing and answers OK
+  // with the owner's current hold count (0 if it holds nothing), never
+  // kFailedPrecondition. Either way the undo becomes the owner's last
+  // request, so a repeat of it, or a late repeat of the Acquire, is not
+  // taken for the Acquire again.
+  std::string acquire_request_id;
 };
 
 struct ReleaseResult {

@@ -40,11 +40,11 @@ absl::Status CheckOwner(const std::string& owner, bool allow_empty) {
   return absl::OkStatus();
 }
 
-absl::Status CheckRequestId(const std::string& id) {
+absl::Status CheckRequestId(const std::string& id, absl::string_view field = "request_id") {
   constexpr absl::string_view kRule =
       "must be at most 128 bytes of valid UTF-8 without control characters";
-  if (id.size() > 128) return Invalid("request_id", kRule, Bytes(id.size()));
-  if (!IsCleanUtf8(id)) return Invalid("request_id", kRule, "invalid UTF-8 or a control character");
+  if (id.size() > 128) return Invalid(field, kRule, Bytes(id.size()));
+  if (!IsCleanUtf8(id)) return Invalid(field, kRule, "invalid UTF-8 or a control character");
   return absl::OkStatus();
 }
 
@@ -151,6 +151,14 @@ absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req) {
   p.owner = req.owner();
   if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
   p.request_id = req.request_id();
+  if (absl::Status s = CheckRequestId(req.acquire_request_id(), "acquire_request_id"); !s.ok()) {
+    return s;
+  }
+  if (!req.acquire_request_id().empty() && !req.request_id().empty()) {
+    return Invalid("acquire_request_id", "must not be combined with request_id",
+                   "both are set");
+  }
+  p.acquire_request_id = req.acquire_request_id();
   return p;
 }
 
