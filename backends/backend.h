@@ -120,9 +120,8 @@ struct ReleaseParams {
   // hold back (freeing the lock on zero and waking the next waiter; the next
   // grant gets a larger token). Otherwise changes nothing and answers OK
   // with the owner's current hold count (0 if it holds nothing), never
-  // kFailedPrecondition. Either way the undo becomes the owner's last
-  // request, so a repeat of it, or a late repeat of the Acquire, is not
-  // taken for the Acquire again.
+  // kFailedPrecondition. An undo that gave a hold back becomes the owner's
+  // last request, so a repeat of it changes nothing more.
   std::string acquire_request_id;
 };
 
@@ -208,6 +207,10 @@ class Backend {
   // If params.request_id equals the owner's last request id on this lock,
   // returns the result of that request again and changes nothing.
   //
+  // A parked call whose owner comes to hold the lock (through another call,
+  // on this process or another replica) is granted at once as a reentrant
+  // acquire; it never waits on its own owner.
+  //
   // `cancel` may be null (the call cannot be cancelled).
   virtual void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                        Callback<AcquireResult> done) = 0;
@@ -215,7 +218,10 @@ class Backend {
   // Gives up one hold of params.owner. On zero, frees the lock and wakes the
   // next waiter. kFailedPrecondition (LockNotHeldError) if owner does not hold
   // the lock. A repeat of the owner's last request_id returns the first result
-  // and changes nothing.
+  // and changes nothing, also after the lock went to another owner (a repeat
+  // of the release that freed it answers released=true for as long as the
+  // backend remembers it). With params.acquire_request_id: undoes that
+  // Acquire instead (see ReleaseParams).
   virtual void Release(ReleaseParams params, Callback<ReleaseResult> done) = 0;
 
   // Resets the lease of a lock held by params.owner to params.ttl from now.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/common/log.h"
 #include "service/status_mapping.h"
@@ -31,33 +32,69 @@ void ToProto(const LockState& s, absl::string_view backend, v1::LockInfo* out) {
   SetDuration(s.ttl_remaining, out->mutable_ttl_remaining());
 }
 
-// An Acquire in flight. Lives until OnDone; the backend's callback finishes
-// it. A cancellation (client cancel or deadline) fires `cancel_`, which makes
-// the backend drop the waiter; a grant that raced it is given back.
-class AcquireReactor final : public grpc::ServerUnaryReactor {
+// A unary call's reactor that counts the call in flight until gRPC is done
+// with it (LockServiceImpl::in_flight(), which shutdown waits on).
+class CountedReactor : public grpc::ServerUnaryReactor {
  public:
-  AcquireReactor(Backend* backend, grpc::CallbackServerContext* ctx, v1::AcquireResponse* resp)
-      : backend_(backend), ctx_(ctx), resp_(resp), cancel_(std::make_shared<CancelSignal>()) {}
+  explicit CountedReactor(std::atomic<int64_t>* in_flight) : in_flight_(in_flight) {
+    in_flight_->fetch_add(1, std::memory_order_relaxed);
+  }
+  void OnDone() override {
+    in_flight_->fetch_sub(1, std::memory_order_release);
+    delete this;
+  }
+  // OnDone only counts and deletes; run it inline (see AcquireReactor).
+  bool InternalInlineable() override { return true; }
 
+ private:
+  std::atomic<int64_t>* const in_flight_;
+};
+
+// An Acquire in flight. Lives until OnDone; the backend's callback finishes
+// it. A cancellation (client cancel, deadline, RST_STREAM) fires `cancel_`,
+// which makes the backend drop a parked waiter. A grant whose reply gRPC did
+// not deliver is given back, whenever the cancellation came: before the
+// backend's answer (OnResult sees it) or after Finish (OnDone sees
+// IsCancelled()). The give-back undoes exactly this Acquire, by its
+// request_id (the service gives every Acquire one), so it never takes a hold
+// that another call of the same owner added.
+class AcquireReactor final : public CountedReactor {
+ public:
+  AcquireReactor(Backend* backend, grpc::CallbackServerContext* ctx, v1::AcquireResponse* resp,
+                 std::atomic<int64_t>* in_flight)
+      : CountedReactor(in_flight),
+        backend_(backend),
+        ctx_(ctx),
+        resp_(resp),
+        cancel_(std::make_shared<CancelSignal>()) {}
+
+  // REQUIRES: params.request_id is not empty.
   void Start(AcquireParams params) {
     key_ = params.key;
     owner_ = params.owner;
+    request_id_ = params.request_id;
     resp_->set_owner(owner_);
     backend_->Acquire(std::move(params), cancel_,
                       [this](absl::StatusOr<AcquireResult> r) { OnResult(std::move(r)); });
   }
 
   void OnCancel() override { cancel_->Cancel(); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // IsCancelled() may only be asked here: true when the call ended before
+    // its status reached the client, so the grant in resp_ was never seen.
+    if (granted_ && ctx_->IsCancelled()) GiveBack();
+    CountedReactor::OnDone();  // deletes this
+  }
   // Run OnDone/OnCancel inline on the gRPC thread that completes the call,
   // as gRPC does for its own DefaultReactor, instead of scheduling each on
   // gRPC's executor: that hop cost a thread wake-up per Acquire (1.6 context
   // switches per acquire+release pair instead of 0.15) and held lockd to
   // 0.8x the uncontended throughput of a LockService doing no work
   // (bench/RESULTS.md). Both reactions are trivial and never block: OnDone
-  // deletes the reactor; OnCancel fires the CancelSignal, whose hooks only
-  // schedule work (WaiterTable's moves the waiter's removal to the timer
-  // thread; the zookeeper backend's starts asynchronous node deletion).
+  // deletes the reactor (a give-back only starts an asynchronous Release);
+  // OnCancel fires the CancelSignal, whose hooks only schedule work
+  // (WaiterTable's moves the waiter's removal to the timer thread; the
+  // zookeeper backend's starts asynchronous node deletion).
   bool InternalInlineable() override { return true; }
 
  private:
@@ -67,20 +104,14 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     if (r->acquired && (cancel_->cancelled() || ctx_->IsCancelled())) {
-      // The caller is gone and will never learn of this hold: undo it.
-      LockKey key = key_;
-      backend_->Release(ReleaseParams{key_, owner_, ""}, [key](absl::StatusOr<ReleaseResult> rr) {
-        if (!rr.ok()) {
-          LogWarning("could not give back a grant whose Acquire was cancelled (lock \"", key.name,
-                     "\" in ", key.ns, "): ", rr.status().ToString(), "; its lease will end it");
-        }
-      });
+      GiveBack();
       Finish(
           grpc::Status(grpc::StatusCode::CANCELLED, "acquire cancelled; the grant was released"));
       return;
     }
     resp_->set_acquired(r->acquired);
     if (r->acquired) {
+      granted_ = true;
       resp_->set_fencing_token(r->fencing_token);
       resp_->set_hold_count(r->hold_count);
       SetDuration(r->ttl, resp_->mutable_lease_ttl());
@@ -90,12 +121,28 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
     Finish(grpc::Status::OK);
   }
 
+  // The caller is gone and will never learn of this hold: undo it.
+  void GiveBack() {
+    ReleaseParams undo;
+    undo.key = key_;
+    undo.owner = owner_;
+    undo.acquire_request_id = request_id_;
+    backend_->Release(std::move(undo), [key = key_](absl::StatusOr<ReleaseResult> rr) {
+      if (!rr.ok()) {
+        LogWarning("could not give back a grant whose Acquire was cancelled (lock \"", key.name,
+                   "\" in ", key.ns, "): ", rr.status().ToString(), "; its lease will end it");
+      }
+    });
+  }
+
   Backend* const backend_;
   grpc::CallbackServerContext* const ctx_;
   v1::AcquireResponse* const resp_;
   const std::shared_ptr<CancelSignal> cancel_;
   LockKey key_;
   std::string owner_;
+  std::string request_id_;
+  bool granted_ = false;  // Finish was called with a grant
 };
 
 }  // namespace
@@ -111,13 +158,17 @@ LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease)
 grpc::ServerUnaryReactor* LockServiceImpl::Acquire(grpc::CallbackServerContext* ctx,
                                                    const v1::AcquireRequest* req,
                                                    v1::AcquireResponse* resp) {
-  auto* reactor = new AcquireReactor(backend_, ctx, resp);
+  auto* reactor = new AcquireReactor(backend_, ctx, resp, &in_flight_);
   absl::StatusOr<AcquireParams> params = ToAcquireParams(*req, lease_);
   if (!params.ok()) {
     reactor->Finish(ToGrpcStatus(params.status()));
     return reactor;
   }
   if (params->owner.empty()) params->owner = NewOwnerId();
+  // Every Acquire gets a request_id, so that a grant the caller never saw
+  // can be undone precisely. A generated one can never equal a caller's
+  // retry (caller ids cannot start with the control character).
+  if (params->request_id.empty()) params->request_id = absl::StrCat("\x01", NewOwnerId());
   reactor->Start(*std::move(params));
   return reactor;
 }
@@ -125,7 +176,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Acquire(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* LockServiceImpl::Release(grpc::CallbackServerContext* ctx,
                                                    const v1::ReleaseRequest* req,
                                                    v1::ReleaseResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new CountedReactor(&in_flight_);
   absl::StatusOr<ReleaseParams> params = ToReleaseParams(*req);
   if (!params.ok()) {
     reactor->Finish(ToGrpcStatus(params.status()));
@@ -144,7 +195,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* LockServiceImpl::Renew(grpc::CallbackServerContext* ctx,
                                                  const v1::RenewRequest* req,
                                                  v1::RenewResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new CountedReactor(&in_flight_);
   absl::StatusOr<RenewParams> params = ToRenewParams(*req, lease_);
   if (!params.ok()) {
     reactor->Finish(ToGrpcStatus(params.status()));
@@ -163,7 +214,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Renew(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* LockServiceImpl::Describe(grpc::CallbackServerContext* ctx,
                                                     const v1::DescribeRequest* req,
                                                     v1::LockInfo* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new CountedReactor(&in_flight_);
   absl::StatusOr<LockKey> key = ToLockKey(*req);
   if (!key.ok()) {
     reactor->Finish(ToGrpcStatus(key.status()));
@@ -179,7 +230,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx,
                                                 const v1::ListRequest* req,
                                                 v1::ListResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new CountedReactor(&in_flight_);
   absl::StatusOr<ListParams> params = ToListParams(*req);
   if (!params.ok()) {
     reactor->Finish(ToGrpcStatus(params.status()));

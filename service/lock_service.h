@@ -8,6 +8,10 @@
 #ifndef LOCKD_SERVICE_LOCK_SERVICE_H_
 #define LOCKD_SERVICE_LOCK_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
+#include <string>
+
 #include "backends/backend.h"
 #include "lockd/v1/lock.grpc.pb.h"
 #include "service/config.h"
@@ -30,9 +34,14 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx, const v1::ListRequest* req,
                                  v1::ListResponse* resp) override;
 
+  // Calls of this service that have started and not yet ended (their
+  // reply sent or their call cancelled). Thread-safe.
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+
  private:
   Backend* const backend_;
   const LeaseBounds lease_;
+  std::atomic<int64_t> in_flight_{0};
 };
 
 // A random 128-bit owner id (32 hex digits).

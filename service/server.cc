@@ -3,8 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/strip.h"
 #include "backends/common/log.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -86,9 +88,21 @@ void LockdServer::Shutdown(absl::Duration grace) {
   server_->GetHealthCheckService()->Shutdown();
   // Stop accepting while parked waiters are answered; Server::Shutdown waits
   // for in-flight calls, so the backend must release its waiters meanwhile.
-  std::thread stopper(
-      [this, grace] { server_->Shutdown(absl::ToChronoTime(absl::Now() + grace)); });
+  absl::Notification stopped;
+  std::thread stopper([this, grace, &stopped] {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    stopped.Notify();
+  });
   backend_->Shutdown();
+  // gRPC's Shutdown waits for every connection to go away, not only for
+  // calls, so one idle client channel would hold it for the whole grace (and
+  // a Kubernetes rolling update with it). Once no LockService call is in
+  // flight, cancel what is left (health watches) and drop the connections,
+  // as Shutdown itself does when its deadline passes. Repeated until
+  // Shutdown returns, because the first try may come before it began.
+  while (!stopped.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
+    if (service_->in_flight() == 0) grpc_server_cancel_all_calls(server_->c_server());
+  }
   stopper.join();
   server_->Wait();
   absl::MutexLock l(&mu_);

@@ -38,7 +38,9 @@ class LockdServer {
   Backend* backend() const { return backend_.get(); }
 
   // Stops accepting calls, answers parked Acquires with UNAVAILABLE (through
-  // Backend::Shutdown), gives in-flight calls up to `grace`, then returns.
+  // Backend::Shutdown), gives in-flight calls up to `grace`, then returns:
+  // as soon as no LockService call is in flight, even while idle client
+  // connections stay open.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:

@@ -43,12 +43,13 @@ absl::Status WaiterTable::Park(Waiter& w, bool front) {
       if (anchor->table != nullptr) anchor->table->OnDeadline(key, id);
     });
     std::shared_ptr<CancelSignal> cancel = w.cancel;
-    auto& q = queues_[key];
+    Queue& q = queues_[key];
+    ++q.owners[w.params.owner];
     Entry e{id, std::move(w), timer};
     if (front) {
-      q.push_front(std::move(e));
+      q.entries.push_front(std::move(e));
     } else {
-      q.push_back(std::move(e));
+      q.entries.push_back(std::move(e));
     }
     ++total_;
     if (cancel) {
@@ -71,18 +72,46 @@ std::optional<WaiterTable::Waiter> WaiterTable::PopFront(const LockKey& key) {
   absl::MutexLock l(&mu_);
   auto it = queues_.find(key);
   if (it == queues_.end()) return std::nullopt;
-  Entry e = std::move(it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) queues_.erase(it);
+  return TakeLocked(key, it->second, 0).w;
+}
+
+std::vector<WaiterTable::Waiter> WaiterTable::PopOwner(const LockKey& key,
+                                                       absl::string_view owner) {
+  std::vector<Waiter> out;
+  absl::MutexLock l(&mu_);
+  auto it = queues_.find(key);
+  if (it == queues_.end()) return out;
+  Queue& q = it->second;
+  auto o = q.owners.find(owner);
+  if (o == q.owners.end()) return out;
+  // When the last one is taken the queue may be gone: stop before touching q.
+  for (uint32_t left = o->second, i = 0; left > 0;) {
+    if (q.entries[i].w.params.owner != owner) {
+      ++i;
+      continue;
+    }
+    out.push_back(TakeLocked(key, q, i).w);
+    --left;
+  }
+  return out;
+}
+
+WaiterTable::Entry WaiterTable::TakeLocked(const LockKey& key, Queue& q, size_t i) {
+  auto e = q.entries.begin() + static_cast<ptrdiff_t>(i);
+  auto o = q.owners.find(e->w.params.owner);
+  if (--o->second == 0) q.owners.erase(o);
+  Entry entry = std::move(*e);
+  q.entries.erase(e);
   --total_;
-  Disarm(e);
-  return std::move(e.w);
+  if (q.entries.empty()) queues_.erase(key);
+  Disarm(entry);
+  return entry;
 }
 
 size_t WaiterTable::Count(const LockKey& key) const {
   absl::MutexLock l(&mu_);
   auto it = queues_.find(key);
-  return it == queues_.end() ? 0 : it->second.size();
+  return it == queues_.end() ? 0 : it->second.entries.size();
 }
 
 size_t WaiterTable::Total() const {
@@ -95,7 +124,7 @@ std::vector<WaiterTable::Waiter> WaiterTable::Close() {
   absl::MutexLock l(&mu_);
   closed_ = true;
   for (auto& [key, q] : queues_) {
-    for (Entry& e : q) {
+    for (Entry& e : q.entries) {
       Disarm(e);
       out.push_back(std::move(e.w));
     }
@@ -114,15 +143,9 @@ std::optional<WaiterTable::Waiter> WaiterTable::Remove(const LockKey& key, uint6
   absl::MutexLock l(&mu_);
   auto it = queues_.find(key);
   if (it == queues_.end()) return std::nullopt;
-  auto& q = it->second;
-  for (auto e = q.begin(); e != q.end(); ++e) {
-    if (e->id != id) continue;
-    Entry entry = std::move(*e);
-    q.erase(e);
-    if (q.empty()) queues_.erase(it);
-    --total_;
-    Disarm(entry);
-    return std::move(entry.w);
+  Queue& q = it->second;
+  for (size_t i = 0; i < q.entries.size(); ++i) {
+    if (q.entries[i].id == id) return TakeLocked(key, q, i).w;
   }
   return std::nullopt;
 }

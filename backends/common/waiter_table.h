@@ -15,12 +15,14 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/backend.h"
 #include "backends/common/timer_queue.h"
@@ -61,6 +63,11 @@ class WaiterTable {
   // deadline and cancel hook), or nullopt if none.
   std::optional<Waiter> PopFront(const LockKey& key);
 
+  // Removes and returns (disarmed, in arrival order) every waiter of `key`
+  // whose params.owner is `owner`: once that owner holds the lock they are
+  // reentrant acquires and must not wait on it.
+  std::vector<Waiter> PopOwner(const LockKey& key, absl::string_view owner);
+
   // Number of waiters parked on `key`, and in total.
   size_t Count(const LockKey& key) const;
   size_t Total() const;
@@ -89,7 +96,15 @@ class WaiterTable {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   size_t total_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<LockKey, std::deque<Entry>> queues_ ABSL_GUARDED_BY(mu_);
+  struct Queue {
+    std::deque<Entry> entries;
+    // Waiters per owner, so that PopOwner costs nothing when it finds none.
+    absl::flat_hash_map<std::string, uint32_t> owners;
+  };
+  // Removes and returns the i-th entry of `key`'s queue `q` (disarmed),
+  // dropping the queue when it becomes empty.
+  Entry TakeLocked(const LockKey& key, Queue& q, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::flat_hash_map<LockKey, Queue> queues_ ABSL_GUARDED_BY(mu_);
   // Timer and cancel callbacks reach the table through the anchor, which the
   // destructor clears (waiting for callbacks that are running).
   struct Anchor {

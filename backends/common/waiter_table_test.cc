@@ -140,6 +140,32 @@ TEST_F(WaiterTableTest, CloseReturnsEveryWaiterAndRefusesMore) {
   for (auto& w : all) std::move(w.done)(ShuttingDownError());
 }
 
+TEST_F(WaiterTableTest, PopOwnerTakesEveryWaiterOfThatOwnerInOrderAndLeavesTheRest) {
+  Slot *s1, *s2, *s3;
+  auto a1 = MakeWaiter("x", "a", absl::Seconds(30), &s1);
+  auto b = MakeWaiter("x", "b", absl::Seconds(30), &s2);
+  auto a2 = MakeWaiter("x", "a", absl::Seconds(30), &s3);
+  a1.params.request_id = "first";
+  a2.params.request_id = "second";
+  ASSERT_TRUE(table_.Park(a1).ok());
+  ASSERT_TRUE(table_.Park(b).ok());
+  ASSERT_TRUE(table_.Park(a2).ok());
+  std::vector<WaiterTable::Waiter> popped = table_.PopOwner(LockKey{"default", "x"}, "a");
+  ASSERT_EQ(popped.size(), 2u);
+  EXPECT_EQ(popped[0].params.request_id, "first");
+  EXPECT_EQ(popped[1].params.request_id, "second");
+  EXPECT_EQ(table_.Count(LockKey{"default", "x"}), 1u);
+  EXPECT_EQ(table_.Total(), 1u);
+  EXPECT_TRUE(table_.PopOwner(LockKey{"default", "x"}, "a").empty());
+  std::optional<WaiterTable::Waiter> rest = table_.PopFront(LockKey{"default", "x"});
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(rest->params.owner, "b");
+  // Popped waiters are disarmed: their deadlines no longer fire.
+  for (auto& w : popped) std::move(w.done)(AcquireResult{});
+  std::move(rest->done)(AcquireResult{});
+  EXPECT_EQ(timeouts_.load(), 0);
+}
+
 TEST(WaiterTableLifetimeTest, DestroyingTheTableAnswersParkedWaitersUnavailable) {
   absl::StatusOr<AcquireResult> result;
   TimerQueue timers;

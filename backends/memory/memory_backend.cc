@@ -38,12 +38,13 @@ struct Lock {
   ReleaseResult last_release;
 };
 
-// A Release that freed a lock, remembered so that its retry answers the same.
+// A Release that freed a lock, remembered (per lock and owner) so that its
+// retry answers the same even after the lock went to another owner.
 struct FreedBy {
-  std::string owner;
   std::string request_id;
   Clock::time_point until;
 };
+using FreedKey = std::pair<LockKey, std::string>;  // lock, owner
 
 class MemoryBackend final : public Backend {
  public:
@@ -74,6 +75,7 @@ class MemoryBackend final : public Backend {
         auto it = locks_.find(key);
         if (it == locks_.end()) {
           result = Grant(params, now);
+          GrantOwnersWaiters(key, now, deferred);
         } else if (it->second.owner == params.owner) {
           result = Reenter(it->second, params, now);
         } else if (params.wait <= absl::ZeroDuration()) {
@@ -195,7 +197,7 @@ class MemoryBackend final : public Backend {
     r.hold_count = 1;
     r.ttl = p.ttl;
     Remember(lock, p.request_id, r);
-    freed_.erase(p.key);
+    freed_.erase(FreedKey(p.key, p.owner));  // the owner's last request is this one now
     return r;
   }
 
@@ -242,11 +244,11 @@ class MemoryBackend final : public Backend {
     Clock::time_point now = Clock::now();
     ExpireIfDue(p.key, now, deferred);
     auto it = locks_.find(p.key);
+    if (!p.acquire_request_id.empty()) return UndoLocked(p, it, now, deferred);
     if (it == locks_.end() || it->second.owner != p.owner) {
       if (!p.request_id.empty()) {
-        auto f = freed_.find(p.key);
-        if (f != freed_.end() && f->second.owner == p.owner &&
-            f->second.request_id == p.request_id && f->second.until > now) {
+        auto f = freed_.find(FreedKey(p.key, p.owner));
+        if (f != freed_.end() && f->second.request_id == p.request_id && f->second.until > now) {
           return ReleaseResult{true, 0};
         }
       }
@@ -285,8 +287,25 @@ class MemoryBackend final : public Backend {
         }
       }
     }
-    freed_[p.key] =
-        FreedBy{p.owner, p.request_id, now + absl::ToChronoNanoseconds(options_.release_memory)};
+    freed_[FreedKey(p.key, p.owner)] =
+        FreedBy{p.request_id, now + absl::ToChronoNanoseconds(options_.release_memory)};
+  }
+
+  // Release with acquire_request_id (backend.h).
+  ReleaseResult UndoLocked(const ReleaseParams& p, std::map<LockKey, Lock>::iterator it,
+                           Clock::time_point now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (it == locks_.end() || it->second.owner != p.owner) return ReleaseResult{false, 0};
+    Lock& lock = it->second;
+    if (lock.last_kind != Lock::Kind::kAcquire || lock.last_request_id != p.acquire_request_id) {
+      return ReleaseResult{false, lock.hold_count};
+    }
+    lock.last_kind = Lock::Kind::kNone;
+    lock.last_request_id.clear();
+    if (--lock.hold_count > 0) return ReleaseResult{false, lock.hold_count};
+    Free(it);
+    HandOff(p.key, now, deferred);
+    return ReleaseResult{true, 0};
   }
 
   void Free(std::map<LockKey, Lock>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -315,11 +334,27 @@ class MemoryBackend final : public Backend {
         continue;
       }
       AcquireResult r = Grant(w->params, now);
-      ArmExpiry(key, locks_[key]);
       deferred.push_back([done = std::move(w->done), r = std::move(r)]() mutable {
         std::move(done)(std::move(r));
       });
+      GrantOwnersWaiters(key, now, deferred);
+      ArmExpiry(key, locks_[key]);
       return;
+    }
+  }
+
+  // `key` was just granted to a new holder: its other parked calls are
+  // reentrant acquires now, granted at once instead of waiting on their own
+  // owner.
+  void GrantOwnersWaiters(const LockKey& key, Clock::time_point now, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Lock& lock = locks_[key];
+    for (WaiterTable::Waiter& w : waiters_.PopOwner(key, lock.owner)) {
+      absl::StatusOr<AcquireResult> r = absl::CancelledError("acquire cancelled");
+      if (!w.cancel || !w.cancel->cancelled()) r = Reenter(lock, w.params, now);
+      deferred.push_back([done = std::move(w.done), r = std::move(r)]() mutable {
+        std::move(done)(std::move(r));
+      });
     }
   }
 
@@ -400,7 +435,7 @@ class MemoryBackend final : public Backend {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_token_ ABSL_GUARDED_BY(mu_);
   std::map<LockKey, Lock> locks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<LockKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<FreedKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
   uint64_t freed_inserts_ ABSL_GUARDED_BY(mu_) = 0;
   // Reset (thread joined) by Shutdown(); the waiter table no longer uses it
   // once closed.

@@ -4,12 +4,14 @@
 // For lock (ns, name) under prefix P the backend uses:
 //   P:{ns:E}:lock   hash: owner, count, token, and the owner's last request
 //                   (rkind, rid, rcount, rttl); PEXPIREs with the lease.
-//   P:{ns:E}:fence  string counter INCRed on every first grant; expires
-//                   fence_retention after the end of the lock's last lease.
-//   P:{ns:E}:freed  hash (owner, rid) of the last Release with a request_id
-//                   that freed the lock; expires after release_memory.
-//   P:{ns:E}:rel    pub/sub channel; the release script PUBLISHes to it when
-//                   a lock becomes free.
+//   P:{ns:E}:fence  the last token (max of a counter and the server clock in
+//                   microseconds) of the lock; expires fence_retention after
+//                   the end of the lock's last lease.
+//   P:{ns:E}:freed  hash owner -> rid of the Releases with a request_id that
+//                   freed the lock; expires after release_memory.
+//   P:{ns:E}:rel    pub/sub channel: the release script PUBLISHes the freed
+//                   token when the lock becomes free, the acquire script
+//                   "g<token> <owner>" when it is granted.
 // where E = EncodeName(name). Everything between the braces is the hash tag,
 // so all keys of one lock live in one Redis Cluster slot.
 //

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/common/log.h"
 #include "backends/common/timer_queue.h"
@@ -212,7 +213,8 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
                 params.owner,
                 params.request_id,
                 absl::StrCat(CeilMillis(options_.release_memory)),
-                std::move(k.channel)};
+                std::move(k.channel),
+                params.acquire_request_id};
     cmd.context = Context("release", key);
     cmd.done = [this, key, done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       uint64_t freed_token = 0;
@@ -343,6 +345,8 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     Sub sub = Sub::kNone;
     // The first waiter is out of the table, running the acquire script.
     bool attempting = false;
+    // Waiters out of the table re-entering a lock their owner came to hold.
+    int reentering = 0;
     // A wake-up came while attempting: if the attempt loses, retry at once.
     bool retry = false;
     TimerQueue::TimerId timer = 0;  // the next retry (lease end, error backoff)
@@ -384,8 +388,9 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     Command cmd;
     cmd.script = &scripts_->acquire;
     cmd.num_keys = 3;
-    cmd.args = {std::move(k.lock), std::move(k.fence), std::move(k.freed),   p.owner,
-                absl::StrCat(ms),  p.request_id,       std::string(1, mode), FenceTtl(ms)};
+    cmd.args = {std::move(k.lock),    std::move(k.fence),   std::move(k.freed),
+                p.owner,              absl::StrCat(ms),     p.request_id,
+                std::string(1, mode), FenceTtl(ms),         std::move(k.channel)};
     cmd.context = Context("acquire", p.key);
     return cmd;
   }
@@ -418,7 +423,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     }
     if (r->elements > 2 && !TokenAt(r, 2, freed_token)) *freed_token = 0;
     if (code < 0) return NotHeld(key, code);
-    return ReleaseResult{code == 1, static_cast<uint32_t>(count)};
+    return ReleaseResult{code == 1, static_cast<uint32_t>(count)};  // 0, 2: still held
   }
 
   absl::StatusOr<LockState> ParseDescribe(const LockKey& key, absl::string_view context,
@@ -489,7 +494,10 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
 
   void ForgetIfIdleLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = locals_.find(key);
-    if (it == locals_.end() || it->second.attempting || waiters_.Count(key) > 0) return;
+    if (it == locals_.end() || it->second.attempting || it->second.reentering > 0 ||
+        waiters_.Count(key) > 0) {
+      return;
+    }
     if (it->second.timer != 0) timers_->Cancel(it->second.timer);
     if (it->second.sub != Local::Sub::kNone) subscriber_->Unsubscribe(keys_.ChannelFor(key));
     locals_.erase(it);
@@ -614,6 +622,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
           }
           if (!a->owner.empty() && !local.attempting) ArmLeaseTimerLocked(key, local, a->ms);
         }
+        if (!a->owner.empty()) ReenterOwnerLocked(key, local, a->owner, deferred);
       }
     }
     RunAll(deferred);
@@ -662,6 +671,63 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
           WakeLocked(key, deferred);
         } else {
           ArmLeaseTimerLocked(key, *local, a->ms);
+        }
+        if (a.ok() && !a->owner.empty()) ReenterOwnerLocked(key, *local, a->owner, deferred);
+      }
+    }
+    RunAll(deferred);
+    if (finish.has_value()) std::move(w.done)(*std::move(finish));
+  }
+
+  // `owner` holds `key` (a grant message or a reply said so): its parked
+  // waiters are reentrant acquires now. Each re-enters with mode 'r', out of
+  // the queue, without waiting for the head of the line.
+  void ReenterOwnerLocked(const LockKey& key, Local& local, const std::string& owner,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (WaiterTable::Waiter& w : waiters_.PopOwner(key, owner)) {
+      if (w.cancel && w.cancel->cancelled()) {
+        deferred.push_back([done = std::move(w.done)]() mutable {
+          std::move(done)(absl::CancelledError("acquire cancelled"));
+        });
+        continue;
+      }
+      ++local.reentering;
+      Command cmd = AcquireCommand(w.params, 'r');
+      cmd.done = [this, w = std::move(w)](absl::StatusOr<ReplyPtr> reply) mutable {
+        OnReenter(std::move(w), reply);
+      };
+      absl::Status s = pool_->Submit(cmd);
+      if (!s.ok()) {
+        deferred.push_back([done = std::move(cmd.done), s]() mutable { std::move(done)(s); });
+      }
+    }
+  }
+
+  // The reply to a waiter's re-entry. If its owner no longer holds the lock
+  // (released meanwhile), it goes back to the head of the queue.
+  void OnReenter(WaiterTable::Waiter w, absl::StatusOr<ReplyPtr>& reply) {
+    absl::StatusOr<AcquireReply> a = ParseAcquire("acquire", reply);
+    const LockKey key = w.params.key;
+    Deferred deferred;
+    std::optional<absl::StatusOr<AcquireResult>> finish;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = locals_.find(key);
+      Local* local = it == locals_.end() ? nullptr : &it->second;
+      if (local != nullptr) --local->reentering;
+      if (a.ok() && a->granted) {
+        finish = Granted(*a);
+      } else if (shutdown_ || local == nullptr) {
+        finish = ShuttingDownError();
+      } else if (!a.ok() && a.status().code() != absl::StatusCode::kUnavailable) {
+        finish = a.status();
+      } else {
+        absl::Status parked = waiters_.Park(w, /*front=*/true);
+        if (!parked.ok()) finish = parked;
+        if (a.ok()) {
+          WakeLocked(key, deferred);
+        } else {
+          ArmTimerLocked(key, *local, kErrorRetryDelay);
         }
       }
     }
@@ -803,6 +869,10 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
   void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
+    if (absl::ConsumePrefix(&message, "g")) {
+      OnGrantMessage(*key, message);
+      return;
+    }
     uint64_t released_token = 0;  // 0 (unknown) if the message is not a token
     if (!absl::SimpleAtoi(message, &released_token)) released_token = 0;
     Deferred deferred;
@@ -810,6 +880,25 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
       absl::MutexLock l(&mu_);
       if (shutdown_) return;
       WakeLocked(*key, deferred, released_token);
+    }
+    RunAll(deferred);
+  }
+
+  // "<token> <owner>": the lock was granted to owner.
+  void OnGrantMessage(const LockKey& key, absl::string_view message) {
+    size_t space = message.find(' ');
+    uint64_t token = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
+      return;
+    }
+    Deferred deferred;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) return;
+      auto it = locals_.find(key);
+      if (it == locals_.end()) return;
+      it->second.seen_token = std::max(it->second.seen_token, token);
+      ReenterOwnerLocked(key, it->second, std::string(message.substr(space + 1)), deferred);
     }
     RunAll(deferred);
   }

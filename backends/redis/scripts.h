@@ -14,7 +14,7 @@ namespace lockd::redis {
 
 // Grants, re-enters or reports a lock.
 // KEYS: lock, fence, freed.
-// ARGV: owner, lease_ms, request_id ('' = none), mode, fence_ttl_ms.
+// ARGV: owner, lease_ms, request_id ('' = none), mode, fence_ttl_ms, channel.
 //   mode 'n': grant a free lock; 'r': only re-enter (a waiter that must not
 //   jump the local queue). fence_ttl_ms '0': the fence key never expires.
 // Returns {granted, owner, hold_count, token, ms}:
@@ -22,9 +22,13 @@ namespace lockd::redis {
 //   request_id returns that request's result and changes nothing.
 //   granted 0: owner/hold_count/token describe the holder ('' owner: free)
 //   and ms is the lock's PTTL (-2 when free).
-// A first grant INCRs the fence key, seeding it first from TIME (in
-// microseconds) when it is missing, so tokens keep growing across a Redis
-// restart that lost the data; it also forgets the last freeing release.
+// A first grant's token is the larger of the fence key + 1 and the server's
+// TIME in microseconds + 1, written back to the fence key: tokens keep growing
+// when Redis restarts without the data, or from a snapshot (RDB, AOF
+// everysec) older than the last grants, as long as the primary's clock does
+// not go back. It forgets the owner's last freeing release (the owner's last
+// request is this one now), and PUBLISHes "g<token> <owner>" so that waiters
+// of that owner on any replica are granted as reentrant acquires.
 inline constexpr char kAcquireScript[] = R"lua(
 local lock, fence, freed = KEYS[1], KEYS[2], KEYS[3]
 local owner, ttl, rid, mode, fttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -41,9 +45,11 @@ local function remember(count)
 end
 if not h[1] then
   if mode == 'r' then return {0, '', 0, '0', -2} end
-  if redis.call('EXISTS', fence) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', fence, t[1] .. string.format('%06d', tonumber(t[2])))
+  local t = redis.call('TIME')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  local last = redis.call('GET', fence)
+  if not last or #last < #now or (#last == #now and last < now) then
+    redis.call('SET', fence, now)
   end
   redis.call('INCR', fence)
   local token = redis.call('GET', fence)
@@ -52,7 +58,8 @@ if not h[1] then
   remember(1)
   redis.call('PEXPIRE', lock, ttl)
   keep_fence()
-  redis.call('DEL', freed)
+  redis.call('HDEL', freed, owner)
+  redis.call('PUBLISH', ARGV[6], 'g' .. token .. ' ' .. owner)
   return {1, owner, 1, token, tonumber(ttl)}
 end
 if h[1] == owner then
@@ -68,22 +75,39 @@ end
 return {0, h[1], tonumber(h[2]), h[3], redis.call('PTTL', lock)}
 )lua";
 
-// Gives up one hold.
-// KEYS: lock, freed. ARGV: owner, request_id, release_memory_ms, channel.
+// Gives up one hold, or undoes one Acquire.
+// KEYS: lock, freed.
+// ARGV: owner, request_id, release_memory_ms, channel, acquire_request_id.
 // Returns {code, hold_count[, token]}: code 1 freed (and the freed holding's
-// token PUBLISHed to the channel, and returned), 0 decremented, -1 not held
-// (free), -2 held by another owner. A repeat of the owner's last request_id
-// returns its result and changes nothing; for the release that freed the
-// lock, the freed key remembers it.
+// token PUBLISHed to the channel, and returned), 0 decremented, 2 nothing to
+// undo (hold_count is the owner's), -1 not held (free), -2 held by another
+// owner. A repeat of the owner's last request_id returns its result and
+// changes nothing; for the release that freed the lock, the freed hash
+// remembers it per owner (the last 64 owners within release_memory), also
+// after the lock went to another owner.
+// With acquire_request_id: if the owner's last request is that Acquire, one
+// hold is given back (codes 1 and 0), else code 2; never -1/-2.
 inline constexpr char kReleaseScript[] = R"lua(
 local lock, freed = KEYS[1], KEYS[2]
-local owner, rid = ARGV[1], ARGV[2]
-local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount', 'token')
-if h[1] ~= owner then
-  if rid ~= '' then
-    local f = redis.call('HMGET', freed, 'owner', 'rid')
-    if f[1] == owner and f[2] == rid then return {1, 0} end
+local owner, rid, arid = ARGV[1], ARGV[2], ARGV[5]
+local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount', 'token', 'count')
+local function free()
+  redis.call('DEL', lock)
+  redis.call('PUBLISH', ARGV[4], h[5])
+  return {1, 0, h[5]}
+end
+if arid ~= '' then
+  if h[1] ~= owner then return {2, 0} end
+  if h[2] ~= 'a' or h[3] ~= arid then return {2, tonumber(h[6])} end
+  local c = redis.call('HINCRBY', lock, 'count', -1)
+  if c > 0 then
+    redis.call('HDEL', lock, 'rkind', 'rid', 'rcount', 'rttl')
+    return {0, c}
   end
+  return free()
+end
+if h[1] ~= owner then
+  if rid ~= '' and redis.call('HGET', freed, owner) == rid then return {1, 0} end
   if not h[1] then return {-1, 0} end
   return {-2, 0}
 end
@@ -97,14 +121,12 @@ if c > 0 then
   end
   return {0, c}
 end
-redis.call('DEL', lock)
 if rid ~= '' then
-  redis.call('DEL', freed)
-  redis.call('HSET', freed, 'owner', owner, 'rid', rid)
+  if redis.call('HLEN', freed) >= 64 then redis.call('DEL', freed) end
+  redis.call('HSET', freed, owner, rid)
   redis.call('PEXPIRE', freed, ARGV[3])
 end
-redis.call('PUBLISH', ARGV[4], h[5])
-return {1, 0, h[5]}
+return free()
 )lua";
 
 // Resets the lease of a held lock.
