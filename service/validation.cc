@@ -155,8 +155,7 @@ absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req) {
     return s;
   }
   if (!req.acquire_request_id().empty() && !req.request_id().empty()) {
-    return Invalid("acquire_request_id", "must not be combined with request_id",
-                   "both are set");
+    return Invalid("acquire_request_id", "must not be combined with request_id", "both are set");
   }
   p.acquire_request_id = req.acquire_request_id();
   return p;

@@ -573,7 +573,7 @@ class MysqlBackend final : public Backend {
         absl::ToInt64Microseconds(options_.release_memory), ",", SqlBytes(n ? n->owner : ""), ",",
         n ? absl::ToInt64Microseconds(n->ttl) : 0, ",", SqlBytes(n ? n->request_id : ""), ",",
         SqlBytes(replica_), ",", absl::ToInt64Microseconds(options_.fair_slice), ",",
-        next && next->clear_demand ? 1 : 0, ")");
+        next && next->clear_demand ? 1 : 0, ",", SqlBytes(p.acquire_request_id), ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("release of lock ", KeyText(p.key)), Session::kWrite);
     if (!r.ok()) return ForCaller(r.status());
@@ -587,6 +587,7 @@ class MysqlBackend final : public Backend {
     switch (outcome) {
       case kReleaseDecremented:
       case kReleaseReplayed:
+      case kReleaseNothingToUndo:
         return ReleaseResult{false, static_cast<uint32_t>(hold)};
       case kReleaseFreed:
         out->freed = true;

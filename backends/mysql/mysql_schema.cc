@@ -156,7 +156,7 @@ constexpr char kReleaseBody[] = R"sql(
 (IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256),
  IN p_rid VARBINARY(128), IN p_remember_us BIGINT, IN p_next_owner VARBINARY(256),
  IN p_next_ttl_us BIGINT, IN p_next_rid VARBINARY(128), IN p_replica VARBINARY(32),
- IN p_slice_us BIGINT, IN p_clear_demand TINYINT)
+ IN p_slice_us BIGINT, IN p_clear_demand TINYINT, IN p_arid VARBINARY(128))
 MODIFIES SQL DATA SQL SECURITY INVOKER
 proc: BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
@@ -176,7 +176,7 @@ proc: BEGIN
 
   -- The common case, a last hold given back without a request id and with
   -- nobody to hand over to, is one autocommitted statement.
-  IF p_rid = '' AND p_next_owner = '' THEN
+  IF p_rid = '' AND p_next_owner = '' AND p_arid = '' THEN
     DELETE FROM {locks}
      WHERE ns = p_ns AND name = p_name AND owner = p_owner AND hold_count = 1
        AND expires_at > NOW(6);
@@ -194,7 +194,11 @@ proc: BEGIN
     FROM {locks} WHERE ns = p_ns AND name = p_name FOR UPDATE;
   SET v_now = NOW(6);
   IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner THEN
-    IF p_rid <> '' AND v_kind = 2 AND v_rid = p_rid THEN
+    IF p_arid <> '' AND NOT (v_kind = 1 AND v_rid = p_arid) THEN
+      -- An undo of an Acquire that is not the owner's last request.
+      COMMIT;
+      SELECT 6, v_hold, 0, 0;
+    ELSEIF p_rid <> '' AND v_kind = 2 AND v_rid = p_rid THEN
       COMMIT;
       SELECT 2, v_last_hold, 0, 0;
     ELSEIF v_hold > 1 THEN
@@ -236,7 +240,9 @@ proc: BEGIN
          AND freed_until > v_now;
     END IF;
     COMMIT;
-    IF v_replay = 1 THEN
+    IF p_arid <> '' THEN
+      SELECT 6, 0, 0, 0;
+    ELSEIF v_replay = 1 THEN
       SELECT 3, 0, 0, 0;
     ELSEIF v_missing = 0 AND v_expires > v_now THEN
       SELECT 4, 0, 0, 0;

@@ -56,6 +56,7 @@ inline constexpr int kReleaseReplayed = 2;       // repeat of a decrementing rel
 inline constexpr int kReleaseReplayedFreed = 3;  // repeat of the freeing release
 inline constexpr int kReleaseOtherOwner = 4;
 inline constexpr int kReleaseFree = 5;
+inline constexpr int kReleaseNothingToUndo = 6;  // acquire_request_id matched no hold
 // renew: (outcome, token)
 inline constexpr int kRenewRenewed = 1;
 inline constexpr int kRenewOtherOwner = 4;

@@ -388,9 +388,9 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     Command cmd;
     cmd.script = &scripts_->acquire;
     cmd.num_keys = 3;
-    cmd.args = {std::move(k.lock),    std::move(k.fence),   std::move(k.freed),
-                p.owner,              absl::StrCat(ms),     p.request_id,
-                std::string(1, mode), FenceTtl(ms),         std::move(k.channel)};
+    cmd.args = {std::move(k.lock),   std::move(k.fence), std::move(k.freed),   p.owner,
+                absl::StrCat(ms),    p.request_id,       std::string(1, mode), FenceTtl(ms),
+                std::move(k.channel)};
     cmd.context = Context("acquire", p.key);
     return cmd;
   }

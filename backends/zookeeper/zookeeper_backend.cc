@@ -321,6 +321,9 @@ class ZooKeeperBackend final : public Backend {
     // the predecessor being watched.
     std::string watched;
     bool watched_is_holder = false;
+    // The holder is watched in place of a predecessor of this same owner:
+    // its deletion says nothing about who is lowest now.
+    bool watch_skips = false;
     int32_t watched_seq = 0;
     int32_t lowest_seq = 0;     // of the queue the watch was chosen from
     int64_t lock_czxid = 0;     // the lock node incarnation of that queue
@@ -966,6 +969,7 @@ class ZooKeeperBackend final : public Backend {
           }
           a->watched = queue[idx - 1].name;
           a->watched_is_holder = idx == 1;
+          a->watch_skips = false;
           a->watched_seq = queue[idx - 1].seq;
           a->lowest_seq = queue.front().seq;
           a->recheck = false;
@@ -1149,6 +1153,27 @@ class ZooKeeperBackend final : public Backend {
       }
     }
     if (reap.has_value()) Reap(a->params.key, holder_path, *reap, 0, nullptr);
+    // A predecessor of this same owner can come to hold the lock without its
+    // node changing, and then nothing would wake this attempt, which must be
+    // granted at once as a reentrant acquire. Watch the holder instead: when
+    // it goes, the queue is read again.
+    NodeData pd;
+    bool was_holder_watch;
+    {
+      absl::MutexLock l(&mu_);
+      was_holder_watch = a->watched_is_holder;
+    }
+    if (!was_holder_watch && zk::DecodeNodeData(pred.value, &pd) && pd.owner == a->params.owner) {
+      {
+        absl::MutexLock l(&mu_);
+        if (a->phase == Attempt::Phase::kDone) return;
+        a->watched = std::string(Basename(holder_path));
+        a->watched_is_holder = true;
+        a->watch_skips = true;
+      }
+      Watch(a, holder_path, holder_path, /*read_holder=*/false);
+      return;
+    }
     bool stop = false, recheck = false;
     {
       absl::MutexLock l(&mu_);
@@ -1194,9 +1219,9 @@ class ZooKeeperBackend final : public Backend {
         // server closes a session it deletes its ephemeral nodes and tells
         // that session's watches, just before the session ends. So:
         auto f = floors_.find(a->params.key);
-        if (a->watched_seq == a->lowest_seq ||
-            (f != floors_.end() && f->second.lock_czxid == a->lock_czxid &&
-             !zk::SeqBefore(f->second.seq, a->watched_seq))) {
+        if (!a->watch_skips && (a->watched_seq == a->lowest_seq ||
+                                (f != floors_.end() && f->second.lock_czxid == a->lock_czxid &&
+                                 !zk::SeqBefore(f->second.seq, a->watched_seq)))) {
           if (deleting_.find(watched) != deleting_.end()) {
             // This replica deleted it (release, reap, abandon): the reply to
             // that delete, right behind this event, settles it.
@@ -1548,13 +1573,16 @@ class ZooKeeperBackend final : public Backend {
         return;
       }
       if (!v->has_holder || v->holder.owner != p.owner) {
+        if (!p.acquire_request_id.empty()) {
+          std::move(op->done)(ReleaseResult{false, 0});  // nothing of this owner's to undo
+          return;
+        }
         zk::Tombstone t;
-        // A retry of the Release that freed the lock, with nothing granted
-        // since: the multi that freed it set the lock node's data and removed
-        // the child in one transaction, so pzxid == mzxid until a child is
-        // created again.
-        if (!p.request_id.empty() && v->lock_exists && v->lock_stat.numChildren == 0 &&
-            v->lock_stat.pzxid == v->lock_stat.mzxid && zk::DecodeTombstone(v->lock_data, &t) &&
+        // A retry of the Release that freed the lock (the multi that freed
+        // it left this tombstone in the lock node), also after the lock went
+        // to another owner: the owner does not hold it, so its last request
+        // on the lock is still that release.
+        if (!p.request_id.empty() && v->lock_exists && zk::DecodeTombstone(v->lock_data, &t) &&
             t.owner == p.owner && t.request_id == p.request_id) {
           std::move(op->done)(ReleaseResult{true, 0});
           return;
@@ -1575,7 +1603,11 @@ class ZooKeeperBackend final : public Backend {
       }
       if (reap.has_value()) {
         Reap(p.key, v->holder_path, *reap, 0, nullptr);
-        std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
+        if (!p.acquire_request_id.empty()) {
+          std::move(op->done)(ReleaseResult{false, 0});
+        } else {
+          std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
+        }
         return;
       }
       if (!p.request_id.empty() && v->holder.last == NodeData::Last::kRelease &&
@@ -1590,6 +1622,13 @@ class ZooKeeperBackend final : public Backend {
   void ReleaseOn(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
                  const struct Stat& stat, const NodeData& d, bool from_cache) {
     const ReleaseParams& p = op->params;
+    // An undo gives back the hold only if that Acquire is the owner's last
+    // request; it then proceeds as a release without request id.
+    if (!p.acquire_request_id.empty() &&
+        !(d.last == NodeData::Last::kAcquire && d.last_id == p.acquire_request_id)) {
+      std::move(op->done)(ReleaseResult{false, d.holds});
+      return;
+    }
     auto retry = [this, op, from_cache](int rc) {
       if (from_cache || ++op->tries <= kMaxRetries) {
         ReleaseSlow(op);
