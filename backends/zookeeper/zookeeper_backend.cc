@@ -1623,10 +1623,16 @@ class ZooKeeperBackend final : public Backend {
                  const struct Stat& stat, const NodeData& d, bool from_cache) {
     const ReleaseParams& p = op->params;
     // An undo gives back the hold only if that Acquire is the owner's last
-    // request; it then proceeds as a release without request id.
+    // request; it then proceeds as a release without request id (whose
+    // versioned write fails if `d` is stale). Nothing to undo is an answer
+    // without a write, so it is only given from fresh data.
     if (!p.acquire_request_id.empty() &&
         !(d.last == NodeData::Last::kAcquire && d.last_id == p.acquire_request_id)) {
-      std::move(op->done)(ReleaseResult{false, d.holds});
+      if (from_cache) {
+        ReleaseSlow(op);
+      } else {
+        std::move(op->done)(ReleaseResult{false, d.holds});
+      }
       return;
     }
     auto retry = [this, op, from_cache](int rc) {
