@@ -277,8 +277,10 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
   req.set_request_id(client_internal::RandomHex(16));
   v1::AcquireResponse resp;
   SteadyTime send_time;
-  grpc::Status gs =
-      client_internal::CallWithRetry(co, core_->channel(), deadline, [&](grpc::ClientContext* ctx) {
+  std::string unresolved;  // an attempt that may have left a hold
+  grpc::Status gs = client_internal::AcquireWithUndo(
+      core_->stub(), core_->channel(), co, deadline, &req,
+      [&](grpc::ClientContext* ctx) {
         // A retry waits only for what is left of the caller's wait.
         SteadyTime now = SteadyClock::now();
         if (wait_end > now) {
@@ -289,15 +291,35 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
         resp.Clear();
         send_time = now;
         return core_->stub().Acquire(ctx, req, &resp);
-      });
+      },
+      &unresolved);
+  // Every failure is reported through this: no hold of an attempt whose
+  // outcome is unknown may outlive it. The undo runs past the caller's
+  // deadline (it may have passed already), bounded by UndoTimeout.
+  auto fail = [&](absl::Status s) {
+    if (unresolved.empty()) return s;
+    absl::StatusOr<ReleaseOutcome> undo = client_internal::UndoAcquire(
+        core_->stub(), core_->channel(), co, ns, name, owner, unresolved,
+        SteadyClock::now() + ToSteady(client_internal::UndoTimeout(co)));
+    if (client_internal::UndoConfirmed(undo)) return s;
+    absl::Status out(s.code(),
+                     absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
+                                  "\", acquire request id ", unresolved,
+                                  ") was not confirmed: ", undo.status().message(),
+                                  "; a hold it may have left ends with its lease unless undone"));
+    s.ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
+    out.SetPayload(client_internal::kUnconfirmedAcquirePayload, absl::Cord(unresolved));
+    return out;
+  };
   if (!gs.ok()) {
     if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && deadline > wait_end) {
       // The server would have answered when the wait ended; it did not.
-      return absl::UnavailableError(
+      return fail(absl::UnavailableError(
           absl::StrCat("lockd acquire of ", DescribeLock(ns, name), ": no reply within ",
-                       absl::FormatDuration(timeout), " (", gs.error_message(), ")"));
+                       absl::FormatDuration(timeout), " (", gs.error_message(), ")")));
     }
-    return FromGrpc("acquire", ns, name, gs);
+    return fail(FromGrpc("acquire", ns, name, gs));
   }
   if (!resp.acquired()) {
     std::string holder;
@@ -314,7 +336,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
     if (resp.has_current()) {
       s.SetPayload(client_internal::kHolderPayload, absl::Cord(resp.current().SerializeAsString()));
     }
-    return s;
+    return fail(std::move(s));
   }
 
   absl::Duration ttl = resp.has_lease_ttl() ? FromProto(resp.lease_ttl()) : options.ttl;
@@ -392,6 +414,17 @@ absl::StatusOr<ReleaseOutcome> Client::Release(absl::string_view name, absl::str
                                                absl::string_view ns) {
   return client_internal::ReleaseHold(core_->stub(), core_->channel(), core_->options(),
                                       core_->Namespace(ns), name, owner,
+                                      SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
+}
+
+absl::StatusOr<ReleaseOutcome> Client::UndoAcquire(absl::string_view name, absl::string_view owner,
+                                                   absl::string_view acquire_request_id,
+                                                   absl::string_view ns) {
+  if (acquire_request_id.empty()) {
+    return absl::InvalidArgumentError("acquire_request_id must not be empty");
+  }
+  return client_internal::UndoAcquire(core_->stub(), core_->channel(), core_->options(),
+                                      core_->Namespace(ns), name, owner, acquire_request_id,
                                       SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
 }
 

@@ -164,7 +164,69 @@ TEST_F(ClientTest, TryAcquireSendsNoWait) {
   EXPECT_EQ(lease->ns(), "default");
 }
 
-TEST_F(ClientTest, AcquireRetriesUnavailableWithTheSameRequestId) {
+// What the stub saw, in order: "acquire <request_id>" and
+// "undo <acquire_request_id>" / "release <request_id>".
+class CallLog {
+ public:
+  void Add(std::string entry) {
+    std::lock_guard<std::mutex> l(mu_);
+    entries_.push_back(std::move(entry));
+  }
+  std::vector<std::string> entries() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return entries_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> entries_;
+};
+
+std::string Logged(const v1::ReleaseRequest& req) {
+  if (!req.acquire_request_id().empty()) {
+    EXPECT_TRUE(req.request_id().empty()) << "an undo carries no request_id of its own";
+    return "undo " + req.acquire_request_id();
+  }
+  return "release " + req.request_id();
+}
+
+TEST_F(ClientTest, AcquireRetriedAfterAConfirmedUndoUsesANewRequestId) {
+  CallLog log;
+  std::vector<std::string> ids;
+  EXPECT_CALL(*stub_, Acquire(_, _, _))
+      .Times(3)
+      .WillRepeatedly(Invoke(
+          [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
+            ids.push_back(req.request_id());
+            log.Add("acquire " + req.request_id());
+            if (ids.size() < 3) return Unavailable();
+            Grant(req, resp);
+            return grpc::Status::OK;
+          }));
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .Times(2)
+      .WillRepeatedly(Invoke(
+          [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            EXPECT_EQ(req.owner(), "test-owner");
+            EXPECT_EQ(req.name(), "orders/42");
+            EXPECT_EQ(req.namespace_(), "default");
+            log.Add(Logged(req));
+            resp->set_hold_count(0);  // the attempt had not been applied
+            return grpc::Status::OK;
+          }));
+  Client client = NewClient();
+  absl::StatusOr<Lease> lease = client.Acquire("orders/42", Ttl(absl::Seconds(10), false));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 3u);
+  // Each attempt that ended UNAVAILABLE is undone before the next one.
+  EXPECT_THAT(log.entries(),
+              ::testing::ElementsAre("acquire " + ids[0], "undo " + ids[0], "acquire " + ids[1],
+                                     "undo " + ids[1], "acquire " + ids[2]));
+  lease->Detach();
+}
+
+TEST_F(ClientTest, AcquireRetriedAfterAnUnconfirmedUndoKeepsItsRequestId) {
   std::vector<std::string> ids;
   EXPECT_CALL(*stub_, Acquire(_, _, _))
       .Times(3)
@@ -175,13 +237,175 @@ TEST_F(ClientTest, AcquireRetriesUnavailableWithTheSameRequestId) {
             Grant(req, resp);
             return grpc::Status::OK;
           }));
+  std::atomic<int> undos{0};
+  ON_CALL(*stub_, Release(_, _, _)).WillByDefault(Invoke([&](auto*, auto&, auto*) {
+    ++undos;
+    return Unavailable();
+  }));
   Client client = NewClient();
-  absl::StatusOr<Lease> lease = client.Acquire("orders/42", Ttl(absl::Seconds(10)));
+  absl::StatusOr<Lease> lease = client.Acquire("orders/42", Ttl(absl::Seconds(10), false));
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_FALSE(ids[0].empty());
-  EXPECT_EQ(ids[1], ids[0]);
+  EXPECT_EQ(ids[1], ids[0]);  // the server answers a repeat with the first result
   EXPECT_EQ(ids[2], ids[0]);
+  EXPECT_GE(undos.load(), 2);
+  lease->Detach();
+}
+
+TEST_F(ClientTest, AcquireWithNoReplyIsUndoneBeforeTheFailureIsReported) {
+  std::string acquire_id;
+  v1::ReleaseRequest undo;
+  std::chrono::system_clock::duration undo_time_left{};
+  EXPECT_CALL(*stub_, Acquire(_, _, _))
+      .WillOnce(Invoke([&](grpc::ClientContext* ctx, const v1::AcquireRequest& req, auto*) {
+        acquire_id = req.request_id();
+        // The server granted, but the reply did not arrive before the deadline.
+        std::this_thread::sleep_until(ctx->deadline());
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+      }));
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .WillOnce(Invoke(
+          [&](grpc::ClientContext* ctx, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            undo = req;
+            // Its own deadline, although the caller's has passed.
+            undo_time_left = ctx->deadline() - std::chrono::system_clock::now();
+            resp->set_released(true);
+            return grpc::Status::OK;
+          }));
+  Client client = NewClient();
+  AcquireOptions o = Ttl(absl::Seconds(10));
+  o.timeout = absl::Milliseconds(200);
+  o.ns = "billing";
+  absl::StatusOr<Lease> lease = client.Acquire("orders/42", o);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable) << lease.status();
+  EXPECT_FALSE(UnconfirmedAcquireRequestId(lease.status()).has_value());
+  EXPECT_EQ(undo.namespace_(), "billing");
+  EXPECT_EQ(undo.name(), "orders/42");
+  EXPECT_EQ(undo.owner(), "test-owner");
+  EXPECT_EQ(undo.acquire_request_id(), acquire_id);
+  EXPECT_FALSE(acquire_id.empty());
+  EXPECT_TRUE(undo.request_id().empty());
+  // min(rpc_timeout 2 s, release_timeout 300 ms)
+  EXPECT_GT(undo_time_left, std::chrono::milliseconds(200));
+  EXPECT_LE(undo_time_left, std::chrono::milliseconds(300));
+}
+
+TEST_F(ClientTest, AcquireTimingOutInsideTheWaitIsUndoneToo) {
+  std::string acquire_id, undone;
+  ON_CALL(*stub_, Acquire(_, _, _))
+      .WillByDefault(Invoke([&](grpc::ClientContext*, const v1::AcquireRequest& req, auto*) {
+        acquire_id = req.request_id();
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+      }));
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .WillOnce(Invoke(
+          [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            undone = req.acquire_request_id();
+            resp->set_hold_count(0);
+            return grpc::Status::OK;
+          }));
+  Client client = NewClient();
+  AcquireOptions o = Ttl(absl::Seconds(10));
+  o.wait = absl::Seconds(10);
+  o.timeout = absl::Milliseconds(100);
+  EXPECT_EQ(client.Acquire("x", o).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(undone, acquire_id);
+}
+
+TEST_F(ClientTest, AnUnansweredUndoIsReportedWithTheRequestIdWithinItsBound) {
+  std::string acquire_id;
+  ON_CALL(*stub_, Acquire(_, _, _))
+      .WillByDefault(Invoke([&](grpc::ClientContext*, const v1::AcquireRequest& req, auto*) {
+        acquire_id = req.request_id();
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+      }));
+  std::atomic<int> undos{0};
+  ON_CALL(*stub_, Release(_, _, _)).WillByDefault(Invoke([&](auto*, auto&, auto*) {
+    ++undos;
+    return Unavailable();
+  }));
+  Client client = NewClient();
+  auto start = Clock::now();
+  absl::StatusOr<Lease> lease = client.TryAcquire("x", Ttl(absl::Seconds(10)));
+  auto elapsed = Clock::now() - start;
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable);
+  std::optional<std::string> id = UnconfirmedAcquireRequestId(lease.status());
+  ASSERT_TRUE(id.has_value()) << lease.status();
+  EXPECT_EQ(*id, acquire_id);
+  EXPECT_THAT(lease.status().message(), HasSubstr(acquire_id));
+  EXPECT_THAT(lease.status().message(), HasSubstr("test-owner"));
+  EXPECT_GE(undos.load(), 2);  // retried within its bound (release_timeout, 300 ms)
+  EXPECT_GE(elapsed, std::chrono::milliseconds(250));
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
+}
+
+TEST_F(ClientTest, AnswersFromTheServerAreNotUndone) {
+  EXPECT_CALL(*stub_, Release(_, _, _)).Times(0);
+  EXPECT_CALL(*stub_, Acquire(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease_ttl: too long")))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many waiters")))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "no lock permission")))
+      .WillOnce(Invoke([](auto*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
+        resp->set_acquired(false);
+        resp->set_owner(req.owner());
+        return grpc::Status::OK;
+      }));
+  Client client = NewClient();
+  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientTest, NotAcquiredAfterAnUnconfirmedUndoIsUndoneAgain) {
+  // Attempt 1 is lost (UNAVAILABLE) and its undo too; the retry (same
+  // request_id) answers "not acquired": the client undoes once more before
+  // reporting, since attempt 1 may still be the owner's last request.
+  std::vector<std::string> ids;
+  EXPECT_CALL(*stub_, Acquire(_, _, _))
+      .Times(2)
+      .WillRepeatedly(Invoke(
+          [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
+            ids.push_back(req.request_id());
+            if (ids.size() == 1) return Unavailable();
+            resp->set_acquired(false);
+            return grpc::Status::OK;
+          }));
+  std::vector<std::string> undone;
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .WillOnce(Return(Unavailable()))
+      .WillRepeatedly(
+          Invoke([&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse*) {
+            undone.push_back(req.acquire_request_id());
+            return grpc::Status::OK;
+          }));
+  options_.release_timeout = absl::Milliseconds(1);  // the first undo gets one try
+  Client client = NewClient();
+  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[1], ids[0]);
+  EXPECT_THAT(undone, ::testing::ElementsAre(ids[0]));
+}
+
+TEST_F(ClientTest, UndoAcquireSendsTheAcquireRequestIdAndNoRequestId) {
+  v1::ReleaseRequest seen;
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .WillOnce(Invoke(
+          [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            seen = req;
+            resp->set_released(true);
+            return grpc::Status::OK;
+          }));
+  Client client = NewClient();
+  absl::StatusOr<ReleaseOutcome> r = client.UndoAcquire("x", "o", "abc", "jobs");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->released);
+  EXPECT_EQ(seen.namespace_(), "jobs");
+  EXPECT_EQ(seen.owner(), "o");
+  EXPECT_EQ(seen.acquire_request_id(), "abc");
+  EXPECT_TRUE(seen.request_id().empty());
+  EXPECT_EQ(client.UndoAcquire("x", "o", "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ClientTest, EachAcquireCallHasItsOwnRequestId) {

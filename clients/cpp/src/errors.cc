@@ -90,4 +90,11 @@ std::optional<LockInfo> CurrentHolder(const absl::Status& status) {
   return client_internal::FromProto(info);
 }
 
+std::optional<std::string> UnconfirmedAcquireRequestId(const absl::Status& status) {
+  absl::optional<absl::Cord> payload =
+      status.GetPayload(client_internal::kUnconfirmedAcquirePayload);
+  if (!payload.has_value()) return std::nullopt;
+  return std::string(*payload);
+}
+
 }  // namespace lockd

@@ -21,6 +21,10 @@ namespace lockd::client_internal {
 inline constexpr absl::string_view kLockLostPayload = "type.lockd.dev/lockd.client.LockLost";
 // Payload of a not-acquired status: the serialized lockd.v1.LockInfo holder.
 inline constexpr absl::string_view kHolderPayload = "type.googleapis.com/lockd.v1.LockInfo";
+// Payload of a failed Acquire whose undo was not confirmed: the request_id
+// of the attempt that may have left a hold.
+inline constexpr absl::string_view kUnconfirmedAcquirePayload =
+    "type.lockd.dev/lockd.client.UnconfirmedAcquire";
 
 // kFailedPrecondition carrying kLockLostPayload = `reason`.
 absl::Status LockLostError(absl::string_view reason, absl::string_view message);

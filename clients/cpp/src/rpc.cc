@@ -44,21 +44,34 @@ void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until) {
   }
 }
 
+namespace {
+
+// A pause uniformly jittered in [backoff/2, backoff].
+absl::Duration Jittered(absl::Duration backoff) {
+  thread_local absl::BitGen gen;
+  int64_t half = absl::ToInt64Nanoseconds(backoff / 2);
+  return absl::Nanoseconds(half + absl::Uniform<int64_t>(gen, 0, half + 1));
+}
+
+absl::Duration NextBackoff(const ClientOptions& options, absl::Duration backoff) {
+  return std::min(backoff * 2, std::max(options.max_backoff, backoff));
+}
+
+}  // namespace
+
 grpc::Status CallWithRetry(const ClientOptions& options, grpc::ChannelInterface* channel,
                            SteadyTime deadline,
                            absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt) {
-  thread_local absl::BitGen gen;
   absl::Duration backoff = std::max(options.initial_backoff, absl::Milliseconds(1));
   while (true) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, deadline);
     grpc::Status status = attempt(&ctx);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
-    int64_t half = absl::ToInt64Nanoseconds(backoff / 2);
-    absl::Duration sleep = absl::Nanoseconds(half + absl::Uniform<int64_t>(gen, 0, half + 1));
+    absl::Duration sleep = Jittered(backoff);
     if (SteadyClock::now() + ToSteady(sleep) >= deadline) return status;
     PauseWatchingChannel(channel, SteadyClock::now() + ToSteady(sleep));
-    backoff = std::min(backoff * 2, std::max(options.max_backoff, backoff));
+    backoff = NextBackoff(options, backoff);
   }
 }
 
@@ -104,6 +117,79 @@ absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* c
   });
   if (!status.ok()) return FromGrpc("release", ns, name, status);
   return ReleaseOutcome{resp.released(), resp.hold_count()};
+}
+
+bool OutcomeUnknown(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::DATA_LOSS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Duration UndoTimeout(const ClientOptions& options) {
+  return std::min(options.rpc_timeout, options.release_timeout);
+}
+
+absl::StatusOr<ReleaseOutcome> UndoAcquire(Stub& stub, grpc::ChannelInterface* channel,
+                                           const ClientOptions& options, absl::string_view ns,
+                                           absl::string_view name, absl::string_view owner,
+                                           absl::string_view acquire_request_id,
+                                           SteadyTime deadline) {
+  v1::ReleaseRequest req;
+  req.set_namespace_(std::string(ns));
+  req.set_name(std::string(name));
+  req.set_owner(std::string(owner));
+  req.set_acquire_request_id(std::string(acquire_request_id));
+  v1::ReleaseResponse resp;
+  grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
+    resp.Clear();
+    return stub.Release(ctx, req, &resp);
+  });
+  if (!status.ok()) return FromGrpc("undo of the acquire", ns, name, status);
+  return ReleaseOutcome{resp.released(), resp.hold_count()};
+}
+
+bool UndoConfirmed(const absl::StatusOr<ReleaseOutcome>& undo) {
+  // The contract never answers an undo with LOCK_NOT_HELD; a server that did
+  // (one older than acquire_request_id) says the owner holds nothing there.
+  return undo.ok() || IsLockLost(undo.status());
+}
+
+grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
+                             const ClientOptions& options, SteadyTime deadline,
+                             v1::AcquireRequest* req,
+                             absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
+                             std::string* unresolved) {
+  unresolved->clear();
+  absl::Duration backoff = std::max(options.initial_backoff, absl::Milliseconds(1));
+  while (true) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, deadline);
+    grpc::Status status = attempt(&ctx);
+    if (!OutcomeUnknown(status)) return status;
+    *unresolved = req->request_id();
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+    const SteadyTime resume = SteadyClock::now() + ToSteady(Jittered(backoff));
+    if (resume >= deadline) return status;
+    absl::StatusOr<ReleaseOutcome> undo = UndoAcquire(
+        stub, channel, options, req->namespace_(), req->name(), req->owner(), *unresolved,
+        std::min(SteadyClock::now() + ToSteady(UndoTimeout(options)), deadline));
+    if (UndoConfirmed(undo)) {
+      unresolved->clear();
+      req->set_request_id(RandomHex(16));
+    }
+    if (SteadyClock::now() >= deadline) return status;
+    PauseWatchingChannel(channel, resume);
+    backoff = NextBackoff(options, backoff);
+  }
 }
 
 }  // namespace lockd::client_internal

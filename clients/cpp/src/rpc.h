@@ -54,6 +54,48 @@ absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* c
                                            absl::string_view name, absl::string_view owner,
                                            SteadyTime deadline);
 
+// True if a call that ended with `status` may have been applied by the server
+// although no answer said so: DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (the
+// connection may have broken after the request was sent), UNKNOWN, INTERNAL,
+// ABORTED, DATA_LOSS. Every other code is the server's definite answer.
+bool OutcomeUnknown(const grpc::Status& status);
+
+// How long an automatic undo may take: min(rpc_timeout, release_timeout).
+absl::Duration UndoTimeout(const ClientOptions& options);
+
+// Release{ns, name, owner, acquire_request_id} (no request_id), retried on
+// UNAVAILABLE until `deadline`: gives back the hold that the Acquire with that
+// request_id added, if it did and is the owner's last request on the lock.
+// OK: the server answered (hold_count: the owner's holds now). Errors as
+// Client::UndoAcquire.
+absl::StatusOr<ReleaseOutcome> UndoAcquire(Stub& stub, grpc::ChannelInterface* channel,
+                                           const ClientOptions& options, absl::string_view ns,
+                                           absl::string_view name, absl::string_view owner,
+                                           absl::string_view acquire_request_id,
+                                           SteadyTime deadline);
+
+// True if `undo` (a result of UndoAcquire) shows that no hold of the undone
+// Acquire remains: an OK answer, or LOCK_NOT_HELD (the owner holds nothing).
+bool UndoConfirmed(const absl::StatusOr<ReleaseOutcome>& undo);
+
+// Runs `attempt` (an Acquire of *req) with a fresh context whose deadline is
+// `deadline` until it gets the server's answer (OK or a definite error),
+// fails with an unknown outcome other than UNAVAILABLE, or the next backoff
+// pause would end past `deadline`. After an UNAVAILABLE it first undoes that
+// attempt (UndoAcquire, bounded by min(UndoTimeout, deadline)); if the undo
+// was confirmed the next attempt gets a new request_id in *req (a late
+// give-back of the old attempt can then not touch the new hold), otherwise it
+// keeps the same one (the server answers a repeat with the first result, so
+// the hold count cannot double). Then it backs off as CallWithRetry does.
+// Returns the last attempt's status. *unresolved: the request_id of an
+// attempt whose outcome is unknown and whose undo was not confirmed, else
+// empty; the caller must undo it if it reports a failure.
+grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
+                             const ClientOptions& options, SteadyTime deadline,
+                             v1::AcquireRequest* req,
+                             absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
+                             std::string* unresolved);
+
 }  // namespace lockd::client_internal
 
 #endif  // LOCKD_CLIENTS_CPP_SRC_RPC_H_

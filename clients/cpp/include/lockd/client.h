@@ -24,9 +24,27 @@
 //    and Release() report kFailedPrecondition with IsLockLost() true.
 //  * Safe retries. Acquire and Release carry a random request_id and are
 //    retried on UNAVAILABLE, with capped, jittered exponential backoff, inside
-//    the caller's deadline and always with the same request_id, so a lost
-//    reply never leaves a double hold count or a double decrement
-//    (the server answers a repeated request_id with the first result).
+//    the caller's deadline. A Release keeps its request_id, so a lost reply
+//    never leaves a double decrement (the server answers a repeated
+//    request_id with the first result).
+//  * No hold left behind. When the client cannot learn what became of an
+//    Acquire attempt (its deadline passed, or it ended with UNAVAILABLE or
+//    another transport error after the request may have been sent), it
+//    undoes that attempt before it retries or reports the failure: a Release
+//    with the same owner and acquire_request_id = the attempt's request_id
+//    (design/API.md, "Uncertain outcomes"), which gives back the hold the
+//    attempt added, if any, and nothing else. The undo is bounded by
+//    min(rpc_timeout, release_timeout), retried on UNAVAILABLE within that,
+//    and runs even when the caller's deadline has passed. A retry after a
+//    confirmed undo uses a new request_id (so a late give-back of the old
+//    attempt cannot touch the new hold); after an unconfirmed one it keeps
+//    the same request_id, so the server answers it with the first result and
+//    the hold count cannot double. So an Acquire that succeeds adds exactly
+//    one hold however many attempts it took, and one that fails leaves none
+//    unless the undo itself went unanswered (see
+//    UnconfirmedAcquireRequestId). Needs a lockd that knows
+//    acquire_request_id (an older one would take the undo for a plain
+//    Release of one hold).
 //
 // Owners: a Client has one owner id (ClientOptions::owner, default a random
 // id per Client). Locks are reentrant per owner, so two threads sharing one
@@ -99,7 +117,9 @@ struct ClientOptions {
   // Deadline of every call that does not wait (Release, Renew, Describe,
   // List), retries included; also the slack an Acquire gets beyond `wait`.
   absl::Duration rpc_timeout = absl::Seconds(10);
-  // Bound on the release done by ~Lease (best effort, retries included).
+  // Bound on the release done by ~Lease (best effort, retries included), and,
+  // capped at rpc_timeout, on the undo of an Acquire attempt whose outcome
+  // the client did not learn.
   absl::Duration release_timeout = absl::Seconds(2);
   // Retry backoff after UNAVAILABLE: starts at initial_backoff, doubles up to
   // max_backoff; each sleep is uniformly jittered in [backoff/2, backoff].
@@ -185,6 +205,14 @@ bool IsLockLost(const absl::Status& status);
 // For the kDeadlineExceeded returned when a lock was not acquired in time:
 // the holder the server reported. nullopt for any other status.
 std::optional<LockInfo> CurrentHolder(const absl::Status& status);
+
+// For a failed Client::Acquire whose last attempt's outcome the client did
+// not learn AND whose undo went unanswered (the server was unreachable for
+// the whole undo bound): that attempt's request_id. The attempt may have left
+// a hold, which ends with its lease, or now with Client::UndoAcquire(name,
+// owner, id). The status message names the owner and id too. nullopt for any
+// other status (including every failure whose undo was confirmed).
+std::optional<std::string> UnconfirmedAcquireRequestId(const absl::Status& status);
 
 // A held lock: one hold of one owner on (ns, name). Move-only RAII; the
 // destructor of an active Lease stops its renewal and releases it (best
@@ -310,12 +338,17 @@ class Client {
   //   CurrentHolder(status) describes the holder when the server said.
   // kInvalidArgument: a field breaks a rule (message names it).
   // kUnavailable: the server was unreachable or unresponsive until the
-  //   deadline; a grant that did happen ends with its lease.
+  //   deadline. A grant that did happen was undone (see "No hold left behind"
+  //   above).
   // kResourceExhausted: the server has too many waiters; retry later.
   // kFailedPrecondition + IsLockLost(): granted, but the lease was gone by
   //   the time the post-wait renewal reached the server (rare).
-  // The post-wait renewal may extend the call past options.timeout by up to
-  // min(rpc_timeout, ttl/3).
+  // Any error: no hold of this call remains, except when
+  //   UnconfirmedAcquireRequestId(status) is set (the undo went unanswered;
+  //   the hold, if any, ends with its lease).
+  // Past options.timeout the call may block for the undo of an attempt
+  // whose outcome it did not learn (up to min(rpc_timeout, release_timeout)),
+  // or for the post-wait renewal (up to min(rpc_timeout, ttl/3)).
   absl::StatusOr<Lease> Acquire(absl::string_view name, AcquireOptions options = {});
 
   // Acquire with options.wait = 0: one attempt (retried only on UNAVAILABLE).
@@ -328,6 +361,18 @@ class Client {
   // lock; kInvalidArgument, kUnavailable, kDeadlineExceeded as usual.
   absl::StatusOr<ReleaseOutcome> Release(absl::string_view name, absl::string_view owner,
                                          absl::string_view ns = "");
+  // Undoes the Acquire of `owner` whose request_id is `acquire_request_id`
+  // (from UnconfirmedAcquireRequestId, or one a tool recorded): if it is the
+  // owner's last request on the lock and it added a hold, that hold is given
+  // back; otherwise nothing changes. Blocks up to rpc_timeout, retrying on
+  // UNAVAILABLE (a repeat is harmless: the undo becomes the owner's last
+  // request). OK whether or not there was a hold to give back: hold_count is
+  // what the owner holds now, released is true if the lock became free.
+  // Errors: kInvalidArgument (e.g. an empty or too long id), kUnavailable,
+  // kDeadlineExceeded.
+  absl::StatusOr<ReleaseOutcome> UndoAcquire(absl::string_view name, absl::string_view owner,
+                                             absl::string_view acquire_request_id,
+                                             absl::string_view ns = "");
   // ttl zero: the server's default lease.
   absl::StatusOr<RenewOutcome> Renew(absl::string_view name, absl::string_view owner,
                                      absl::Duration ttl, absl::string_view ns = "");
