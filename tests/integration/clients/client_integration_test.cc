@@ -1,6 +1,7 @@
 // lockd::Client against a real lockd process (memory backend): grants,
 // waiting, renewal past the TTL, loss on a server restart, retries across a
-// server that comes up late, and release on destruction.
+// server that comes up late, release on destruction, and Acquires whose reply
+// is held back or lost on the way (through StallProxy) leaving no hold behind.
 
 #include <atomic>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "lockd/client.h"
 #include "tests/integration/clients/restartable_lockd.h"
+#include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
 
@@ -20,7 +22,9 @@ namespace lockd {
 namespace {
 
 using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::StallProxy;
 using ::lockd::testing::TempDir;
+using ::lockd::testing::WaitFor;
 using ::testing::HasSubstr;
 
 class ClientIntegrationTest : public ::testing::Test {
@@ -30,11 +34,25 @@ class ClientIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(lockd_->Start().ok());
   }
 
-  Client NewClient(ClientOptions options = {}) {
+  Client NewClient(ClientOptions options = {}) { return NewClientAt(lockd_->address(), options); }
+
+  static Client NewClientAt(const std::string& address, ClientOptions options = {}) {
     options.rpc_timeout = absl::Seconds(3);
-    absl::StatusOr<Client> c = Client::Connect(lockd_->address(), options);
+    absl::StatusOr<Client> c = Client::Connect(address, options);
     EXPECT_TRUE(c.ok()) << c.status();
     return *std::move(c);
+  }
+
+  // True once `observer` sees `name` held by `owner` (or, with owner empty,
+  // free) within `timeout`.
+  static bool WaitForHolder(Client& observer, const std::string& name, const std::string& owner,
+                            absl::Duration timeout = absl::Seconds(10)) {
+    return WaitFor(
+        [&] {
+          absl::StatusOr<LockInfo> info = observer.Describe(name);
+          return info.ok() && (owner.empty() ? !info->held : info->held && info->owner == owner);
+        },
+        timeout, absl::Milliseconds(5));
   }
 
   static AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
@@ -283,6 +301,76 @@ TEST_F(ClientIntegrationTest, LowLevelOperationsByOwner) {
   EXPECT_TRUE(IsLockLost(a.Release("s/1", a.owner()).status()));
   EXPECT_TRUE(IsLockLost(a.Renew("s/1", "nobody", absl::Seconds(5)).status()));
   leases[2].Detach();  // already released above
+}
+
+TEST_F(ClientIntegrationTest, AcquireWhoseDeadlinePassesWhileTheServerGrantsLeavesNoHold) {
+  absl::StatusOr<std::unique_ptr<StallProxy>> proxy = StallProxy::Start(lockd_->port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  ClientOptions co;
+  co.owner = "late-reply";
+  co.release_timeout = absl::Seconds(3);
+  Client client = NewClientAt((*proxy)->address(), co);
+  Client observer = NewClient();
+  ASSERT_TRUE(client.Describe("x").ok());  // connected before any reply is held back
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    (*proxy)->HoldReplies(true);
+    AcquireOptions o = Opts(absl::Seconds(30));
+    o.timeout = absl::Milliseconds(500);
+    absl::StatusOr<Lease> lease;
+    std::thread acquirer([&] { lease = client.Acquire("x", o); });
+    // lockd grants at once and writes the reply, which the proxy keeps: for
+    // lockd the reply went out, so only the client can give the hold back.
+    EXPECT_TRUE(WaitForHolder(observer, "x", "late-reply"));
+    // The client's deadline passes; its undo gets through (requests still
+    // flow) although no answer can reach it yet.
+    EXPECT_TRUE(WaitForHolder(observer, "x", "", absl::Seconds(5)))
+        << "the hold of an Acquire that timed out was left behind";
+    (*proxy)->HoldReplies(false);  // now the undo's answer arrives
+    acquirer.join();
+    EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable) << lease.status();
+    EXPECT_FALSE(UnconfirmedAcquireRequestId(lease.status()).has_value()) << lease.status();
+    absl::StatusOr<LockInfo> info = observer.Describe("x");
+    ASSERT_TRUE(info.ok());
+    EXPECT_FALSE(info->held) << "held by " << info->owner << " x" << info->hold_count;
+  }
+  // Another owner gets the lock at once.
+  Client other = NewClient();
+  EXPECT_TRUE(other.TryAcquire("x", Opts(absl::Seconds(10))).ok());
+}
+
+TEST_F(ClientIntegrationTest, AcquireRetriedAfterItsReplyWasLostLeavesHoldCountOne) {
+  absl::StatusOr<std::unique_ptr<StallProxy>> proxy = StallProxy::Start(lockd_->port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  ClientOptions co;
+  co.owner = "retried";
+  Client client = NewClientAt((*proxy)->address(), co);
+  Client observer = NewClient();
+  ASSERT_TRUE(client.Describe("x").ok());
+  (*proxy)->HoldReplies(true);
+  AcquireOptions o = Opts(absl::Seconds(30));
+  o.timeout = absl::Seconds(20);
+  absl::StatusOr<Lease> lease;
+  std::thread acquirer([&] { lease = client.Acquire("x", o); });
+  ASSERT_TRUE(WaitForHolder(observer, "x", "retried"));  // granted; the reply is held back
+  // The connection breaks with the reply on its way: the attempt ends
+  // UNAVAILABLE after lockd applied it, and the client retries.
+  (*proxy)->CutConnections();
+  (*proxy)->HoldReplies(false);
+  acquirer.join();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->hold_count(), 1u);
+  absl::StatusOr<LockInfo> info = observer.Describe("x");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, "retried");
+  EXPECT_EQ(info->hold_count, 1u) << "the retried Acquire raised the hold count";
+  EXPECT_EQ(info->fencing_token, lease->fencing_token());
+  // One release frees the lock: no second hold is left behind.
+  ASSERT_TRUE(lease->Release().ok());
+  info = observer.Describe("x");
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->held) << "still held " << info->hold_count << " times";
 }
 
 TEST(ClientTlsTest, WorksOverTlsWithTheRightRootsAndFailsWithoutThem) {
