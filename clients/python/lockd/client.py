@@ -21,8 +21,26 @@ Guarantees (the same as the C++ client, lockd::Client):
   ``on_lost`` is called once, and ``release()`` / leaving the ``with`` block
   raise LockLost.
 * Safe retries: Acquire and Release carry a request_id and are retried on
-  UNAVAILABLE with capped, jittered backoff inside the caller's deadline,
-  always with the same request_id.
+  UNAVAILABLE with capped, jittered backoff inside the caller's deadline. A
+  Release keeps its request_id (the server answers a repeat with the first
+  result, so a lost reply never decrements twice).
+* No hold left behind: when the client cannot learn what became of an
+  Acquire attempt (its deadline passed, it was interrupted, or it ended with
+  UNAVAILABLE or another transport error after the request may have been
+  sent), it undoes that attempt before it retries or raises: a Release with
+  the same owner and ``acquire_request_id`` = the attempt's request_id
+  (design/API.md, "Uncertain outcomes"), which gives back the hold that
+  attempt added, if any, and nothing else. The undo is bounded by
+  min(rpc_timeout, release_timeout), retried on UNAVAILABLE within that, and
+  runs even when the caller's deadline has passed. A retry after a confirmed
+  undo uses a new request_id (a late give-back of the old attempt cannot
+  touch the new hold); after an unconfirmed one it keeps the same request_id,
+  so the server answers it with the first result and the hold count cannot
+  double. So an acquire() that succeeds adds exactly one hold however many
+  attempts it took, and one that fails leaves none unless the undo itself went
+  unanswered: then the error's ``unconfirmed_acquire_request_id`` names the
+  attempt (its hold, if any, ends with its lease, or now with
+  ``client.undo_acquire()``). Needs a lockd that knows acquire_request_id.
 
 Owners: a Client has one owner id (random per Client unless given). Locks are
 reentrant per owner, so threads sharing a Client and taking the same lock all
@@ -60,11 +78,17 @@ _log = logging.getLogger("lockd")
 # --------------------------------------------------------------------------- errors
 
 class LockdError(Exception):
-    """Any failure of a lockd call. ``code`` is the grpc.StatusCode (or None)."""
+    """Any failure of a lockd call. ``code`` is the grpc.StatusCode (or None).
+
+    ``unconfirmed_acquire_request_id``: set on an acquire() failure when the
+    outcome of its last attempt was unknown and the undo of that attempt went
+    unanswered: the attempt may have left a hold (ending with its lease), which
+    ``client.undo_acquire(name, owner, that id)`` gives back. None otherwise."""
 
     def __init__(self, message: str, code: Optional[grpc.StatusCode] = None):
         super().__init__(message)
         self.code = code
+        self.unconfirmed_acquire_request_id: Optional[str] = None
 
 
 class LockNotAcquired(LockdError):
@@ -92,6 +116,15 @@ class Unavailable(LockdError):
 
     def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE):
         super().__init__(message, code)
+
+
+# Codes after which a call may have been applied although no answer said so.
+# Every other code is the server's definite answer.
+_OUTCOME_UNKNOWN = frozenset({
+    grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED,
+    grpc.StatusCode.DATA_LOSS,
+})
 
 
 def _describe(namespace: str, name: str) -> str:
@@ -565,7 +598,9 @@ class Client:
       rpc_timeout: seconds for calls that do not wait (release, renew,
         describe, list), retries included; also the slack an acquire gets
         beyond its wait.
-      release_timeout: seconds for releases done when leaving a ``with`` block.
+      release_timeout: seconds for releases done when leaving a ``with`` block;
+        capped at rpc_timeout, also the bound on the undo of an acquire attempt
+        whose outcome the client did not learn.
     """
 
     def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
@@ -651,7 +686,12 @@ class Client:
         already due (a long wait), it is renewed before returning.
         Raises LockNotAcquired (not acquired in time; ``holder`` says who has
         it), Unavailable, LockLost (granted, but the lease ended before the
-        post-wait renewal), LockdError (e.g. INVALID_ARGUMENT)."""
+        post-wait renewal), LockdError (e.g. INVALID_ARGUMENT). Whatever it
+        raises (KeyboardInterrupt included), no hold of this call remains,
+        unless the error's ``unconfirmed_acquire_request_id`` is set (see the
+        module docstring). Past ``timeout`` the call may block for that undo
+        (up to min(rpc_timeout, release_timeout)) or for the post-wait renewal
+        (up to min(rpc_timeout, ttl/3))."""
         if ttl is not None and ttl <= 0:
             raise LockdError("ttl must be positive", grpc.StatusCode.INVALID_ARGUMENT)
         if wait < 0 or (timeout is not None and timeout <= 0):
@@ -679,26 +719,38 @@ class Client:
             send_time = now
             return self._stub.Acquire(req, timeout=call_timeout)
 
+        unresolved: List[Optional[str]] = [None]  # an attempt that may have left a hold
         try:
-            resp = self._call_with_retry(deadline, attempt)
+            resp = self._acquire_with_undo(req, deadline, attempt, unresolved)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 if deadline > wait_end:
-                    raise Unavailable("lockd acquire of %s: no reply within %gs (%s)"
-                                      % (_describe(ns, name), total, e.details()),
-                                      grpc.StatusCode.DEADLINE_EXCEEDED) from None
-                raise LockNotAcquired("lockd acquire of %s: not acquired within %gs"
-                                      % (_describe(ns, name), total)) from None
-            raise _translate("acquire", ns, name, e) from None
+                    err: LockdError = Unavailable(
+                        "lockd acquire of %s: no reply within %gs (%s)"
+                        % (_describe(ns, name), total, e.details()),
+                        grpc.StatusCode.DEADLINE_EXCEEDED)
+                else:
+                    err = LockNotAcquired("lockd acquire of %s: not acquired within %gs"
+                                          % (_describe(ns, name), total))
+            else:
+                err = _translate("acquire", ns, name, e)
+            raise self._undone(err, ns, name, owner, unresolved[0]) from None
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, ...) while an attempt may have
+            # been on its way: give its hold back before letting go.
+            if unresolved[0] is not None:
+                self._undo_confirmed(ns, name, owner, unresolved[0],
+                                     time.monotonic() + self._undo_timeout())
+            raise
         if not resp.acquired:
             holder = LockInfo._from_proto(resp.current) if resp.HasField("current") else None
             who = ""
             if holder is not None and holder.held:
                 who = '; held by owner "%s" (fencing token %d)' % (holder.owner,
                                                                    holder.fencing_token)
-            raise LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
+            raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
                 _describe(ns, name), "within %gs" % wait if wait > 0 else "(no wait)", who),
-                holder)
+                holder), ns, name, owner, unresolved[0])
 
         granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else (ttl or 0)
         if granted <= 0:
@@ -757,6 +809,21 @@ class Client:
         count). Raises LockLost if owner does not hold the lock."""
         ns = self._ns(namespace)
         return self._release_hold(ns, name, owner, time.monotonic() + self._rpc_timeout)
+
+    def undo_acquire(self, name: str, owner: str, acquire_request_id: str, *,
+                     namespace: Optional[str] = None) -> Tuple[bool, int]:
+        """Undoes owner's Acquire whose request_id is ``acquire_request_id``
+        (e.g. an error's unconfirmed_acquire_request_id): if it is the owner's
+        last request on the lock and it added a hold, that hold is given back;
+        otherwise nothing changes (a repeat is harmless). Returns (released,
+        the owner's remaining hold count) either way. Raises LockdError
+        (INVALID_ARGUMENT for an empty or too long id), Unavailable."""
+        if not acquire_request_id:
+            raise LockdError("acquire_request_id must not be empty",
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        ns = self._ns(namespace)
+        return self._undo_acquire(ns, name, owner, acquire_request_id,
+                                  time.monotonic() + self._rpc_timeout)
 
     def renew(self, name: str, owner: str, *, ttl: Optional[float] = None,
               namespace: Optional[str] = None) -> Tuple[float, int]:
@@ -830,6 +897,84 @@ class Client:
                     raise
                 time.sleep(sleep)
                 backoff = min(backoff * 2, self._max_backoff)
+
+    def _undo_timeout(self) -> float:
+        return min(self._rpc_timeout, self._release_timeout)
+
+    def _acquire_with_undo(self, req, deadline: float, attempt, unresolved: list):
+        """Runs attempt(timeout_seconds), an Acquire of ``req``, until it gets
+        the server's answer (returned, or its definite error raised), fails
+        with an unknown outcome other than UNAVAILABLE, or the next backoff
+        pause would end past the deadline (the last error is raised). After an
+        UNAVAILABLE it first undoes that attempt (bounded by the deadline); if
+        the undo was confirmed the next attempt gets a new request_id,
+        otherwise it keeps the same one. unresolved[0]: the request_id of an
+        attempt whose outcome is unknown and not undone, else None; the
+        caller must undo it before reporting a failure."""
+        backoff = self._initial_backoff
+        while True:
+            try:
+                return attempt(max(deadline - time.monotonic(), 0.0))
+            except grpc.RpcError as e:
+                if e.code() not in _OUTCOME_UNKNOWN:
+                    raise
+                unresolved[0] = req.request_id
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                resume = time.monotonic() + self._random.uniform(backoff / 2, backoff)
+                if resume >= deadline:
+                    raise
+                if self._undo_confirmed(req.namespace, req.name, req.owner, unresolved[0],
+                                        min(time.monotonic() + self._undo_timeout(), deadline)):
+                    unresolved[0] = None
+                    req.request_id = uuid.uuid4().hex
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(max(0.0, resume - time.monotonic()))
+                backoff = min(backoff * 2, self._max_backoff)
+            except BaseException:
+                unresolved[0] = req.request_id  # interrupted: it may have been sent
+                raise
+
+    def _undo_acquire(self, ns: str, name: str, owner: str, request_id: str,
+                      deadline: float) -> Tuple[bool, int]:
+        req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
+                                      acquire_request_id=request_id)
+        try:
+            resp = self._call_with_retry(deadline, lambda t: self._stub.Release(req, timeout=t))
+        except grpc.RpcError as e:
+            raise _translate("undo of the acquire", ns, name, e) from None
+        return resp.released, resp.hold_count
+
+    def _undo_confirmed(self, ns: str, name: str, owner: str, request_id: str,
+                        deadline: float, errors: Optional[list] = None) -> bool:
+        """True if the undo was answered (LOCK_NOT_HELD, which the contract
+        never sends for an undo, also means nothing is held)."""
+        try:
+            self._undo_acquire(ns, name, owner, request_id, deadline)
+            return True
+        except LockLost:
+            return True
+        except LockdError as e:
+            if errors is not None:
+                errors.append(e)
+            return False
+
+    def _undone(self, err: LockdError, ns: str, name: str, owner: str,
+                request_id: Optional[str]) -> LockdError:
+        """Undoes the attempt ``request_id`` (if any) before ``err`` is raised;
+        if the undo goes unanswered, says so in ``err``."""
+        if request_id is None:
+            return err
+        errors: list = []
+        if self._undo_confirmed(ns, name, owner, request_id,
+                                time.monotonic() + self._undo_timeout(), errors):
+            return err
+        err.args = ('%s; the undo of this acquire (owner "%s", acquire request id %s) was not '
+                    'confirmed: %s; a hold it may have left ends with its lease unless undone'
+                    % (err, owner, request_id, errors[0]),)
+        err.unconfirmed_acquire_request_id = request_id
+        return err
 
     def _renew_lease(self, state: _LeaseState, deadline: float) -> float:
         """One Renew of a lease, applied to it. Returns the send time; raises

@@ -1,8 +1,10 @@
 """Tests of the lockd Python client.
 
 FakeServerTest runs an in-process gRPC LockService whose answers each test
-scripts (retries, request ids, renewal cadence, send-time validity).
-LockdTest runs the real lockd binary ($LOCKD_BINARY) on a free port.
+scripts (retries, request ids, undo of acquires whose outcome is unknown,
+renewal cadence, send-time validity).
+LockdTest runs the real lockd binary ($LOCKD_BINARY) on a free port, reached
+directly or through StallProxy (replies held back, connections cut).
 
 Run by ctest (label `clients`) with /usr/bin/python3 and PYTHONPATH set to the
 assembled package: see clients/python/CMakeLists.txt.
@@ -11,6 +13,7 @@ assembled package: see clients/python/CMakeLists.txt.
 import concurrent.futures
 import gc
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -45,6 +48,9 @@ class FakeService(lock_pb2_grpc.LockServiceServicer):
         self.mu = threading.Lock()
         self.acquires = []
         self.releases = []
+        self.log = []  # "acquire <request_id>", "undo <acquire_request_id>", "release <request_id>"
+        self.acquire_error = None  # (code, details): answer every Acquire with it
+        self.grant = True  # False: answer acquired=false
         self.renews = []  # (monotonic time, request)
         self.fail_acquires = 0  # answer UNAVAILABLE to this many Acquires first
         self.fail_releases = 0
@@ -55,12 +61,17 @@ class FakeService(lock_pb2_grpc.LockServiceServicer):
     def Acquire(self, request, context):
         with self.mu:
             self.acquires.append(request)
+            self.log.append("acquire " + request.request_id)
             fail = self.fail_acquires > 0
             if fail:
                 self.fail_acquires -= 1
         if fail:
             context.abort(grpc.StatusCode.UNAVAILABLE, "backend down")
+        if self.acquire_error is not None:
+            context.abort(*self.acquire_error)
         time.sleep(self.acquire_delay)
+        if not self.grant:
+            return lock_pb2.AcquireResponse(acquired=False, owner=request.owner)
         ttl = request.lease_ttl if request.HasField("lease_ttl") else None
         resp = lock_pb2.AcquireResponse(acquired=True, owner=request.owner,
                                         fencing_token=self.token, hold_count=1)
@@ -73,6 +84,10 @@ class FakeService(lock_pb2_grpc.LockServiceServicer):
     def Release(self, request, context):
         with self.mu:
             self.releases.append(request)
+            if request.acquire_request_id:
+                self.log.append("undo " + request.acquire_request_id)
+            else:
+                self.log.append("release " + request.request_id)
             fail = self.fail_releases > 0
             if fail:
                 self.fail_releases -= 1
@@ -120,15 +135,102 @@ class FakeServerTest(unittest.TestCase):
         self.client.close()
         self.server.stop(None)
 
-    def test_acquire_retries_unavailable_with_the_same_request_id(self):
+    def test_acquire_retried_after_a_confirmed_undo_uses_a_new_request_id(self):
         self.service.fail_acquires = 2
+        lease = self.client.acquire("orders/42", ttl=10, namespace="billing")
+        ids = [r.request_id for r in self.service.acquires]
+        self.assertEqual(len(ids), 3)
+        self.assertEqual(len(set(ids)), 3)
+        # Each attempt that ended UNAVAILABLE is undone before the next one.
+        self.assertEqual(self.service.log, ["acquire " + ids[0], "undo " + ids[0],
+                                            "acquire " + ids[1], "undo " + ids[1],
+                                            "acquire " + ids[2]])
+        for undo in self.service.releases:
+            self.assertEqual((undo.namespace, undo.name, undo.owner),
+                             ("billing", "orders/42", "test-owner"))
+            self.assertEqual(undo.request_id, "")
+        self.assertEqual(lease.fencing_token, 7)
+        lease.detach()
+
+    def test_acquire_retried_after_an_unconfirmed_undo_keeps_its_request_id(self):
+        self.service.fail_acquires = 2
+        self.service.fail_releases = 10 ** 6
         lease = self.client.acquire("orders/42", ttl=10)
         ids = [r.request_id for r in self.service.acquires]
         self.assertEqual(len(ids), 3)
         self.assertTrue(ids[0])
-        self.assertEqual(set(ids), {ids[0]})
-        self.assertEqual(lease.fencing_token, 7)
-        lease.release()
+        self.assertEqual(set(ids), {ids[0]})  # the server answers a repeat with the first result
+        self.assertGreaterEqual(len(self.service.releases), 2)
+        lease.detach()
+
+    def test_acquire_without_a_reply_is_undone_before_the_error_is_raised(self):
+        self.service.acquire_delay = 0.6  # granted, but the reply comes too late
+        with self.assertRaises(lockd.Unavailable) as cm:
+            self.client.acquire("x", ttl=10, timeout=0.2)
+        self.assertIsNone(cm.exception.unconfirmed_acquire_request_id)
+        self.assertEqual(len(self.service.releases), 1)
+        undo = self.service.releases[0]
+        self.assertEqual(undo.acquire_request_id, self.service.acquires[0].request_id)
+        self.assertEqual(undo.owner, "test-owner")
+        self.assertEqual(undo.request_id, "")
+
+    def test_acquire_timing_out_inside_the_wait_is_undone_too(self):
+        self.service.acquire_delay = 0.6
+        with self.assertRaises(lockd.LockNotAcquired):
+            self.client.acquire("x", ttl=10, wait=5, timeout=0.2)
+        self.assertEqual([r.acquire_request_id for r in self.service.releases],
+                         [self.service.acquires[0].request_id])
+
+    def test_unanswered_undo_is_reported_with_the_request_id_within_its_bound(self):
+        self.service.acquire_delay = 0.6
+        self.service.fail_releases = 10 ** 6
+        start = time.monotonic()
+        with self.assertRaises(lockd.Unavailable) as cm:
+            self.client.try_acquire("x", ttl=10, timeout=0.2)
+        elapsed = time.monotonic() - start
+        request_id = self.service.acquires[0].request_id
+        self.assertEqual(cm.exception.unconfirmed_acquire_request_id, request_id)
+        self.assertIn(request_id, str(cm.exception))
+        self.assertIn("test-owner", str(cm.exception))
+        self.assertGreaterEqual(len(self.service.releases), 2)  # retried within its bound
+        self.assertGreaterEqual(elapsed, 0.45)  # 0.2 s timeout + 0.3 s release_timeout
+        self.assertLess(elapsed, 1.5)
+
+    def test_answers_from_the_server_are_not_undone(self):
+        self.service.acquire_error = (grpc.StatusCode.INVALID_ARGUMENT, "lease_ttl: too long")
+        with self.assertRaises(lockd.LockdError) as cm:
+            self.client.try_acquire("x", ttl=10)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.service.acquire_error = (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many waiters")
+        with self.assertRaises(lockd.LockdError) as cm:
+            self.client.try_acquire("x", ttl=10)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.service.acquire_error = None
+        self.service.grant = False
+        with self.assertRaises(lockd.LockNotAcquired):
+            self.client.try_acquire("x", ttl=10)
+        self.assertEqual(self.service.releases, [])
+
+    def test_interrupted_acquire_is_undone_before_the_interrupt_propagates(self):
+        real = self.client._stub.Acquire
+
+        def interrupted(request, timeout=None):
+            real(request, timeout=timeout)  # sent and granted ...
+            raise KeyboardInterrupt()  # ... but ^C came before the reply was used
+
+        self.client._stub.Acquire = interrupted
+        with self.assertRaises(KeyboardInterrupt):
+            self.client.acquire("x", ttl=10)
+        self.assertEqual([r.acquire_request_id for r in self.service.releases],
+                         [self.service.acquires[0].request_id])
+
+    def test_undo_acquire_sends_the_acquire_request_id_and_no_request_id(self):
+        self.assertEqual(self.client.undo_acquire("x", "o", "abc", namespace="jobs"), (True, 0))
+        undo = self.service.releases[0]
+        self.assertEqual((undo.namespace, undo.name, undo.owner, undo.acquire_request_id,
+                          undo.request_id), ("jobs", "x", "o", "abc", ""))
+        with self.assertRaises(lockd.LockdError):
+            self.client.undo_acquire("x", "o", "")
 
     def test_each_acquire_has_its_own_request_id(self):
         a = self.client.acquire("x", ttl=10)
@@ -273,6 +375,130 @@ class Lockd:
             self.proc.wait()
 
 
+class StallProxy:
+    """A TCP proxy on a free loopback port in front of lockd. hold_replies(True)
+    keeps lockd's bytes (forwarded in order once released): an Acquire is
+    granted and its reply written, so lockd counts it as delivered, yet the
+    client hears nothing. cut() closes every connection, dropping what was
+    held back. One daemon thread moves the bytes."""
+
+    def __init__(self, upstream_port: int):
+        self._upstream = ("127.0.0.1", upstream_port)
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self._listener.setblocking(False)
+        self.address = "127.0.0.1:%d" % self._listener.getsockname()[1]
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._mu = threading.Lock()
+        self._hold_replies = False
+        self._stop = False
+        self._cut = threading.Event()
+        self._cut_done = threading.Event()
+        self._conns = []  # [client socket, upstream socket, to_upstream, to_client]
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def hold_replies(self, hold: bool) -> None:
+        with self._mu:
+            self._hold_replies = hold
+        self._wake_w.send(b"x")
+
+    def cut(self) -> None:
+        self._cut_done.clear()
+        self._cut.set()
+        self._wake_w.send(b"x")
+        self._cut_done.wait(10)
+
+    def close(self) -> None:
+        with self._mu:
+            self._stop = True
+        self._wake_w.send(b"x")
+        self._thread.join(10)
+        for s in (self._listener, self._wake_r, self._wake_w):
+            s.close()
+
+    @staticmethod
+    def _close(conn) -> None:
+        conn[0].close()
+        conn[1].close()
+
+    def _loop(self) -> None:
+        while True:
+            with self._mu:
+                stop, hold = self._stop, self._hold_replies
+            if stop or self._cut.is_set():
+                for conn in self._conns:
+                    self._close(conn)
+                self._conns = []
+                if stop:
+                    return
+                self._cut.clear()
+                self._cut_done.set()
+            alive = []
+            for conn in self._conns:
+                try:
+                    for sock, buf, held in ((conn[1], conn[2], False), (conn[0], conn[3], hold)):
+                        if buf and not held:
+                            del buf[:sock.send(buf)]
+                    alive.append(conn)
+                except BlockingIOError:
+                    alive.append(conn)
+                except OSError:
+                    self._close(conn)
+            self._conns = alive
+            readers = [self._wake_r, self._listener]
+            writers = []
+            for conn in self._conns:
+                readers += [conn[0], conn[1]]
+                if conn[2]:
+                    writers.append(conn[1])
+                if conn[3] and not hold:
+                    writers.append(conn[0])
+            readable, _, _ = select.select(readers, writers, [], 1.0)
+            if self._wake_r in readable:
+                try:
+                    self._wake_r.recv(4096)
+                except BlockingIOError:
+                    pass
+            if self._listener in readable:
+                try:
+                    client, _ = self._listener.accept()
+                    upstream = socket.create_connection(self._upstream)
+                    client.setblocking(False)
+                    upstream.setblocking(False)
+                    self._conns.append([client, upstream, bytearray(), bytearray()])
+                except OSError:
+                    pass
+            for conn in list(self._conns):
+                # Always read (keeping what is held back): to the sender a
+                # held direction looks like a slow network.
+                for sock, buf in ((conn[0], conn[2]), (conn[1], conn[3])):
+                    if sock not in readable:
+                        continue
+                    try:
+                        data = sock.recv(65536)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:
+                        self._close(conn)
+                        self._conns.remove(conn)
+                        break
+                    buf += data
+
+
+def wait_until(cond, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return False
+
+
 class LockdTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="lockd-py-test-")
@@ -286,9 +512,9 @@ class LockdTest(unittest.TestCase):
         self.lockd.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def client(self, **kwargs) -> lockd.Client:
+    def client(self, target=None, **kwargs) -> lockd.Client:
         kwargs.setdefault("rpc_timeout", 3)
-        c = lockd.Client(self.lockd.address, **kwargs)
+        c = lockd.Client(target or self.lockd.address, **kwargs)
         self.clients.append(c)
         return c
 
@@ -425,6 +651,70 @@ class LockdTest(unittest.TestCase):
         with self.assertRaises(lockd.LockdError) as cm:
             a.acquire("x", ttl=10 * 3600)
         self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+
+    def proxy(self) -> StallProxy:
+        p = StallProxy(self.lockd.port)
+        self.addCleanup(p.close)
+        return p
+
+    def held_by(self, observer: lockd.Client, name: str, owner: str) -> bool:
+        info = observer.describe(name)
+        return info.held and info.owner == owner
+
+    def test_acquire_whose_deadline_passes_while_lockd_grants_leaves_no_hold(self):
+        proxy = self.proxy()
+        client = self.client(target=proxy.address, owner="late-reply", release_timeout=3)
+        observer = self.client()
+        client.describe("x")  # connected before any reply is held back
+        for _ in range(3):
+            proxy.hold_replies(True)
+            result = {}
+
+            def acquire():
+                try:
+                    result["lease"] = client.acquire("x", ttl=30, timeout=0.5)
+                except lockd.LockdError as e:
+                    result["error"] = e
+
+            t = threading.Thread(target=acquire)
+            t.start()
+            # lockd grants at once and writes the reply, which the proxy keeps:
+            # for lockd the reply went out, so only the client can give it back.
+            self.assertTrue(wait_until(lambda: self.held_by(observer, "x", "late-reply")))
+            # The deadline passes; the undo gets through (requests still flow).
+            self.assertTrue(wait_until(lambda: not observer.describe("x").held, 5),
+                            "the hold of an acquire that timed out was left behind")
+            proxy.hold_replies(False)  # now the undo's answer arrives
+            t.join(10)
+            self.assertIsInstance(result.get("error"), lockd.Unavailable)
+            self.assertIsNone(result["error"].unconfirmed_acquire_request_id)
+            self.assertFalse(observer.describe("x").held)
+        self.client().try_acquire("x", ttl=10).release()  # free for anyone
+
+    def test_acquire_retried_after_its_reply_was_lost_leaves_hold_count_one(self):
+        proxy = self.proxy()
+        client = self.client(target=proxy.address, owner="retried")
+        observer = self.client()
+        client.describe("x")
+        proxy.hold_replies(True)
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            lease=client.acquire("x", ttl=30, timeout=20)))
+        t.start()
+        self.assertTrue(wait_until(lambda: self.held_by(observer, "x", "retried")))
+        # The connection breaks with the reply on its way: the attempt ends
+        # UNAVAILABLE after lockd applied it, and the client retries.
+        proxy.cut()
+        proxy.hold_replies(False)
+        t.join(25)
+        lease = result["lease"]
+        self.assertEqual(lease.hold_count, 1)
+        info = observer.describe("x")
+        self.assertEqual((info.held, info.owner, info.fencing_token),
+                         (True, "retried", lease.fencing_token))
+        self.assertEqual(info.hold_count, 1, "the retried acquire raised the hold count")
+        lease.release()
+        self.assertFalse(observer.describe("x").held, "a second hold was left behind")
 
     def test_list_describe_renew_and_release_by_owner(self):
         a = self.client(namespace="jobs")
