@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "tools/lockctl/lockctl.h"
 
 namespace lockd::lockctl {
@@ -81,12 +85,44 @@ int Fail(const absl::Status& status, bool acquiring, std::ostream& err) {
   return ExitCodeFor(status, acquiring);
 }
 
+// `s` quoted for a POSIX shell when it needs it.
+std::string ShellWord(absl::string_view s) {
+  bool plain = !s.empty();
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("-_./:=@%+,").find(c) == std::string_view::npos) {
+      plain = false;
+    }
+  }
+  if (plain) return std::string(s);
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+}
+
 int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostream& err) {
   AcquireOptions o;
   o.ttl = inv.ttl;
   o.wait = inv.wait;
   o.auto_renew = false;  // the hold outlives this process; nothing would renew it
   absl::StatusOr<Lease> lease = client.Acquire(inv.name, o);
+  if (std::optional<std::string> id = UnconfirmedAcquireRequestId(lease.status())) {
+    // The attempt may hold the lock and its undo went unanswered: say what
+    // is needed to undo it by hand.
+    const std::string ns = NsOrDefault(inv.ns);
+    if (inv.output == Output::kJson) {
+      out << "{\"acquired\":null,\"name\":" << Json(inv.name) << ",\"namespace\":" << Json(ns)
+          << ",\"owner\":" << Json(client.owner()) << ",\"acquire_request_id\":" << Json(*id)
+          << "}\n";
+    } else {
+      out << "acquired: unknown\n"
+          << "name: " << inv.name << "\n"
+          << "namespace: " << ns << "\n"
+          << "owner: " << client.owner() << "\n"
+          << "acquire_request_id: " << *id << "\n";
+    }
+    err << "lockctl: " << lease.status().message() << "\n"
+        << "lockctl: to undo it: " << UndoCommand(inv, client.owner(), lease.status()) << "\n";
+    return ExitCodeFor(lease.status(), /*acquiring=*/true);
+  }
   if (!lease.ok()) {
     if (inv.output == Output::kJson && absl::IsDeadlineExceeded(lease.status())) {
       std::optional<LockInfo> holder = CurrentHolder(lease.status());
@@ -116,7 +152,10 @@ int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostre
 }
 
 int Release(const Invocation& inv, Client& client, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ReleaseOutcome> r = client.Release(inv.name, inv.owner);
+  absl::StatusOr<ReleaseOutcome> r =
+      inv.acquire_request_id.empty()
+          ? client.Release(inv.name, inv.owner)
+          : client.UndoAcquire(inv.name, inv.owner, inv.acquire_request_id);
   if (!r.ok()) return Fail(r.status(), false, err);
   if (inv.output == Output::kJson) {
     out << "{\"released\":" << Bool(r->released) << ",\"hold_count\":" << r->hold_count << "}\n";
@@ -194,6 +233,15 @@ int List(const Invocation& inv, Client& client, std::ostream& out, std::ostream&
 }
 
 }  // namespace
+
+std::string UndoCommand(const Invocation& inv, absl::string_view owner,
+                        const absl::Status& status) {
+  std::optional<std::string> id = UnconfirmedAcquireRequestId(status);
+  if (!id.has_value()) return "";
+  return absl::StrCat("lockctl release --namespace ", ShellWord(NsOrDefault(inv.ns)), " --name ",
+                      ShellWord(inv.name), " --owner ", ShellWord(owner), " --acquire-request-id ",
+                      ShellWord(*id));
+}
 
 int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {
   ClientOptions co;

@@ -23,7 +23,7 @@ const std::set<std::string>& Commands() {
 bool CommandTakes(absl::string_view command, absl::string_view flag) {
   static const auto* const kTakes = new std::map<std::string, std::set<std::string>>{
       {"acquire", {"name", "owner", "ttl", "wait"}},
-      {"release", {"name", "owner"}},
+      {"release", {"name", "owner", "acquire-request-id"}},
       {"renew", {"name", "owner", "ttl"}},
       {"describe", {"name"}},
       {"list", {"prefix", "limit"}},
@@ -205,6 +205,9 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       inv.name = value;
     } else if (flag == "owner") {
       inv.owner = value;
+    } else if (flag == "acquire-request-id") {
+      if (value.empty()) return UsageError("--acquire-request-id must not be empty");
+      inv.acquire_request_id = value;
     } else if (flag == "ttl" || flag == "wait" || flag == "kill-after") {
       absl::StatusOr<absl::Duration> d = ParseDurationFlag(flag, value);
       if (!d.ok()) return d.status();
@@ -283,6 +286,11 @@ Exit codes:
            "Takes the lock and leaves it held (no renewal) for --ttl, or until\n"
            "`lockctl release --name NAME --owner OWNER`. Prints the owner (a random one\n"
            "unless --owner is given) and the fencing token.\n"
+           "If no answer comes within --timeout (plus --wait), the attempt is undone before\n"
+           "lockctl exits 69, so it leaves no hold. If even the undo gets no answer, lockctl\n"
+           "prints `acquired: unknown`, the owner and the attempt's acquire_request_id:\n"
+           "the hold, if any, ends with --ttl, or now with `lockctl release --name NAME\n"
+           "--owner OWNER --acquire-request-id ID`.\n"
            "  --name NAME     lock name (required)\n"
            "  --owner OWNER   holder id [random]; acquiring again with the same owner is "
            "reentrant\n"
@@ -291,10 +299,14 @@ Exit codes:
            connection + exit_codes;
   }
   if (command == "release") {
-    return "Usage: lockctl release --name NAME --owner OWNER\n"
+    return "Usage: lockctl release --name NAME --owner OWNER [--acquire-request-id ID]\n"
            "\n"
            "Gives up one hold of OWNER (retried safely with one request id). Prints whether\n"
-           "the lock is now free and the holds that remain. Exit 76 if OWNER does not hold it.\n" +
+           "the lock is now free and the holds that remain. Exit 76 if OWNER does not hold it.\n"
+           "  --acquire-request-id ID  instead, undo OWNER's acquire with this request id\n"
+           "                           (printed by an `acquire` whose outcome stayed unknown):\n"
+           "                           its hold, if it added one and nothing came after it,\n"
+           "                           is given back; otherwise nothing changes (exit 0).\n" +
            connection + exit_codes;
   }
   if (command == "renew") {
@@ -365,6 +377,8 @@ Exit codes:
 int ExitCodeFor(const absl::Status& status, bool acquiring) {
   if (status.ok()) return kExitOk;
   if (IsLockLost(status)) return kExitLockLost;
+  // Not "not acquired in time" even if the code says so: lockd did not answer.
+  if (UnconfirmedAcquireRequestId(status).has_value()) return kExitUnavailable;
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
       return kExitUnavailable;

@@ -72,6 +72,16 @@ TEST(ParseArgsTest, TlsFlagsImplyTls) {
   EXPECT_TRUE(inv->tls.enabled);
 }
 
+TEST(ParseArgsTest, ReleaseTakesAnAcquireRequestIdToUndo) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"release", "--name", "x", "--owner", "me", "--acquire-request-id", "0af3"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->acquire_request_id, "0af3");
+  inv = Parse({"release", "--name", "x", "--owner", "me"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->acquire_request_id, "");
+}
+
 TEST(ParseArgsTest, DurationsAcceptUnitsAndBareSeconds) {
   EXPECT_EQ(*ParseDurationFlag("ttl", "45"), absl::Seconds(45));
   EXPECT_EQ(*ParseDurationFlag("ttl", "1h30m"), absl::Minutes(90));
@@ -116,6 +126,11 @@ TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
            {{"acquire", "--name", "x", "--ttl", "0s"}, "--ttl must be positive"},
            {{"acquire", "--name", "x", "--wait", "later"}, "not a duration"},
            {{"list", "--limit", "-1"}, "--limit"},
+           {{"release", "--name", "x", "--owner", "o", "--acquire-request-id="},
+            "--acquire-request-id must not be empty"},
+           {{"release", "--name", "x", "--acquire-request-id", "1"}, "needs --owner"},
+           {{"acquire", "--name", "x", "--acquire-request-id", "1"},
+            "unknown flag --acquire-request-id for \"acquire\""},
            {{"describe", "-x"}, "unknown option"},
        }) {
     absl::StatusOr<Invocation> inv = Parse(c.args);
@@ -154,6 +169,8 @@ TEST(UsageTest, DocumentsEveryCommandAndEveryExitCode) {
   }
   EXPECT_THAT(Usage("run"), HasSubstr("--kill-after"));
   EXPECT_THAT(Usage("run"), HasSubstr("LOCKD_FENCING_TOKEN"));
+  EXPECT_THAT(Usage("release"), HasSubstr("--acquire-request-id"));
+  EXPECT_THAT(Usage("acquire"), HasSubstr("acquire_request_id"));
 }
 
 TEST(ExitCodeTest, MapsStatusesToDocumentedCodes) {

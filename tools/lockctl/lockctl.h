@@ -53,6 +53,10 @@ struct Invocation {
   absl::Duration ttl = absl::Seconds(30);
   absl::Duration wait = absl::ZeroDuration();
 
+  // release --acquire-request-id: undo that Acquire of owner instead of
+  // releasing a hold (Client::UndoAcquire).
+  std::string acquire_request_id;
+
   // list
   std::string prefix;
   int64_t limit = 0;  // 0: all
@@ -81,7 +85,14 @@ absl::StatusOr<int> ParseSignal(absl::string_view text);
 
 // The exit code for a call's status; `acquiring` for Acquire, whose
 // kDeadlineExceeded means "not acquired in time" rather than "no answer".
+// An Acquire whose undo went unanswered is kExitUnavailable.
 int ExitCodeFor(const absl::Status& status, bool acquiring);
+
+// For an Acquire of inv.name by `owner` that failed with its undo unanswered
+// (UnconfirmedAcquireRequestId(status) is set): the `lockctl release ...
+// --acquire-request-id ID` command line that undoes it, shell-quoted. ""
+// for any other status.
+std::string UndoCommand(const Invocation& inv, absl::string_view owner, const absl::Status& status);
 
 // Runs a parsed, non-help invocation, writing results to `out` and
 // diagnostics to `err`. Returns the process exit code.

@@ -92,6 +92,8 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
   absl::StatusOr<Lease> lease = client.Acquire(inv.name, std::move(o));
   if (!lease.ok()) {
     err << "lockctl: " << lease.status().message() << "\n";
+    std::string undo = UndoCommand(inv, client.owner(), lease.status());
+    if (!undo.empty()) err << "lockctl: to undo it: " << undo << "\n";
     return ExitCodeFor(lease.status(), /*acquiring=*/true);
   }
 

@@ -1,6 +1,8 @@
 // lockctl end to end against a real lockd: every subcommand, the documented
-// exit codes, and `run` as a distributed flock (mutual exclusion between
-// racing runs, exit status pass-through, signals on loss, forwarding).
+// exit codes, `run` as a distributed flock (mutual exclusion between racing
+// runs, exit status pass-through, signals on loss, forwarding), and acquires
+// whose reply never comes (through StallProxy): undone automatically, or by
+// hand with `release --acquire-request-id` when even the undo gets no answer.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,7 +19,9 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lockd/client.h"
 #include "tests/integration/clients/restartable_lockd.h"
+#include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
 
@@ -26,6 +30,7 @@ namespace {
 
 using ::lockd::testing::ReadFileOrEmpty;
 using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::StallProxy;
 using ::lockd::testing::Subprocess;
 using ::lockd::testing::TempDir;
 using ::lockd::testing::WaitFor;
@@ -63,6 +68,7 @@ class LockctlTest : public ::testing::Test {
     ASSERT_TRUE(lockd_->Start().ok());
   }
 
+  // lockctl with `args` against lockd (a later --server overrides it).
   std::unique_ptr<Subprocess> Start(std::vector<std::string> args) {
     std::vector<std::string> argv = {LOCKCTL_BINARY, "--server", lockd_->address()};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -80,6 +86,27 @@ class LockctlTest : public ::testing::Test {
   }
 
   std::string Path(absl::string_view name) const { return absl::StrCat(tmp_.path(), "/", name); }
+
+  // The lock's state as a direct client sees it.
+  LockInfo Describe(const std::string& name) {
+    absl::StatusOr<Client> c = Client::Connect(lockd_->address());
+    if (!c.ok()) return {};
+    absl::StatusOr<LockInfo> info = c->Describe(name);
+    return info.ok() ? *info : LockInfo{};
+  }
+
+  std::unique_ptr<Subprocess> StartAcquireWhoseReplyIsHeld(StallProxy& proxy,
+                                                           const std::string& name);
+
+  bool WaitForHolder(const std::string& name, const std::string& owner,
+                     absl::Duration timeout = absl::Seconds(10)) {
+    return WaitFor(
+        [&] {
+          LockInfo info = Describe(name);
+          return owner.empty() ? !info.held : info.held && info.owner == owner;
+        },
+        timeout, absl::Milliseconds(5));
+  }
 
   TempDir tmp_;
   std::optional<RestartableLockd> lockd_;
@@ -245,6 +272,84 @@ TEST_F(LockctlTest, SigtermToLockctlIsForwardedAndTheLockReleased) {
   run->Signal(SIGTERM);
   EXPECT_EQ(ExitCode(run->Wait(absl::Seconds(10))), 128 + SIGTERM) << run->Log();
   EXPECT_EQ(Field(Run({"describe", "--name", "fwd"}).output, "held"), "false");
+}
+
+// Starts `lockctl acquire` (owner "me", through `proxy`) that waits for the
+// lock `name`, held meanwhile by another owner, and returns it once lockd has
+// parked it as a waiter. Then holds back lockd's replies and frees the lock:
+// lockd grants it to "me" and writes the reply, which the proxy keeps, so for
+// lockd the reply went out and only lockctl can give the hold back. --wait 3s
+// --timeout 1s: lockctl's deadline passes 4 s after it started.
+std::unique_ptr<Subprocess> LockctlTest::StartAcquireWhoseReplyIsHeld(StallProxy& proxy,
+                                                                      const std::string& name) {
+  ClientOptions co;
+  co.owner = "other";
+  absl::StatusOr<Client> other = Client::Connect(lockd_->address(), co);
+  EXPECT_TRUE(other.ok());
+  AcquireOptions o;
+  o.ttl = absl::Minutes(1);
+  absl::StatusOr<Lease> held = other->Acquire(name, o);
+  EXPECT_TRUE(held.ok()) << held.status();
+  if (!held.ok()) return nullptr;
+  std::unique_ptr<Subprocess> acq =
+      Start({"acquire", "--server", proxy.address(), "--name", name, "--owner", "me", "--ttl", "1m",
+             "--wait", "3s", "--timeout", "1s"});
+  if (acq == nullptr) return nullptr;
+  EXPECT_TRUE(WaitFor([&] { return Describe(name).waiters == 1; }, absl::Seconds(10)))
+      << acq->Log();
+  proxy.HoldReplies(true);
+  EXPECT_TRUE(held->Release().ok());
+  EXPECT_TRUE(WaitForHolder(name, "me")) << acq->Log();
+  return acq;
+}
+
+TEST_F(LockctlTest, AcquireWithoutAReplyWithinTimeoutIsUndoneAndLeavesNoHold) {
+  absl::StatusOr<std::unique_ptr<StallProxy>> proxy = StallProxy::Start(lockd_->port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  std::unique_ptr<Subprocess> acq = StartAcquireWhoseReplyIsHeld(**proxy, "late");
+  ASSERT_NE(acq, nullptr);
+  // The deadline passes; lockctl's undo gets through and gives the hold back.
+  EXPECT_TRUE(WaitForHolder("late", "", absl::Seconds(10)))
+      << "the hold of an acquire that timed out was left behind";
+  (*proxy)->HoldReplies(false);  // the undo's answer arrives
+  EXPECT_EQ(ExitCode(acq->Wait(absl::Seconds(10))), kUnavailable) << acq->Log();
+  EXPECT_THAT(acq->Log(), ::testing::Not(HasSubstr("acquire_request_id"))) << acq->Log();
+  EXPECT_FALSE(Describe("late").held);
+}
+
+TEST_F(LockctlTest, AcquireWhoseUndoGetsNoAnswerPrintsHowToUndoItByHand) {
+  absl::StatusOr<std::unique_ptr<StallProxy>> proxy = StallProxy::Start(lockd_->port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  std::unique_ptr<Subprocess> acq = StartAcquireWhoseReplyIsHeld(**proxy, "orders/42");
+  ASSERT_NE(acq, nullptr);
+  // From now on nothing gets through: the undo, sent when the deadline
+  // passes, never reaches lockd.
+  (*proxy)->HoldRequests(true);
+  EXPECT_EQ(ExitCode(acq->Wait(absl::Seconds(15))), kUnavailable) << acq->Log();
+  (*proxy)->CutConnections();  // drops the undo that was held back
+  std::string out = acq->Log();
+  EXPECT_EQ(Field(out, "acquired"), "unknown") << out;
+  EXPECT_EQ(Field(out, "owner"), "me");
+  const std::string id = Field(out, "acquire_request_id");
+  ASSERT_FALSE(id.empty()) << out;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("lockctl release --namespace default --name orders/42 "
+                                          "--owner me --acquire-request-id ",
+                                          id)));
+  // The hold is still there: the automatic undo really did not arrive.
+  ASSERT_EQ(Describe("orders/42").owner, "me");
+  // Undo by hand; a repeat is harmless, and another owner's hold is untouched.
+  Result undo =
+      Run({"release", "--name", "orders/42", "--owner", "me", "--acquire-request-id", id});
+  ASSERT_EQ(undo.code, 0) << undo.output;
+  EXPECT_EQ(Field(undo.output, "released"), "true");
+  EXPECT_EQ(Field(undo.output, "hold_count"), "0");
+  EXPECT_FALSE(Describe("orders/42").held);
+  ASSERT_EQ(Run({"acquire", "--name", "orders/42", "--owner", "other"}).code, 0);
+  Result again =
+      Run({"release", "--name", "orders/42", "--owner", "me", "--acquire-request-id", id});
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(Field(again.output, "released"), "false");
+  EXPECT_EQ(Describe("orders/42").owner, "other");
 }
 
 TEST_F(LockctlTest, TlsFlagsReachATlsServer) {
