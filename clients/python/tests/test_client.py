@@ -124,16 +124,19 @@ class FakeServerTest(unittest.TestCase):
         lock_pb2_grpc.add_LockServiceServicer_to_server(self.service, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
-        self.client = lockd.Client("127.0.0.1:%d" % self.port, owner="test-owner",
-                                   initial_backoff=0.005, max_backoff=0.02, rpc_timeout=2,
-                                   release_timeout=0.3)
+        self.addCleanup(self.server.stop, None)  # after the clients close (cleanups run LIFO)
+        self.client = self.make_client()
+
+    def make_client(self, **overrides) -> lockd.Client:
+        options = dict(owner="test-owner", initial_backoff=0.005, max_backoff=0.02,
+                       rpc_timeout=2, release_timeout=1)
+        options.update(overrides)
+        client = lockd.Client("127.0.0.1:%d" % self.port, **options)
+        self.addCleanup(client.close)
         # Connect before timing anything: a loaded machine can take longer
         # than the short test TTLs to set up the first connection.
-        grpc.channel_ready_future(self.client._channel).result(timeout=10)
-
-    def tearDown(self):
-        self.client.close()
-        self.server.stop(None)
+        grpc.channel_ready_future(client._channel).result(timeout=10)
+        return client
 
     def test_acquire_retried_after_a_confirmed_undo_uses_a_new_request_id(self):
         self.service.fail_acquires = 2
@@ -155,7 +158,9 @@ class FakeServerTest(unittest.TestCase):
     def test_acquire_retried_after_an_unconfirmed_undo_keeps_its_request_id(self):
         self.service.fail_acquires = 2
         self.service.fail_releases = 10 ** 6
-        lease = self.client.acquire("orders/42", ttl=10)
+        # Each unanswered undo takes its whole bound, min(rpc, release_timeout).
+        client = self.make_client(release_timeout=0.1, rpc_timeout=5)
+        lease = client.acquire("orders/42", ttl=10)
         ids = [r.request_id for r in self.service.acquires]
         self.assertEqual(len(ids), 3)
         self.assertTrue(ids[0])
@@ -182,19 +187,20 @@ class FakeServerTest(unittest.TestCase):
                          [self.service.acquires[0].request_id])
 
     def test_unanswered_undo_is_reported_with_the_request_id_within_its_bound(self):
-        self.service.acquire_delay = 0.6
+        self.service.acquire_delay = 1.5
         self.service.fail_releases = 10 ** 6
+        client = self.make_client(release_timeout=1)
         start = time.monotonic()
         with self.assertRaises(lockd.Unavailable) as cm:
-            self.client.try_acquire("x", ttl=10, timeout=0.2)
+            client.try_acquire("x", ttl=10, timeout=0.2)
         elapsed = time.monotonic() - start
         request_id = self.service.acquires[0].request_id
         self.assertEqual(cm.exception.unconfirmed_acquire_request_id, request_id)
         self.assertIn(request_id, str(cm.exception))
         self.assertIn("test-owner", str(cm.exception))
         self.assertGreaterEqual(len(self.service.releases), 2)  # retried within its bound
-        self.assertGreaterEqual(elapsed, 0.45)  # 0.2 s timeout + 0.3 s release_timeout
-        self.assertLess(elapsed, 1.5)
+        self.assertGreaterEqual(elapsed, 1.1)  # 0.2 s timeout + min(rpc, release_timeout)
+        self.assertLess(elapsed, 3)
 
     def test_answers_from_the_server_are_not_undone(self):
         self.service.acquire_error = (grpc.StatusCode.INVALID_ARGUMENT, "lease_ttl: too long")
