@@ -57,6 +57,25 @@ bool IsLockNotHeld(const absl::Status& status) {
   return p.has_value() && *p == kLockNotHeldReason;
 }
 
+absl::Status FencingTokenMismatchError(const LockKey& key, uint64_t expected, uint64_t actual) {
+  absl::Status s = absl::FailedPreconditionError(
+      absl::StrCat("fencing_token: lock \"", key.name, "\" in namespace \"", key.ns,
+                   "\" is held with token ", actual, ", not ", expected, "; nothing changed"));
+  s.SetPayload(kReasonPayloadUrl, absl::Cord(kFencingTokenMismatchReason));
+  return s;
+}
+
+bool IsFencingTokenMismatch(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kFailedPrecondition) return false;
+  auto p = status.GetPayload(kReasonPayloadUrl);
+  return p.has_value() && *p == kFencingTokenMismatchReason;
+}
+
+void Backend::ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) {
+  std::move(done)(absl::UnimplementedError(
+      absl::StrCat("ForceRelease is not implemented by the ", name(), " backend")));
+}
+
 absl::Status ShuttingDownError() { return absl::UnavailableError("lockd is shutting down"); }
 
 }  // namespace lockd

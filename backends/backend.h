@@ -155,6 +155,17 @@ struct ListResult {
   std::string next_page_token;   // empty on the last page
 };
 
+struct ForceReleaseParams {
+  LockKey key;
+  // Non-zero: free the lock only if its holder's fencing token equals this.
+  uint64_t fencing_token = 0;
+};
+
+struct ForceReleaseResult {
+  bool released = false;  // a hold was freed (false: the lock was already free)
+  LockState previous;     // the lock's state just before (held=false if free)
+};
+
 template <typename T>
 using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
 
@@ -234,6 +245,16 @@ class Backend {
   // Held locks of a namespace whose names start with params.prefix.
   virtual void List(ListParams params, Callback<ListResult> done) = 0;
 
+  // Frees the lock whatever its owner and hold count (an operator's action,
+  // authorized by the service). If params.fencing_token is non-zero and the
+  // holder's token differs, kFailedPrecondition (FencingTokenMismatchError)
+  // and nothing changes. A free lock is OK with released=false. Afterwards
+  // the lock is free exactly as after a Release that reached zero: the next
+  // grant gets a larger token, the first waiter is granted at once, and the
+  // former holder's Release/Renew answer LockNotHeldError. The owner's
+  // remembered request ids are forgotten.
+  virtual void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done);
+
   // OK while the backend server is reachable; kUnavailable (with the reason)
   // while it is not. Cheap and non-blocking: reports the last known state.
   virtual absl::Status Health() const = 0;
@@ -252,6 +273,13 @@ bool IsLockNotHeld(const absl::Status& status);
 
 // The ErrorInfo reason for LockNotHeldError.
 inline constexpr absl::string_view kLockNotHeldReason = "LOCK_NOT_HELD";
+
+// The kFailedPrecondition status for a ForceRelease whose fencing_token is
+// not the holder's. The service attaches google.rpc.ErrorInfo{reason:
+// FENCING_TOKEN_MISMATCH, domain: lockd}.
+absl::Status FencingTokenMismatchError(const LockKey& key, uint64_t expected, uint64_t actual);
+bool IsFencingTokenMismatch(const absl::Status& status);
+inline constexpr absl::string_view kFencingTokenMismatchReason = "FENCING_TOKEN_MISMATCH";
 
 // The error for calls made after Shutdown().
 absl::Status ShuttingDownError();

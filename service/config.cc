@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "yaml-cpp/yaml.h"
 
@@ -87,6 +88,42 @@ Setter OneOf(std::string Config::*field, std::vector<std::string> allowed) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected one of ", absl::StrJoin(allowed, ", "), ", got \"", v, "\""));
   };
+}
+
+Setter Bool(bool Config::Auth::*field) {
+  return [=](Config& c, const std::string& v) {
+    if (v == "true") {
+      c.auth.*field = true;
+    } else if (v == "false") {
+      c.auth.*field = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("expected true or false, got \"", v, "\""));
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::Status SetMetricsNamespaces(Config& c, const std::string& v) {
+  c.metrics.namespaces.clear();
+  for (absl::string_view ns : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+    ns = absl::StripAsciiWhitespace(ns);
+    bool ok = !ns.empty() && ns.size() <= 64 &&
+              ns.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789._-") == absl::string_view::npos;
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", ns, "\" is not a namespace (1-64 bytes of [A-Za-z0-9._-])"));
+    }
+    c.metrics.namespaces.emplace_back(ns);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetAuthRules(Config& c, const std::string& v) {
+  absl::StatusOr<std::vector<AuthRule>> rules = ParseAuthRules(v);
+  if (!rules.ok()) return rules.status();
+  c.auth.rules = *std::move(rules);
+  return absl::OkStatus();
 }
 
 const std::vector<Option>& Options() {
@@ -179,6 +216,55 @@ const std::vector<Option>& Options() {
        String(&C::zookeeper, &C::ZooKeeper::auth_file)},
       {"zookeeper.reap_interval", "1s", "how often expired leases are reaped",
        Duration(&C::zookeeper, &C::ZooKeeper::reap_interval)},
+
+      {"metrics.listen", "", "address of the Prometheus /metrics endpoint (empty: off)",
+       String(&C::metrics, &C::Metrics::listen)},
+      {"metrics.namespaces", "",
+       "namespaces given their own metrics label value (others: _other), comma-separated",
+       SetMetricsNamespaces},
+      {"health.listen", "",
+       "plaintext address serving only grpc.health.v1.Health, for kubelet probes (empty: off)",
+       String(&C::health, &C::Health::listen)},
+      {"tls.cert_file", "", "PEM server certificate chain; with tls.key_file, the gRPC port is TLS",
+       String(&C::tls, &C::Tls::cert_file)},
+      {"tls.key_file", "", "PEM private key of tls.cert_file",
+       String(&C::tls, &C::Tls::key_file)},
+      {"tls.client_ca_file", "", "PEM CA certificates that sign client certificates",
+       String(&C::tls, &C::Tls::client_ca_file)},
+      {"tls.client_auth", "none",
+       "client certificates: none, request (verified if sent) or require (mutual TLS)",
+       [](C& c, const std::string& v) {
+         if (v != "none" && v != "request" && v != "require") {
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected one of none, request, require, got \"", v, "\""));
+         }
+         c.tls.client_auth = v;
+         return absl::OkStatus();
+       }},
+      {"tls.reload_interval", "10s",
+       "how often the TLS files are checked for changes (rotation without restart)",
+       Duration(&C::tls, &C::Tls::reload_interval)},
+      {"auth.tokens_file", "",
+       "file of bearer tokens, one \"TOKEN IDENTITY\" per line (re-read when it changes)",
+       String(&C::auth, &C::Auth::tokens_file)},
+      {"auth.reload_interval", "5s", "how often auth.tokens_file is checked for changes",
+       Duration(&C::auth, &C::Auth::reload_interval)},
+      {"auth.rules", "",
+       "authorization rules: a YAML list of {identities, namespaces, permissions} "
+       "(empty: everyone may do everything)",
+       SetAuthRules},
+      {"auth.owner_prefix", "false",
+       "true: an owner must be the caller's identity or start with \"<identity>/\"",
+       Bool(&C::Auth::owner_prefix)},
+      {"log.format", "text", "log line format: text or json",
+       [](C& c, const std::string& v) {
+         if (v != "text" && v != "json") {
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected one of text, json, got \"", v, "\""));
+         }
+         c.log.format = v;
+         return absl::OkStatus();
+       }},
   };
   return *options;
 }
@@ -199,6 +285,13 @@ absl::Status Apply(Config& c, const Option& o, const std::string& value, const s
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
 }
 
+bool AllScalars(const YAML::Node& seq) {
+  for (const auto& item : seq) {
+    if (!item.IsScalar()) return false;
+  }
+  return true;
+}
+
 // Flattens a YAML map into dotted keys. Sequences become comma-separated.
 absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
                      std::vector<std::pair<std::string, std::string>>* out) {
@@ -209,6 +302,11 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
     if (v.IsMap()) {
       absl::Status s = Flatten(v, full, out);
       if (!s.ok()) return s;
+    } else if (v.IsSequence() && !AllScalars(v)) {
+      // Structured values (auth.rules) are handed to their setter as YAML.
+      YAML::Emitter e;
+      e << YAML::Flow << v;
+      out->emplace_back(full, e.c_str());
     } else if (v.IsSequence()) {
       std::vector<std::string> items;
       for (const auto& item : v) items.push_back(item.as<std::string>());
@@ -263,6 +361,29 @@ absl::Status Check(const Config& c) {
     return absl::InvalidArgumentError("lease.default: must be within [lease.min, lease.max]");
   }
   if (c.listen.empty()) return absl::InvalidArgumentError("listen: must not be empty");
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    return absl::InvalidArgumentError("tls.cert_file and tls.key_file: set both or neither");
+  }
+  if (c.tls.client_auth != "none" && c.tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.client_auth: client certificates need TLS (tls.cert_file and tls.key_file)");
+  }
+  if (c.tls.client_auth != "none" && c.tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.client_ca_file: needed to verify client certificates (tls.client_auth is " +
+        c.tls.client_auth + ")");
+  }
+  if (!c.tls.client_ca_file.empty() && c.tls.client_auth == "none") {
+    return absl::InvalidArgumentError(
+        "tls.client_auth: tls.client_ca_file is set but client_auth is none (use request or "
+        "require)");
+  }
+  if (c.tls.reload_interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("tls.reload_interval: must be at least 1s");
+  }
+  if (c.auth.reload_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("auth.reload_interval: must be at least 100ms");
+  }
   return absl::OkStatus();
 }
 

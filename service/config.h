@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "service/auth_config.h"
 
 namespace lockd {
 
@@ -77,6 +78,35 @@ struct Config {
     std::string auth_file;
     absl::Duration reap_interval;
   } zookeeper;
+
+  // Operations and security (README "Operations and security").
+  struct Metrics {
+    std::string listen;                   // empty: no /metrics endpoint
+    std::vector<std::string> namespaces;  // label values allowed; others are "_other"
+  } metrics;
+
+  struct Health {
+    std::string listen;  // empty: health only on `listen`
+  } health;
+
+  struct Tls {
+    std::string cert_file;  // both set: the gRPC port serves TLS only
+    std::string key_file;
+    std::string client_ca_file;
+    std::string client_auth;  // none, request, require
+    absl::Duration reload_interval;
+  } tls;
+
+  struct Auth {
+    std::string tokens_file;  // secret file: "TOKEN IDENTITY" per line
+    absl::Duration reload_interval;
+    std::vector<AuthRule> rules;  // empty: everyone may do everything
+    bool owner_prefix = false;    // owners must be the identity or start with "<identity>/"
+  } auth;
+
+  struct Log {
+    std::string format;  // text, json
+  } log;
 };
 
 // The result of parsing a command line.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/common/log.h"
+#include "service/audit.h"
 #include "service/status_mapping.h"
 #include "service/validation.h"
 
@@ -152,8 +153,18 @@ std::string NewOwnerId() {
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
 }
 
-LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease)
-    : backend_(backend), lease_(lease) {}
+LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz)
+    : backend_(backend), lease_(lease), authz_(authz) {}
+
+absl::Status LockServiceImpl::Authorize(grpc::CallbackServerContext* ctx, Permission permission,
+                                        const LockKey& key, const std::string* owner,
+                                        std::string* identity) const {
+  if (authz_ == nullptr || !authz_->enabled()) return absl::OkStatus();
+  absl::StatusOr<std::string> id = authz_->Authorize(*ctx, permission, key.ns, key.name, owner);
+  if (!id.ok()) return id.status();
+  if (identity != nullptr) *identity = *std::move(id);
+  return absl::OkStatus();
+}
 
 grpc::ServerUnaryReactor* LockServiceImpl::Acquire(grpc::CallbackServerContext* ctx,
                                                    const v1::AcquireRequest* req,
@@ -164,7 +175,15 @@ grpc::ServerUnaryReactor* LockServiceImpl::Acquire(grpc::CallbackServerContext* 
     reactor->Finish(ToGrpcStatus(params.status()));
     return reactor;
   }
-  if (params->owner.empty()) params->owner = NewOwnerId();
+  std::string identity(kAnonymous);
+  if (absl::Status a = Authorize(ctx, Permission::kLock, params->key, &params->owner, &identity);
+      !a.ok()) {
+    reactor->Finish(ToGrpcStatus(a));
+    return reactor;
+  }
+  if (params->owner.empty()) {
+    params->owner = authz_ != nullptr ? authz_->NewOwnerFor(identity) : NewOwnerId();
+  }
   // Every Acquire gets a request_id, so that a grant the caller never saw
   // can be undone precisely. A generated one can never equal a caller's
   // retry (caller ids cannot start with the control character).
@@ -180,6 +199,10 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(grpc::CallbackServerContext* 
   absl::StatusOr<ReleaseParams> params = ToReleaseParams(*req);
   if (!params.ok()) {
     reactor->Finish(ToGrpcStatus(params.status()));
+    return reactor;
+  }
+  if (absl::Status a = Authorize(ctx, Permission::kLock, params->key, &params->owner); !a.ok()) {
+    reactor->Finish(ToGrpcStatus(a));
     return reactor;
   }
   backend_->Release(*std::move(params), [reactor, resp](absl::StatusOr<ReleaseResult> r) {
@@ -201,6 +224,10 @@ grpc::ServerUnaryReactor* LockServiceImpl::Renew(grpc::CallbackServerContext* ct
     reactor->Finish(ToGrpcStatus(params.status()));
     return reactor;
   }
+  if (absl::Status a = Authorize(ctx, Permission::kLock, params->key, &params->owner); !a.ok()) {
+    reactor->Finish(ToGrpcStatus(a));
+    return reactor;
+  }
   backend_->Renew(*std::move(params), [reactor, resp](absl::StatusOr<RenewResult> r) {
     if (r.ok()) {
       SetDuration(r->ttl, resp->mutable_lease_ttl());
@@ -220,6 +247,10 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(grpc::CallbackServerContext*
     reactor->Finish(ToGrpcStatus(key.status()));
     return reactor;
   }
+  if (absl::Status a = Authorize(ctx, Permission::kRead, *key, nullptr); !a.ok()) {
+    reactor->Finish(ToGrpcStatus(a));
+    return reactor;
+  }
   backend_->Describe(*std::move(key), [this, reactor, resp](absl::StatusOr<LockState> r) {
     if (r.ok()) ToProto(*r, backend_->name(), resp);
     reactor->Finish(ToGrpcStatus(r.status()));
@@ -236,6 +267,11 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
     reactor->Finish(ToGrpcStatus(params.status()));
     return reactor;
   }
+  if (absl::Status a = Authorize(ctx, Permission::kRead, LockKey{params->ns, ""}, nullptr);
+      !a.ok()) {
+    reactor->Finish(ToGrpcStatus(a));
+    return reactor;
+  }
   backend_->List(*std::move(params), [this, reactor, resp](absl::StatusOr<ListResult> r) {
     if (r.ok()) {
       for (const LockState& s : r->locks) ToProto(s, backend_->name(), resp->add_locks());
@@ -243,6 +279,46 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
     }
     reactor->Finish(ToGrpcStatus(r.status()));
   });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::ForceRelease(grpc::CallbackServerContext* ctx,
+                                                        const v1::ForceReleaseRequest* req,
+                                                        v1::ForceReleaseResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = new CountedReactor(&in_flight_);
+  absl::StatusOr<ForceReleaseParams> params = ToForceReleaseParams(*req);
+  if (!params.ok()) {
+    reactor->Finish(ToGrpcStatus(params.status()));
+    return reactor;
+  }
+  // The audit line names the caller even when no authorization is
+  // configured.
+  std::string identity(kAnonymous);
+  if (authz_ != nullptr && authz_->enabled()) {
+    if (absl::Status a = Authorize(ctx, Permission::kAdmin, params->key, nullptr, &identity);
+        !a.ok()) {
+      reactor->Finish(ToGrpcStatus(a));
+      return reactor;
+    }
+  } else if (std::optional<std::string> cert = CertificateIdentity(*ctx)) {
+    identity = *std::move(cert);
+  }
+  LockKey key = params->key;
+  uint64_t token = params->fencing_token;
+  backend_->ForceRelease(
+      *std::move(params), [this, reactor, resp, identity = std::move(identity), key = std::move(key),
+                           token, reason = req->reason()](absl::StatusOr<ForceReleaseResult> r) {
+        ForceReleaseAudit audit{identity, key.ns, key.name, reason, token};
+        if (r.ok()) {
+          resp->set_released(r->released);
+          ToProto(r->previous, backend_->name(), resp->mutable_previous());
+          audit.released = r->released;
+          audit.previous_owner = r->previous.owner;
+          audit.previous_token = r->previous.fencing_token;
+        }
+        AuditForceRelease(audit, r.status());
+        reactor->Finish(ToGrpcStatus(r.status()));
+      });
   return reactor;
 }
 

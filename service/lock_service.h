@@ -14,14 +14,16 @@
 
 #include "backends/backend.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "service/auth.h"
 #include "service/config.h"
 
 namespace lockd {
 
 class LockServiceImpl final : public v1::LockService::CallbackService {
  public:
-  // `backend` must outlive the service and every call it serves.
-  LockServiceImpl(Backend* backend, LeaseBounds lease);
+  // `backend` (and `authz`, if not null) must outlive the service and every
+  // call it serves. With a null `authz` every caller may do everything.
+  LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz = nullptr);
 
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* ctx, const v1::AcquireRequest* req,
                                     v1::AcquireResponse* resp) override;
@@ -33,15 +35,25 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
                                      const v1::DescribeRequest* req, v1::LockInfo* resp) override;
   grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx, const v1::ListRequest* req,
                                  v1::ListResponse* resp) override;
+  grpc::ServerUnaryReactor* ForceRelease(grpc::CallbackServerContext* ctx,
+                                         const v1::ForceReleaseRequest* req,
+                                         v1::ForceReleaseResponse* resp) override;
 
   // Calls of this service that have started and not yet ended (their
   // reply sent or their call cancelled). Thread-safe.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
  private:
+  // OK, or the status to finish the call with (UNAUTHENTICATED or
+  // PERMISSION_DENIED); fills `identity` when not null.
+  absl::Status Authorize(grpc::CallbackServerContext* ctx, Permission permission,
+                         const LockKey& key, const std::string* owner,
+                         std::string* identity = nullptr) const;
+
   Backend* const backend_;
   const LeaseBounds lease_;
   std::atomic<int64_t> in_flight_{0};
+  const Authorizer* const authz_;
 };
 
 // A random 128-bit owner id (32 hex digits).

@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   const lockd::Config& config = parsed->config;
   lockd::LogLevel level;
   if (lockd::ParseLogLevel(config.log_level, &level)) lockd::SetLogLevel(level);
+  lockd::LogFormat format;
+  if (lockd::ParseLogFormat(config.log.format, &format)) lockd::SetLogFormat(format);
 
   // Signals are taken by a sigwait() below, so block them in every thread.
   sigset_t signals;

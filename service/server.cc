@@ -24,14 +24,21 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   std::unique_ptr<LockdServer> s(new LockdServer());
+  absl::StatusOr<std::unique_ptr<Operations>> ops = Operations::Start(config, &backend);
+  if (!ops.ok()) {
+    backend->Shutdown();
+    return ops.status();
+  }
+  s->ops_ = *std::move(ops);
   s->backend_ = std::move(backend);
-  s->service_ = std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease);
+  s->service_ = std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease,
+                                                  s->ops_->authorizer());
 
   grpc::ServerBuilder builder;
   // Without this gRPC sets SO_REUSEPORT, and a second lockd on a taken port
   // would start and silently share it instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(config.listen, s->ops_->credentials(), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
@@ -64,6 +71,7 @@ void LockdServer::WatchHealth(absl::Duration interval) {
       server_->GetHealthCheckService()->SetServingStatus(now.ok());
       server_->GetHealthCheckService()->SetServingStatus(kServiceName, now.ok());
     }
+    ops_->Tick(now.ok());
     last = now;
     mu_.Lock();
   }
@@ -79,12 +87,13 @@ void LockdServer::Shutdown(absl::Duration grace) {
     stopping_ = true;
   }
   if (!health_thread_.joinable()) {  // Start() failed before serving
-    backend_->Shutdown();
+    if (backend_ != nullptr) backend_->Shutdown();
     absl::MutexLock l(&mu_);
     stopped_ = true;
     return;
   }
   health_thread_.join();
+  ops_->StopHealth();
   server_->GetHealthCheckService()->Shutdown();
   // Stop accepting while parked waiters are answered; Server::Shutdown waits
   // for in-flight calls, so the backend must release its waiters meanwhile.

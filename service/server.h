@@ -18,14 +18,16 @@
 #include "grpcpp/server.h"
 #include "service/config.h"
 #include "service/lock_service.h"
+#include "service/operations.h"
 
 namespace lockd {
 
 class LockdServer {
  public:
-  // Starts serving `config.listen` (port 0 picks a free port). Health is
-  // SERVING while backend->Health() is OK and NOT_SERVING otherwise, checked
-  // every `health_interval`.
+  // Starts serving `config.listen` (port 0 picks a free port), with TLS,
+  // authorization, metrics and the health port as `config` says (see
+  // service/operations.h). Health is SERVING while backend->Health() is OK
+  // and NOT_SERVING otherwise, checked every `health_interval`.
   static absl::StatusOr<std::unique_ptr<LockdServer>> Start(
       const Config& config, std::unique_ptr<Backend> backend,
       absl::Duration health_interval = absl::Milliseconds(250));
@@ -36,6 +38,9 @@ class LockdServer {
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   Backend* backend() const { return backend_.get(); }
+  // Ports of the /metrics endpoint and of the health port (0: not serving).
+  int metrics_port() const { return ops_->metrics_port(); }
+  int health_port() const { return ops_->health_port(); }
 
   // Stops accepting calls, answers parked Acquires with UNAVAILABLE (through
   // Backend::Shutdown), gives in-flight calls up to `grace`, then returns:
@@ -47,6 +52,7 @@ class LockdServer {
   LockdServer() = default;
   void WatchHealth(absl::Duration interval);
 
+  std::unique_ptr<Operations> ops_;  // outlives backend_ (a MetricsBackend uses it)
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

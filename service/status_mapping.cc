@@ -13,10 +13,17 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // absl and gRPC share the canonical code numbers.
   auto code = static_cast<grpc::StatusCode>(status.code());
   std::string message(status.message());
-  if (!IsLockNotHeld(status)) return grpc::Status(code, message);
+  absl::string_view reason;
+  if (IsLockNotHeld(status)) {
+    reason = kLockNotHeldReason;
+  } else if (IsFencingTokenMismatch(status)) {
+    reason = kFencingTokenMismatchReason;
+  } else {
+    return grpc::Status(code, message);
+  }
 
   google::rpc::ErrorInfo info;
-  info.set_reason(std::string(kLockNotHeldReason));
+  info.set_reason(std::string(reason));
   info.set_domain("lockd");
   google::rpc::Status details;
   details.set_code(static_cast<int32_t>(code));

@@ -8,7 +8,8 @@
 
 namespace lockd {
 
-// Same code and message. A LockNotHeldError additionally carries a
+// Same code and message. A LockNotHeldError (or FencingTokenMismatchError:
+// reason FENCING_TOKEN_MISMATCH) additionally carries a
 // serialized google.rpc.Status with google.rpc.ErrorInfo{reason:
 // LOCK_NOT_HELD, domain: lockd} as binary error details, which gRPC sends in
 // the `grpc-status-details-bin` trailer.

@@ -202,3 +202,22 @@ absl::StatusOr<ListParams> ToListParams(const v1::ListRequest& req) {
 }
 
 }  // namespace lockd
+
+namespace lockd {
+
+absl::StatusOr<ForceReleaseParams> ToForceReleaseParams(const v1::ForceReleaseRequest& req) {
+  ForceReleaseParams p;
+  absl::StatusOr<LockKey> key = CheckKey(req.namespace_(), req.name());
+  if (!key.ok()) return key.status();
+  p.key = *std::move(key);
+  p.fencing_token = req.fencing_token();
+  const std::string& reason = req.reason();
+  if (reason.empty() || reason.size() > 256 || !IsCleanUtf8(reason)) {
+    return Invalid("reason", "must be 1-256 bytes of valid UTF-8 without control characters",
+                   reason.empty() || reason.size() > 256 ? Bytes(reason.size())
+                                                         : "invalid UTF-8 or a control character");
+  }
+  return p;
+}
+
+}  // namespace lockd

@@ -31,6 +31,9 @@ absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req);
 absl::StatusOr<RenewParams> ToRenewParams(const v1::RenewRequest& req, const LeaseBounds& lease);
 absl::StatusOr<LockKey> ToLockKey(const v1::DescribeRequest& req);
 absl::StatusOr<ListParams> ToListParams(const v1::ListRequest& req);
+// `reason` is required (1-256 bytes); it goes to the audit log, not the
+// backend.
+absl::StatusOr<ForceReleaseParams> ToForceReleaseParams(const v1::ForceReleaseRequest& req);
 
 }  // namespace lockd
 

@@ -232,6 +232,24 @@ int List(const Invocation& inv, Client& client, std::ostream& out, std::ostream&
   return kExitOk;
 }
 
+int ForceRelease(const Invocation& inv, Client& client, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ForceReleaseOutcome> r =
+      client.ForceRelease(inv.name, inv.reason, inv.fencing_token);
+  if (!r.ok()) return Fail(r.status(), false, err);
+  if (inv.output == Output::kJson) {
+    out << "{\"released\":" << Bool(r->released) << ",\"previous\":" << LockInfoJson(r->previous)
+        << "}\n";
+  } else {
+    out << "released: " << Bool(r->released) << "\n";
+    if (r->previous.held) {
+      out << "previous_owner: " << r->previous.owner << "\n"
+          << "previous_hold_count: " << r->previous.hold_count << "\n"
+          << "previous_fencing_token: " << r->previous.fencing_token << "\n";
+    }
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 std::string UndoCommand(const Invocation& inv, absl::string_view owner,
@@ -249,7 +267,7 @@ int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {
   co.default_namespace = inv.ns;
   co.rpc_timeout = inv.timeout;
   co.release_timeout = std::min(inv.timeout, absl::Seconds(5));
-  absl::StatusOr<Client> client = Client::Connect(inv.server, co, inv.tls);
+  absl::StatusOr<Client> client = Client::Connect(inv.server, co, inv.tls, inv.auth);
   if (!client.ok()) {
     err << "lockctl: " << client.status().message() << "\n";
     return kExitUsage;
@@ -260,6 +278,7 @@ int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {
   if (inv.command == "describe") return Describe(inv, *client, out, err);
   if (inv.command == "list") return List(inv, *client, out, err);
   if (inv.command == "run") return RunCommand(inv, *client, err);
+  if (inv.command == "force-release") return ForceRelease(inv, *client, out, err);
   err << "lockctl: unknown command \"" << inv.command << "\"\n";
   return kExitUsage;
 }

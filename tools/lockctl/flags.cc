@@ -15,7 +15,8 @@ namespace {
 
 const std::set<std::string>& Commands() {
   static const auto* const kCommands =
-      new std::set<std::string>{"acquire", "release", "renew", "describe", "list", "run"};
+      new std::set<std::string>{"acquire", "release",  "renew",        "describe",
+                                "list",    "run",      "force-release"};
   return *kCommands;
 }
 
@@ -28,6 +29,7 @@ bool CommandTakes(absl::string_view command, absl::string_view flag) {
       {"describe", {"name"}},
       {"list", {"prefix", "limit"}},
       {"run", {"name", "owner", "ttl", "wait", "signal", "kill-after"}},
+      {"force-release", {"name", "reason", "token"}},
   };
   auto it = kTakes->find(std::string(command));
   return it != kTakes->end() && it->second.count(std::string(flag)) > 0;
@@ -35,8 +37,9 @@ bool CommandTakes(absl::string_view command, absl::string_view flag) {
 
 bool IsGlobalFlag(absl::string_view flag) {
   static const auto* const kGlobal =
-      new std::set<std::string>{"server", "namespace", "output",  "timeout",         "tls",
-                                "tls-ca", "tls-cert",  "tls-key", "tls-server-name", "help"};
+      new std::set<std::string>{"server",   "namespace",       "output",         "timeout",
+                                "tls",      "tls-ca",          "tls-cert",       "tls-key",
+                                "tls-server-name", "auth-token-file", "help"};
   return kGlobal->count(std::string(flag)) > 0;
 }
 
@@ -93,6 +96,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
   };
   inv.server = env_or("LOCKD_SERVER", "127.0.0.1:7411");
   inv.ns = env_or("LOCKD_NAMESPACE", "");
+  inv.auth.bearer_token = env_or("LOCKD_AUTH_TOKEN", "");
+  inv.auth.bearer_token_file = env_or("LOCKD_AUTH_TOKEN_FILE", "");
 
   std::vector<std::pair<std::string, std::string>> flags;  // in order
   std::vector<std::string> positional;
@@ -201,6 +206,18 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
     } else if (flag == "tls-server-name") {
       inv.tls.server_name = value;
       inv.tls.enabled = true;
+    } else if (flag == "auth-token-file") {
+      if (value.empty()) return UsageError("--auth-token-file must not be empty");
+      inv.auth.bearer_token_file = value;
+      inv.auth.bearer_token.clear();  // the flag beats $LOCKD_AUTH_TOKEN
+    } else if (flag == "reason") {
+      inv.reason = value;
+    } else if (flag == "token") {
+      if (!absl::SimpleAtoi(value, &inv.fencing_token)) {
+        return UsageError(
+            absl::StrCat("--token must be a fencing token (a non-negative integer), not \"", value,
+                         "\""));
+      }
     } else if (flag == "name") {
       inv.name = value;
     } else if (flag == "owner") {
@@ -243,6 +260,9 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
     return UsageError(absl::StrCat("\"", inv.command,
                                    "\" needs --owner (the owner printed by `lockctl acquire`)"));
   }
+  if (inv.command == "force-release" && inv.reason.empty()) {
+    return UsageError("\"force-release\" needs --reason (it goes to lockd's audit log)");
+  }
   if (inv.command == "run") {
     if (!saw_dashdash || inv.argv.empty()) {
       return UsageError(
@@ -266,6 +286,8 @@ Connection flags (any command):
   --tls-cert FILE         PEM client certificate (mutual TLS; with --tls-key)
   --tls-key FILE          PEM client private key
   --tls-server-name NAME  name to verify in the server certificate [the host in --server]
+  --auth-token-file FILE  file holding a bearer token sent with every call
+                          [$LOCKD_AUTH_TOKEN_FILE; or the token itself in $LOCKD_AUTH_TOKEN]
 Durations look like 250ms, 30s, 10m, 1h30m; a bare number is seconds.
 )";
   const std::string exit_codes = R"(
@@ -277,6 +299,7 @@ Exit codes:
   75   not acquired: the lock stayed held by another owner for --wait
   76   lock lost: run's lease was lost while the command ran (the command got
        --signal); release/renew: the owner does not hold the lock
+  77   not allowed: lockd refused the credential or the permission
   run only: otherwise the command's own exit status, 128+N if it died of
   signal N, 126 if it could not be executed, 127 if it was not found.
 )";
@@ -331,6 +354,18 @@ Exit codes:
            "  --limit N        at most N locks [0: all]\n" +
            connection + exit_codes;
   }
+  if (command == "force-release") {
+    return "Usage: lockctl force-release --name NAME --reason TEXT [--token T]\n"
+           "\n"
+           "Operators only (the admin permission): frees the lock whatever its owner and\n"
+           "hold count, e.g. one held by a job that died with a long lease. The next grant\n"
+           "gets a larger fencing token; the former holder's release/renew fail (exit 76).\n"
+           "Prints whether a hold was freed and who held it. Never retried.\n"
+           "  --name NAME     lock name (required)\n"
+           "  --reason TEXT   why, for lockd's audit log (required)\n"
+           "  --token T       free it only if the holder's fencing token is T (exit 1 if not)\n" +
+           connection + exit_codes;
+  }
   if (command == "run") {
     return "Usage: lockctl run --name NAME [--ttl DUR] [--wait DUR] [--owner OWNER]\n"
            "                   [--signal SIG] [--kill-after DUR] -- COMMAND [ARG]...\n"
@@ -366,6 +401,7 @@ Exit codes:
          "  describe  show one lock's state\n"
          "  list      list held locks by name prefix\n"
          "  run       hold a lock while a command runs (distributed flock)\n"
+         "  force-release  free a lock whatever its owner (operators; audited)\n"
          "\n"
          "Example:\n"
          "  lockctl run --name nightly-report --ttl 30s --wait 10m -- ./report.sh\n"
@@ -380,6 +416,9 @@ int ExitCodeFor(const absl::Status& status, bool acquiring) {
   // Not "not acquired in time" even if the code says so: lockd did not answer.
   if (UnconfirmedAcquireRequestId(status).has_value()) return kExitUnavailable;
   switch (status.code()) {
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return kExitNoPermission;
     case absl::StatusCode::kUnavailable:
       return kExitUnavailable;
     case absl::StatusCode::kDeadlineExceeded:

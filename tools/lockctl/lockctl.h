@@ -30,6 +30,7 @@ enum ExitCode : int {
   kExitUnavailable = 69,     // server unreachable or not answering (EX_UNAVAILABLE)
   kExitNotAcquired = 75,     // lock held by another owner past --wait (EX_TEMPFAIL)
   kExitLockLost = 76,        // lock lost while `run` ran its command, or not held (release/renew)
+  kExitNoPermission = 77,    // UNAUTHENTICATED or PERMISSION_DENIED (EX_NOPERM)
   kExitCannotExecute = 126,  // run: the command exists but could not be executed
   kExitNotFound = 127,       // run: the command was not found
 };
@@ -37,7 +38,7 @@ enum ExitCode : int {
 enum class Output { kText, kJson };
 
 struct Invocation {
-  std::string command;  // acquire, release, renew, describe, list, run; "" with help
+  std::string command;  // acquire, release, renew, describe, list, run, force-release; "" with help
   bool help = false;    // --help / -h / `help [command]`: print Usage(command)
 
   // Connection (global flags).
@@ -46,6 +47,7 @@ struct Invocation {
   Output output = Output::kText;
   absl::Duration timeout = absl::Seconds(10);  // --timeout: per-call deadline
   TlsOptions tls;
+  AuthOptions auth;  // --auth-token-file, $LOCKD_AUTH_TOKEN_FILE, $LOCKD_AUTH_TOKEN
 
   // Lock selection and lease.
   std::string name;
@@ -61,14 +63,18 @@ struct Invocation {
   std::string prefix;
   int64_t limit = 0;  // 0: all
 
+  // force-release
+  std::string reason;
+  uint64_t fencing_token = 0;  // --token; 0: whatever the holder's
+
   // run
   int signal = 15;                                // SIGTERM
   absl::Duration kill_after = absl::Seconds(10);  // 0: never SIGKILL
   std::vector<std::string> argv;
 };
 
-// Parses the arguments after the program name. `env` supplies LOCKD_SERVER
-// and LOCKD_NAMESPACE. Flags are `--flag value` or `--flag=value` and may
+// Parses the arguments after the program name. `env` supplies LOCKD_SERVER,
+// LOCKD_NAMESPACE, LOCKD_AUTH_TOKEN and LOCKD_AUTH_TOKEN_FILE. Flags are `--flag value` or `--flag=value` and may
 // appear before or after the command; `run` takes its command after `--`.
 // Errors: kInvalidArgument with a message for the user (usage error).
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,

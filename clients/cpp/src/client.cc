@@ -9,6 +9,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/src/bearer_token.h"
 #include "clients/cpp/src/client_core.h"
 #include "clients/cpp/src/errors.h"
 #include "clients/cpp/src/lease_state.h"
@@ -45,7 +46,8 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
-                                                               const TlsOptions& tls) {
+                                                               const TlsOptions& tls,
+                                                               const AuthOptions& auth) {
   if (target.empty()) return absl::InvalidArgumentError("lockd target address is empty");
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -75,7 +77,25 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view
     if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
     creds = grpc::SslCredentials(ssl);
   }
-  return grpc::CreateCustomChannel(std::string(target), creds, args);
+  std::string token = auth.bearer_token;
+  if (token.empty() && !auth.bearer_token_file.empty()) {
+    std::ifstream in(auth.bearer_token_file);
+    if (!in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read bearer token file ", auth.bearer_token_file));
+    }
+    std::getline(in, token);
+    while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    if (token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bearer token file ", auth.bearer_token_file, " is empty"));
+    }
+  }
+  if (token.empty()) return grpc::CreateCustomChannel(std::string(target), creds, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(client_internal::NewBearerTokenInterceptor(std::move(token)));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(std::string(target), creds, args,
+                                                                 std::move(interceptors));
 }
 
 namespace client_internal {
@@ -225,8 +245,8 @@ void Lease::Detach() {
 // Client
 
 absl::StatusOr<Client> Client::Connect(absl::string_view target, ClientOptions options,
-                                       const TlsOptions& tls) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = NewLockdChannel(target, tls);
+                                       const TlsOptions& tls, const AuthOptions& auth) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = NewLockdChannel(target, tls, auth);
   if (!channel.ok()) return channel.status();
   return Client(*std::move(channel), std::move(options));
 }
@@ -462,6 +482,28 @@ absl::StatusOr<LockInfo> Client::Describe(absl::string_view name, absl::string_v
       });
   if (!gs.ok()) return FromGrpc("describe", n, name, gs);
   return FromProto(resp);
+}
+
+absl::StatusOr<ForceReleaseOutcome> Client::ForceRelease(absl::string_view name,
+                                                         absl::string_view reason,
+                                                         uint64_t fencing_token,
+                                                         absl::string_view ns) {
+  std::string n = core_->Namespace(ns);
+  v1::ForceReleaseRequest req;
+  req.set_namespace_(n);
+  req.set_name(std::string(name));
+  req.set_reason(std::string(reason));
+  req.set_fencing_token(fencing_token);
+  v1::ForceReleaseResponse resp;
+  grpc::ClientContext ctx;
+  client_internal::SetDeadline(&ctx,
+                               SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
+  grpc::Status gs = core_->stub().ForceRelease(&ctx, req, &resp);
+  if (!gs.ok()) return FromGrpc("force-release", n, name, gs);
+  ForceReleaseOutcome out;
+  out.released = resp.released();
+  out.previous = FromProto(resp.previous());
+  return out;
 }
 
 absl::StatusOr<ListPage> Client::List(const ListOptions& options) {

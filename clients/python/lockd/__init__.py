@@ -10,6 +10,7 @@ See lockd.client for the guarantees (send-time validity, one watchdog thread
 per Client renewing every ttl/3, lost detection, safe retries).
 """
 
+from lockd._auth import tls_credentials
 from lockd.client import (
     DEFAULT_SERVER,
     Client,
@@ -25,5 +26,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Lease", "LockInfo", "LockdError", "LockNotAcquired", "LockLost", "Unavailable",
-    "DEFAULT_SERVER",
+    "DEFAULT_SERVER", "tls_credentials",
 ]

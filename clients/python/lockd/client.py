@@ -63,6 +63,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 
 import grpc
 
+from lockd._auth import BearerTokenInterceptor, read_token_file
 from lockd._proto.google.rpc import error_details_pb2, status_pb2
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
 
@@ -591,7 +592,14 @@ class Client:
         $LOCKD_SERVER, else 127.0.0.1:7411.
       owner: owner id for every lock of this Client (default: random per Client).
       namespace: default namespace (default: the server's "default").
-      credentials: grpc.ChannelCredentials for TLS (default: plaintext).
+      credentials: grpc.ChannelCredentials for TLS (default: plaintext);
+        ``lockd.tls_credentials(ca_file, cert_file, key_file)`` makes them,
+        with a client certificate for mutual TLS.
+      bearer_token: sent as ``authorization: Bearer TOKEN`` with every call
+        (lockd's ``auth.tokens_file``); never logged. Default:
+        $LOCKD_AUTH_TOKEN.
+      bearer_token_file: file whose first line is the token (used when
+        bearer_token is not given). Default: $LOCKD_AUTH_TOKEN_FILE.
       server_name: with credentials, the name to verify in the server's
         certificate instead of the target's host.
       channel: an existing grpc.Channel (then target/credentials are unused).
@@ -606,6 +614,7 @@ class Client:
     def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
                  namespace: str = "", credentials: Optional[grpc.ChannelCredentials] = None,
                  server_name: Optional[str] = None, channel: Optional[grpc.Channel] = None,
+                 bearer_token: Optional[str] = None, bearer_token_file: Optional[str] = None,
                  rpc_timeout: float = 10.0, release_timeout: float = 2.0,
                  initial_backoff: float = 0.05, max_backoff: float = 2.0,
                  clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002):
@@ -635,6 +644,12 @@ class Client:
         # seen seconds late: too late for short leases.
         self._connectivity = None
         self._channel.subscribe(self._on_connectivity, try_to_connect=False)
+        token = bearer_token or os.environ.get("LOCKD_AUTH_TOKEN")
+        token_file = bearer_token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
+        if not token and token_file:
+            token = read_token_file(token_file)
+        if token:
+            channel = grpc.intercept_channel(channel, BearerTokenInterceptor(token))
         self._stub = lock_pb2_grpc.LockServiceStub(channel)
         self._watchdog = _Watchdog(self)
         self._random = random.Random()
@@ -870,6 +885,22 @@ class Client:
             if not resp.next_page_token:
                 return
             token = resp.next_page_token
+
+    def force_release(self, name: str, reason: str, *, fencing_token: int = 0,
+                      namespace: Optional[str] = None) -> Tuple[bool, LockInfo]:
+        """Operators only (the ``admin`` permission): frees the lock whatever
+        its owner and hold count; ``reason`` goes to lockd's audit log. With a
+        non-zero ``fencing_token`` only that holding is freed (LockdError with
+        code FAILED_PRECONDITION otherwise). One attempt, never retried.
+        Returns (released, the lock's previous state)."""
+        ns = self._ns(namespace)
+        req = lock_pb2.ForceReleaseRequest(namespace=ns, name=name, reason=reason,
+                                           fencing_token=fencing_token)
+        try:
+            resp = self._stub.ForceRelease(req, timeout=self._rpc_timeout)
+        except grpc.RpcError as e:
+            raise _translate("force-release", ns, name, e) from None
+        return resp.released, LockInfo._from_proto(resp.previous)
 
     # -- internals
 

@@ -97,14 +97,28 @@ struct TlsOptions {
   std::string server_name;
 };
 
+// Per-call credentials for NewLockdChannel / Client::Connect: the identity
+// lockd authorizes when it is configured with bearer tokens
+// (`auth.tokens_file`). Sent over TLS or plaintext alike (use TLS: a token
+// on a plaintext channel can be read on the network).
+struct AuthOptions {
+  // Sent as `authorization: Bearer <token>` with every call. Never logged.
+  std::string bearer_token;
+  // File whose first line is the token, read once by NewLockdChannel; used
+  // when bearer_token is empty.
+  std::string bearer_token_file;
+};
+
 // Creates a channel to `target` (any gRPC target, e.g. "127.0.0.1:7411",
 // "dns:///lockd.example:7411"), with reconnect backoff tuned for leases
 // (100 ms initial, 2 s cap: a client must see a restarted server well within a
 // lease, not after gRPC's default 120 s cap). Does not connect yet.
 // Errors: kInvalidArgument for an empty target, a missing or unreadable TLS
-// file, or a cert_file without key_file (or the reverse).
+// or token file (the message names the file, never its contents), an empty
+// token file, or a cert_file without key_file (or the reverse).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
-                                                               const TlsOptions& tls = {});
+                                                               const TlsOptions& tls = {},
+                                                               const AuthOptions& auth = {});
 
 struct ClientOptions {
   // Owner id for every lock this Client takes unless AcquireOptions::owner
@@ -195,6 +209,11 @@ struct ReleaseOutcome {
 struct RenewOutcome {
   absl::Duration ttl;  // the lease now in force
   uint64_t fencing_token = 0;
+};
+
+struct ForceReleaseOutcome {
+  bool released = false;  // a hold was freed (false: the lock was already free)
+  LockInfo previous;      // the lock's state before
 };
 
 // True if `status` reports that a lock is not (or no longer) held by the
@@ -306,7 +325,7 @@ class Client {
   // A Client on a new channel (NewLockdChannel). Errors as NewLockdChannel.
   // Does not contact the server.
   static absl::StatusOr<Client> Connect(absl::string_view target, ClientOptions options = {},
-                                        const TlsOptions& tls = {});
+                                        const TlsOptions& tls = {}, const AuthOptions& auth = {});
 
   // A Client on an existing channel. While it backs off after UNAVAILABLE,
   // and while it has leases and the channel is not READY, the Client keeps
@@ -381,6 +400,20 @@ class Client {
   absl::StatusOr<LockInfo> Describe(absl::string_view name, absl::string_view ns = "");
   // One page of held locks. Blocks up to rpc_timeout.
   absl::StatusOr<ListPage> List(const ListOptions& options = {});
+
+  // Operators only (the `admin` permission): frees the lock whatever its
+  // owner and hold count; `reason` (required) goes to lockd's audit log.
+  // With a non-zero `fencing_token` only the holding with that token is
+  // freed. One attempt (never retried: without a token, a retry could free
+  // the next holder), bounded by rpc_timeout.
+  // OK: released, or released == false if the lock was free.
+  // kFailedPrecondition: the holder's token is not `fencing_token`.
+  // kPermissionDenied / kUnauthenticated: not allowed; kInvalidArgument,
+  // kUnavailable, kDeadlineExceeded as usual.
+  absl::StatusOr<ForceReleaseOutcome> ForceRelease(absl::string_view name,
+                                                   absl::string_view reason,
+                                                   uint64_t fencing_token = 0,
+                                                   absl::string_view ns = "");
 
  private:
   std::shared_ptr<client_internal::ClientCore> core_;

@@ -1,0 +1,79 @@
+"""Credentials for lockd.Client: TLS (with client certificates) and bearer
+tokens sent as ``authorization: Bearer TOKEN`` metadata on every call."""
+
+import collections
+from typing import Optional
+
+import grpc
+
+
+def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                    key_file: Optional[str] = None) -> grpc.ChannelCredentials:
+    """grpc.ChannelCredentials from PEM files: ``ca_file`` signs the server's
+    certificate (default: gRPC's roots); ``cert_file`` and ``key_file`` (both
+    or neither) are the client certificate for mutual TLS. Raises ValueError
+    naming a file that cannot be read (never its contents)."""
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("cert_file and key_file must be given together")
+
+    def read(path: Optional[str]) -> Optional[bytes]:
+        if path is None:
+            return None
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read TLS file {path}: {e.strerror}") from None
+
+    return grpc.ssl_channel_credentials(root_certificates=read(ca_file),
+                                        private_key=read(key_file),
+                                        certificate_chain=read(cert_file))
+
+
+def read_token_file(path: str) -> str:
+    """The first line of ``path``. Raises ValueError naming the file."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            token = f.readline().strip()
+    except OSError as e:
+        raise ValueError(f"cannot read bearer token file {path}: {e.strerror}") from None
+    if not token:
+        raise ValueError(f"bearer token file {path} is empty")
+    return token
+
+
+class _Details(collections.namedtuple(
+        "_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready",
+                     "compression")), grpc.ClientCallDetails):
+    pass
+
+
+class BearerTokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                             grpc.StreamUnaryClientInterceptor,
+                             grpc.StreamStreamClientInterceptor):
+    """Adds ``authorization: Bearer TOKEN`` to every call. The token is never
+    logged."""
+
+    def __init__(self, token: str):
+        self._header = ("authorization", "Bearer " + token)
+
+    def __repr__(self) -> str:
+        return "BearerTokenInterceptor(<redacted>)"
+
+    def _details(self, d):
+        metadata = list(d.metadata or [])
+        metadata.append(self._header)
+        return _Details(d.method, d.timeout, metadata, d.credentials,
+                        getattr(d, "wait_for_ready", None), getattr(d, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)

@@ -1,0 +1,226 @@
+#include "service/metrics_backend.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/hash/hash.h"
+#include "absl/time/clock.h"
+
+namespace lockd {
+namespace {
+
+// Time for metrics: absl::Now() is the wall clock, but only differences of
+// nearby readings are taken, and leases are tracked with a 1 s margin.
+absl::Time Now() { return absl::Now(); }
+
+constexpr absl::Duration kExpiryMargin = absl::Seconds(1);
+
+}  // namespace
+
+MetricsBackend::MetricsBackend(std::unique_ptr<Backend> inner, Metrics* metrics)
+    : inner_(std::move(inner)), metrics_(metrics) {}
+
+MetricsBackend::~MetricsBackend() = default;
+
+MetricsBackend::Shard& MetricsBackend::ShardOf(const LockKey& key) {
+  return shards_[absl::Hash<LockKey>()(key) % kShards];
+}
+
+void MetricsBackend::Granted(const LockKey& key, const std::string& owner, int ns, uint64_t token,
+                             absl::Duration ttl, absl::Time now) {
+  Shard& s = ShardOf(key);
+  bool regression = false, replaced = false;
+  Hold old;
+  {
+    absl::MutexLock l(&s.mu);
+    auto [it, inserted] = s.holds.try_emplace(key);
+    Hold& h = it->second;
+    if (!inserted && h.token == token && h.owner == owner) {  // reentrant: same holding
+      h.until = now + ttl + kExpiryMargin;
+      return;
+    }
+    if (!inserted) {
+      // Another holding this replica still tracked (it ended elsewhere).
+      regression = token <= h.token;
+      replaced = true;
+      old = h;
+    }
+    h = Hold{ns, token, owner, now, now + ttl + kExpiryMargin};
+  }
+  if (replaced) metrics_->HoldEnded(old.ns, HoldEnd::kExpired, now - old.since);
+  if (regression) metrics_->FencingRegression();
+  if (!replaced) metrics_->locks_held().Increment();
+}
+
+void MetricsBackend::Extended(const LockKey& key, absl::Duration ttl, absl::Time now) {
+  Shard& s = ShardOf(key);
+  absl::MutexLock l(&s.mu);
+  auto it = s.holds.find(key);
+  if (it != s.holds.end()) it->second.until = now + ttl + kExpiryMargin;
+}
+
+void MetricsBackend::Ended(const LockKey& key, HoldEnd how, absl::Time now) {
+  Shard& s = ShardOf(key);
+  Hold h;
+  {
+    absl::MutexLock l(&s.mu);
+    auto it = s.holds.find(key);
+    if (it == s.holds.end()) return;
+    h = it->second;
+    s.holds.erase(it);
+  }
+  metrics_->locks_held().Decrement();
+  metrics_->HoldEnded(h.ns, how, now - h.since);
+}
+
+void MetricsBackend::EndedIfOwner(const LockKey& key, const std::string& owner, absl::Time now) {
+  Shard& s = ShardOf(key);
+  Hold h;
+  {
+    absl::MutexLock l(&s.mu);
+    auto it = s.holds.find(key);
+    if (it == s.holds.end() || it->second.owner != owner) return;
+    h = std::move(it->second);
+    s.holds.erase(it);
+  }
+  metrics_->locks_held().Decrement();
+  metrics_->HoldEnded(h.ns, HoldEnd::kExpired, now - h.since);
+}
+
+void MetricsBackend::SweepExpired(absl::Time now) {
+  for (Shard& s : shards_) {
+    std::vector<Hold> ended;
+    {
+      absl::MutexLock l(&s.mu);
+      for (auto it = s.holds.begin(); it != s.holds.end();) {
+        if (it->second.until < now) {
+          ended.push_back(it->second);
+          s.holds.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (const Hold& h : ended) {
+      metrics_->locks_held().Decrement();
+      metrics_->HoldEnded(h.ns, HoldEnd::kExpired, now - h.since);
+    }
+  }
+}
+
+void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+                             Callback<AcquireResult> done) {
+  const AcquireMode mode = params.wait > absl::ZeroDuration() ? AcquireMode::kWait
+                                                              : AcquireMode::kTry;
+  const int ns = metrics_->NamespaceIndex(params.key.ns);
+  const absl::Time start = Now();
+  if (mode == AcquireMode::kWait) metrics_->waiters().Increment();
+  LockKey key = params.key;
+  std::string owner = params.owner;
+  inner_->Acquire(
+      std::move(params), std::move(cancel),
+      [this, mode, ns, start, key = std::move(key), owner = std::move(owner),
+       done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
+        const absl::Time now = Now();
+        AcquireOutcome outcome = AcquireOutcome::kError;
+        if (r.ok()) {
+          outcome = r->acquired ? AcquireOutcome::kAcquired : AcquireOutcome::kNotAcquired;
+          if (r->acquired) Granted(key, owner, ns, r->fencing_token, r->ttl, now);
+        } else if (absl::IsCancelled(r.status())) {
+          outcome = AcquireOutcome::kCancelled;
+        }
+        if (mode == AcquireMode::kWait) {
+          metrics_->waiters().Decrement();
+        } else {
+          metrics_->BackendRequest(BackendOp::kAcquire, BackendResultOf(r.status()), now - start);
+        }
+        metrics_->AcquireDone(ns, mode, outcome, now - start);
+        std::move(done)(std::move(r));
+      });
+}
+
+void MetricsBackend::Release(ReleaseParams params, Callback<ReleaseResult> done) {
+  const absl::Time start = Now();
+  LockKey key = params.key;
+  std::string owner = params.owner;
+  inner_->Release(std::move(params), [this, start, key = std::move(key), owner = std::move(owner),
+                                      done = std::move(done)](
+                                         absl::StatusOr<ReleaseResult> r) mutable {
+    const absl::Time now = Now();
+    metrics_->BackendRequest(BackendOp::kRelease, BackendResultOf(r.status()), now - start);
+    if (r.ok() && r->released) {
+      Ended(key, HoldEnd::kReleased, now);
+    } else if (IsLockNotHeld(r.status())) {
+      // The holder learns its hold is gone; another owner's mistaken Release
+      // must not end the holder's tracked hold.
+      EndedIfOwner(key, owner, now);
+    }
+    std::move(done)(std::move(r));
+  });
+}
+
+void MetricsBackend::Renew(RenewParams params, Callback<RenewResult> done) {
+  const absl::Time start = Now();
+  const int ns = metrics_->NamespaceIndex(params.key.ns);
+  LockKey key = params.key;
+  std::string owner = params.owner;
+  inner_->Renew(std::move(params), [this, start, ns, key = std::move(key), owner = std::move(owner),
+                                    done = std::move(done)](absl::StatusOr<RenewResult> r) mutable {
+    const absl::Time now = Now();
+    metrics_->BackendRequest(BackendOp::kRenew, BackendResultOf(r.status()), now - start);
+    if (r.ok()) {
+      metrics_->RenewDone(ns, RenewOutcome::kOk);
+      Extended(key, r->ttl, now);
+    } else if (IsLockNotHeld(r.status())) {
+      metrics_->RenewDone(ns, RenewOutcome::kLost);
+      EndedIfOwner(key, owner, now);
+    } else {
+      metrics_->RenewDone(ns, RenewOutcome::kError);
+    }
+    std::move(done)(std::move(r));
+  });
+}
+
+void MetricsBackend::Describe(LockKey key, Callback<LockState> done) {
+  const absl::Time start = Now();
+  inner_->Describe(std::move(key),
+                   [this, start, done = std::move(done)](absl::StatusOr<LockState> r) mutable {
+                     metrics_->BackendRequest(BackendOp::kDescribe, BackendResultOf(r.status()),
+                                              Now() - start);
+                     std::move(done)(std::move(r));
+                   });
+}
+
+void MetricsBackend::List(ListParams params, Callback<ListResult> done) {
+  const absl::Time start = Now();
+  inner_->List(std::move(params),
+               [this, start, done = std::move(done)](absl::StatusOr<ListResult> r) mutable {
+                 metrics_->BackendRequest(BackendOp::kList, BackendResultOf(r.status()),
+                                          Now() - start);
+                 std::move(done)(std::move(r));
+               });
+}
+
+void MetricsBackend::ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) {
+  const absl::Time start = Now();
+  const int ns = metrics_->NamespaceIndex(params.key.ns);
+  LockKey key = params.key;
+  inner_->ForceRelease(
+      std::move(params), [this, start, ns, key = std::move(key), done = std::move(done)](
+                             absl::StatusOr<ForceReleaseResult> r) mutable {
+        const absl::Time now = Now();
+        metrics_->BackendRequest(BackendOp::kForceRelease, BackendResultOf(r.status()),
+                                 now - start);
+        ForceOutcome outcome = ForceOutcome::kError;
+        if (r.ok()) {
+          outcome = r->released ? ForceOutcome::kReleased : ForceOutcome::kNotHeld;
+          if (r->released) Ended(key, HoldEnd::kForceReleased, now);
+        } else if (IsFencingTokenMismatch(r.status())) {
+          outcome = ForceOutcome::kTokenMismatch;
+        }
+        metrics_->ForceReleaseDone(ns, outcome);
+        std::move(done)(std::move(r));
+      });
+}
+
+}  // namespace lockd
