@@ -109,6 +109,36 @@ class MemoryBackend final : public Backend {
     std::move(done)(std::move(result));
   }
 
+  void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
+    Deferred deferred;
+    absl::StatusOr<ForceReleaseResult> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        Clock::time_point now = Clock::now();
+        ExpireIfDue(params.key, now, deferred);
+        auto it = locks_.find(params.key);
+        ForceReleaseResult r;
+        if (it == locks_.end()) {
+          r.previous = StateOf(params.key, nullptr, now);
+          result = r;
+        } else if (params.fencing_token != 0 && it->second.token != params.fencing_token) {
+          result = FencingTokenMismatchError(params.key, params.fencing_token, it->second.token);
+        } else {
+          r.previous = StateOf(params.key, &it->second, now);
+          r.released = true;
+          Free(it);
+          HandOff(params.key, now, deferred);
+          result = r;
+        }
+      }
+    }
+    RunAll(deferred);
+    std::move(done)(std::move(result));
+  }
+
   void Renew(RenewParams params, Callback<RenewResult> done) override {
     Deferred deferred;
     absl::StatusOr<RenewResult> result;

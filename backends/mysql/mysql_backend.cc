@@ -404,6 +404,22 @@ class MysqlBackend final : public Backend {
     });
   }
 
+  void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
+    if (IsShutdown()) {
+      std::move(done)(ShuttingDownError());
+      return;
+    }
+    pool_.Submit([this, params = std::move(params), done = std::move(done)](Session* s) mutable {
+      if (s == nullptr) {
+        std::move(done)(ShuttingDownError());
+        return;
+      }
+      absl::StatusOr<ForceReleaseResult> r = DoForceRelease(*s, params);
+      if (r.ok() && r->released) Wake(params.key, /*yielded=*/false);
+      std::move(done)(std::move(r));
+    });
+  }
+
   void Renew(RenewParams params, Callback<RenewResult> done) override {
     if (IsShutdown()) {
       std::move(done)(ShuttingDownError());
@@ -642,6 +658,34 @@ class MysqlBackend final : public Backend {
     state->fencing_token = token;
     state->ttl_remaining = absl::Microseconds(std::max<int64_t>(micros, 0));
     return true;
+  }
+
+  // Reads the holding, then deletes exactly that holding (its token names
+  // it), so a grant that slips in between is never the one freed; retried
+  // when that happens. The lock's token counter is untouched, so the next
+  // grant's token is larger.
+  absl::StatusOr<ForceReleaseResult> DoForceRelease(Session& s, const ForceReleaseParams& p) {
+    for (int attempt = 0;; ++attempt) {
+      absl::StatusOr<LockState> held = DoDescribe(s, p.key);
+      if (!held.ok()) return held.status();
+      ForceReleaseResult out;
+      out.previous = *std::move(held);
+      if (!out.previous.held) return out;
+      if (p.fencing_token != 0 && out.previous.fencing_token != p.fencing_token) {
+        return FencingTokenMismatchError(p.key, p.fencing_token, out.previous.fencing_token);
+      }
+      std::string sql = absl::StrCat("DELETE FROM ", schema_.locks(), " WHERE ns = ",
+                                     SqlBytes(p.key.ns), " AND name = ", SqlBytes(p.key.name),
+                                     " AND token = ", out.previous.fencing_token);
+      absl::StatusOr<MysqlResult> r =
+          s.Run(sql, absl::StrCat("force release of lock ", KeyText(p.key)), Session::kWrite);
+      if (!r.ok()) return ForCaller(r.status());
+      if (r->affected_rows == 1) {
+        out.released = true;
+        return out;
+      }
+      if (attempt == 2) return Unexpected("force release", p.key);
+    }
   }
 
   absl::StatusOr<LockState> DoDescribe(Session& s, const LockKey& key) {

@@ -124,8 +124,11 @@ struct Scripts {
   redis::Script release{"release", redis::kReleaseScript, ""};
   redis::Script renew{"renew", redis::kRenewScript, ""};
   redis::Script describe{"describe", redis::kDescribeScript, ""};
+  redis::Script force_release{"force_release", redis::kForceReleaseScript, ""};
 
-  std::vector<redis::Script*> All() { return {&acquire, &release, &renew, &describe}; }
+  std::vector<redis::Script*> All() {
+    return {&acquire, &release, &renew, &describe, &force_release};
+  }
 };
 
 class RedisBackend final : public Backend, private redis::Subscriber::Listener {
@@ -284,6 +287,45 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
       } else {
         std::move(done)(NotHeld(key, code));
       }
+    };
+    Send(cmd);
+  }
+
+  void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
+    redis::LockKeys k = keys_.KeysFor(params.key);
+    Command cmd;
+    cmd.script = &scripts_->force_release;
+    cmd.num_keys = 1;
+    cmd.args = {std::move(k.lock), absl::StrCat(params.fencing_token), std::move(k.channel)};
+    cmd.context = Context("force release", params.key);
+    cmd.done = [this, key = params.key, want = params.fencing_token, context = cmd.context,
+                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
+      absl::StatusOr<LockState> previous = ParseDescribe(key, context, reply);
+      if (!previous.ok()) {
+        std::move(done)(previous.status());
+        return;
+      }
+      ForceReleaseResult result;
+      result.previous = *std::move(previous);
+      if (result.previous.held) {
+        int64_t code = 0;
+        if (!IntAt(reply->get(), 4, &code)) {
+          std::move(done)(redis::RedisError(context, nullptr, reply->get()));
+          return;
+        }
+        if (code != 1) {
+          std::move(done)(FencingTokenMismatchError(key, want, result.previous.fencing_token));
+          return;
+        }
+        result.released = true;
+        Deferred deferred;
+        {
+          absl::MutexLock l(&mu_);
+          if (!shutdown_) WakeLocked(key, deferred, result.previous.fencing_token);
+        }
+        RunAll(deferred);
+      }
+      std::move(done)(std::move(result));
     };
     Send(cmd);
   }

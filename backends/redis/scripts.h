@@ -149,6 +149,21 @@ if not h[1] then return {} end
 return {h[1], tonumber(h[2]), h[3], redis.call('PTTL', KEYS[1])}
 )lua";
 
+// Frees a lock whatever its owner and hold count (ForceRelease).
+// KEYS: lock. ARGV: token ('0': any), channel.
+// Returns {} when free, else {owner, hold_count, token, pttl_ms, code}:
+// code 1 freed (and the freed token PUBLISHed, as a freeing release does),
+// 0 not freed because the holder's token is not ARGV[1].
+inline constexpr char kForceReleaseScript[] = R"lua(
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')
+if not h[1] then return {} end
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[1] ~= '0' and h[3] ~= ARGV[1] then return {h[1], tonumber(h[2]), h[3], pttl, 0} end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], h[3])
+return {h[1], tonumber(h[2]), h[3], pttl, 1}
+)lua";
+
 }  // namespace lockd::redis
 
 #endif  // LOCKD_BACKENDS_REDIS_SCRIPTS_H_

@@ -207,6 +207,22 @@ class ZooKeeperBackend final : public Backend {
     RenewSlow(op);
   }
 
+  // Reads the lock, then deletes its holder node whatever its data version
+  // (the node, whose czxid is the token, is the holding). The waiter behind
+  // it is granted as after a freeing release: by its predecessor watch, or
+  // at once when it waits on this replica. A holding that vanished meanwhile
+  // is re-read.
+  void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
+    if (absl::Status s = Usable(); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    auto op = std::make_shared<ForceReleaseOp>();
+    op->params = std::move(params);
+    op->done = std::move(done);
+    ForceReleaseNext(op);
+  }
+
   void Describe(LockKey key, Callback<LockState> done) override {
     if (absl::Status s = Usable(); !s.ok()) {
       std::move(done)(s);
@@ -1560,6 +1576,52 @@ class ZooKeeperBackend final : public Backend {
   void Finish(const std::shared_ptr<Attempt>& a, absl::StatusOr<AcquireResult> result) {
     Callback<AcquireResult> done = TakeDone(a);
     if (done) std::move(done)(std::move(result));
+  }
+
+  // ---- ForceRelease ----------------------------------------------------------
+
+  struct ForceReleaseOp {
+    ForceReleaseParams params;
+    Callback<ForceReleaseResult> done;
+    int tries = 0;
+  };
+
+  void ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op) {
+    ReadLock(op->params.key, false, [this, op](absl::StatusOr<LockView> v) {
+      const ForceReleaseParams& p = op->params;
+      if (!v.ok()) {
+        std::move(op->done)(v.status());
+        return;
+      }
+      ForceReleaseResult out;
+      out.previous = StateOf(p.key, *v);
+      if (!v->has_holder || !out.previous.held) {
+        std::move(op->done)(std::move(out));
+        return;
+      }
+      if (p.fencing_token != 0 && out.previous.fencing_token != p.fencing_token) {
+        std::move(op->done)(
+            FencingTokenMismatchError(p.key, p.fencing_token, out.previous.fencing_token));
+        return;
+      }
+      const std::string path = v->holder_path;
+      zk_->Submit(TrackDelete(
+          path, Op::Delete(path, -1, [this, op, path, out = std::move(out)](Result r) mutable {
+            if (r.rc == ZOK) {
+              {
+                absl::MutexLock l(&mu_);
+                ForgetHolder(op->params.key, path);
+              }
+              out.released = true;
+              std::move(op->done)(std::move(out));
+            } else if (r.rc == ZNONODE && ++op->tries <= kMaxRetries) {
+              ForceReleaseNext(op);  // the holding ended meanwhile
+            } else {
+              std::move(op->done)(
+                  zk::ZkError(absl::StrCat("force release of ", What(op->params.key)), r.rc));
+            }
+          })));
+    });
   }
 
   // ---- Release ---------------------------------------------------------------
