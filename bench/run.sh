@@ -25,7 +25,9 @@
 #   --no-build               use the binaries in $BUILD_DIR as they are
 #   --no-report              only collect results (bench/results/raw.jsonl)
 # Environment: BUILD_DIR (default build-bench, a Release build), OUT (default
-# bench/results). To measure exactly a commit while the tree has other work in
+# bench/results), LOCKD_EXTRA_FLAGS (more lockd flags, split on spaces, e.g.
+# "--metrics.listen=127.0.0.1:0 --auth.rules=..." to measure metrics and
+# authorization). To measure exactly a commit while the tree has other work in
 # progress: git archive HEAD | tar -x -C /tmp/src && git rev-parse --short HEAD
 # > /tmp/src/.source-commit, then BUILD_DIR=/tmp/src/build-bench bench/run.sh.
 set -euo pipefail
@@ -194,6 +196,8 @@ start_lockd() {
                   "--mysql.password_file=$MYSQL_PASSWORD_FILE" --mysql.database=lockd) ;;
     zookeeper) flags=(--backend=zookeeper "--zookeeper.hosts=127.0.0.1:$ZK_PORT") ;;
   esac
+  # shellcheck disable=SC2206
+  [[ -n ${LOCKD_EXTRA_FLAGS:-} ]] && flags+=($LOCKD_EXTRA_FLAGS)
   LOCKD_PORT=$(free_port)
   LOCKD_LOG=$WORK/lockd-$backend.log
   LOCKD_CMD="lockd --listen=127.0.0.1:$LOCKD_PORT ${flags[*]}"

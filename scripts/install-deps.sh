@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12 packages, everything lockd needs to build, run and
 # test: compilers, gRPC/protobuf, backend client libraries, and the Redis,
-# MariaDB and ZooKeeper servers the test suite starts by itself.
+# MariaDB and ZooKeeper servers the test suite starts by itself, openssl (the
+# TLS tests make their certificates) and Prometheus (promtool checks the alert
+# rules; a real Prometheus server scrapes a test lockd).
 # Installs only what is missing; safe to run repeatedly.
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config clang-format git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev
+  libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev grpc-proto
-  redis-server mariadb-server zookeeper default-jre-headless
+  redis-server mariadb-server zookeeper default-jre-headless openssl prometheus
   python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo
 )
 

@@ -188,3 +188,50 @@ TEST(ExitCodeTest, MapsStatusesToDocumentedCodes) {
 
 }  // namespace
 }  // namespace lockd::lockctl
+
+namespace lockd::lockctl {
+namespace {
+
+TEST(ForceReleaseFlagsTest, NeedsNameAndReasonAndTakesAToken) {
+  auto inv = ParseArgs({"force-release", "--name", "job", "--reason", "job died", "--token", "42"},
+                       {});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->command, "force-release");
+  EXPECT_EQ(inv->name, "job");
+  EXPECT_EQ(inv->reason, "job died");
+  EXPECT_EQ(inv->fencing_token, 42u);
+  EXPECT_EQ(ParseArgs({"force-release", "--name", "job"}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseArgs({"force-release", "--reason", "r"}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseArgs({"force-release", "--name", "j", "--reason", "r", "--token", "x"}, {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseArgs({"release", "--name", "j", "--owner", "o", "--reason", "r"}, {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Usage("force-release"), ::testing::HasSubstr("Usage: lockctl force-release"));
+  EXPECT_THAT(Usage(""), ::testing::HasSubstr("force-release"));
+  EXPECT_THAT(Usage(""), ::testing::HasSubstr("  77 "));
+}
+
+TEST(ForceReleaseFlagsTest, BearerTokenFromFlagOrEnvironment) {
+  auto inv = ParseArgs({"describe", "--name", "x"},
+                       {{"LOCKD_AUTH_TOKEN", "t0"}, {"LOCKD_AUTH_TOKEN_FILE", "/env/file"}});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->auth.bearer_token, "t0");
+  EXPECT_EQ(inv->auth.bearer_token_file, "/env/file");
+  inv = ParseArgs({"describe", "--name", "x", "--auth-token-file", "/flag/file"},
+                  {{"LOCKD_AUTH_TOKEN", "t0"}});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->auth.bearer_token, "");
+  EXPECT_EQ(inv->auth.bearer_token_file, "/flag/file");
+  EXPECT_EQ(ExitCodeFor(absl::PermissionDeniedError("x"), false), kExitNoPermission);
+  EXPECT_EQ(ExitCodeFor(absl::UnauthenticatedError("x"), false), kExitNoPermission);
+  EXPECT_EQ(kExitNoPermission, 77);
+}
+
+}  // namespace
+}  // namespace lockd::lockctl

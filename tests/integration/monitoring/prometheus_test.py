@@ -8,6 +8,7 @@ tls_credentials and bearer_token options), and logs JSON lines.
 Environment: LOCKD_BINARY, PYTHONPATH (the lockd package), SOURCE_DIR.
 """
 
+import calendar
 import json
 import os
 import re
@@ -248,7 +249,7 @@ class PrometheusTest(unittest.TestCase):
         not_after = subprocess.run(
             ["openssl", "x509", "-in", f"{self.dir}/server.pem", "-noout", "-enddate"],
             check=True, capture_output=True, text=True).stdout.strip().split("=", 1)[1]
-        expected = time.mktime(time.strptime(not_after, "%b %d %H:%M:%S %Y %Z")) - time.timezone
+        expected = calendar.timegm(time.strptime(not_after, "%b %d %H:%M:%S %Y %Z"))
         self.value("lockd_tls_certificate_expiry_timestamp_seconds",
                    lambda v: abs(v - expected) < 2)
 

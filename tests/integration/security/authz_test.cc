@@ -230,8 +230,7 @@ TEST_F(AuthzTest, OwnersMustStartWithTheCallersIdentity) {
 }
 
 TEST_F(AuthzTest, DenialsAreAuditedWithoutTokens) {
-  ASSERT_EQ(Call("Describe", Token("tok-dash"), "secret-ns", "", "secret lock").error_code(),
-            Code::OK);
+  ASSERT_EQ(Call("Describe", Token("tok-dash"), "orders", "", "readable").error_code(), Code::OK);
   ASSERT_EQ(Call("Acquire", Token("tok-dash"), "orders", "dashboards", "audited lock").error_code(),
             Code::PERMISSION_DENIED);
   ASSERT_EQ(Call("Describe", Token("tok-wrong"), "orders", "", "x").error_code(),
