@@ -49,6 +49,8 @@ def wait_for(cond, timeout, step=0.2, what="condition"):
 
 
 class PrometheusTest(unittest.TestCase):
+    logs = []
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="lockd-prom-")
@@ -72,7 +74,7 @@ class PrometheusTest(unittest.TestCase):
                  f"--tls.client_ca_file={d}/ca.pem", "--tls.client_auth=require",
                  f"--auth.tokens_file={d}/tokens", f"--auth.rules={rules}", "--log.format=json",
                  "--lease.min=500ms"],
-                stdout=open(cls.lockd_log, "w"), stderr=subprocess.STDOUT)
+                stdout=cls.open_log(cls.lockd_log), stderr=subprocess.STDOUT)
             try:
                 wait_for(lambda: "lockd serving on" in cls.log() or cls.lockd.poll() is not None,
                          30, what="lockd to start")
@@ -97,7 +99,7 @@ class PrometheusTest(unittest.TestCase):
         cls.prometheus = subprocess.Popen(
             [PROMETHEUS, f"--config.file={prom_dir}/prometheus.yml",
              f"--storage.tsdb.path={prom_dir}/data", f"--web.listen-address=127.0.0.1:{cls.prom_port}"],
-            stdout=open(cls.prom_log, "w"), stderr=subprocess.STDOUT, cwd=prom_dir)
+            stdout=cls.open_log(cls.prom_log), stderr=subprocess.STDOUT, cwd=prom_dir)
         wait_for(lambda: cls.query_or_none('up{job="lockd"} == 1'), 60,
                  what="Prometheus to scrape lockd")
 
@@ -115,7 +117,15 @@ class PrometheusTest(unittest.TestCase):
                     p.wait(20)
                 except subprocess.TimeoutExpired:
                     p.kill()
+            for f in cls.logs:
+                f.close()
             shutil.rmtree(cls.dir, ignore_errors=True)
+
+    @classmethod
+    def open_log(cls, path: str):
+        f = open(path, "w")
+        cls.logs.append(f)
+        return f
 
     @classmethod
     def log(cls) -> str:
