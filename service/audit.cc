@@ -38,8 +38,8 @@ void AuditDenial(absl::string_view identity, absl::string_view permission, absl:
              {"permission", permission},
              {"namespace", ns},
              {"name", name},
-             {"code", code == absl::StatusCode::kUnauthenticated ? "UNAUTHENTICATED"
-                                                                  : "PERMISSION_DENIED"},
+             {"code",
+              code == absl::StatusCode::kUnauthenticated ? "UNAUTHENTICATED" : "PERMISSION_DENIED"},
              {"detail", detail}});
 }
 

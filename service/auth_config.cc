@@ -32,8 +32,8 @@ absl::StatusOr<std::vector<std::string>> Strings(const YAML::Node& node, const s
 
 absl::StatusOr<AuthRule> ParseRule(const YAML::Node& node, const std::string& where) {
   if (!node.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": expected a mapping with identities, namespaces and permissions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": expected a mapping with identities, namespaces and permissions"));
   }
   AuthRule rule;
   bool has_ids = false, has_ns = false, has_perms = false;
@@ -56,8 +56,8 @@ absl::StatusOr<AuthRule> ParseRule(const YAML::Node& node, const std::string& wh
         } else if (p == "admin") {
           rule.permissions |= static_cast<uint8_t>(Permission::kAdmin);
         } else {
-          return absl::InvalidArgumentError(absl::StrCat(
-              at, ": unknown permission \"", p, "\" (expected lock, read or admin)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(at, ": unknown permission \"", p, "\" (expected lock, read or admin)"));
         }
       }
       has_perms = true;

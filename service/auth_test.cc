@@ -1,13 +1,14 @@
 // Unit tests of authorization rules, bearer-token files and the security,
 // metrics and logging configuration keys.
 
+#include "service/auth.h"
+
 #include <cstdio>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/auth.h"
 #include "service/auth_config.h"
 #include "service/config.h"
 
@@ -49,11 +50,11 @@ TEST(AuthRulesTest, ErrorsNameTheRuleAndKey) {
   EXPECT_THAT(ParseAuthRules("- {identities: a, namespaces: b, permissions: write}").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "auth.rules[0].permissions: unknown permission \"write\""));
-  EXPECT_THAT(ParseAuthRules("- {identities: a, namespaces: b, permissions: read}\n"
-                             "- {identities: a, namespace: b, permissions: read}")
-                  .status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "auth.rules[1]: unknown key \"namespace\""));
+  EXPECT_THAT(
+      ParseAuthRules("- {identities: a, namespaces: b, permissions: read}\n"
+                     "- {identities: a, namespace: b, permissions: read}")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, "auth.rules[1]: unknown key \"namespace\""));
   EXPECT_THAT(ParseAuthRules("- {identities: a, permissions: read}").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "auth.rules[0].namespaces: missing"));
   EXPECT_THAT(ParseAuthRules("- {identities: [], namespaces: b, permissions: read}").status(),

@@ -108,8 +108,9 @@ absl::Status SetMetricsNamespaces(Config& c, const std::string& v) {
   for (absl::string_view ns : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
     ns = absl::StripAsciiWhitespace(ns);
     bool ok = !ns.empty() && ns.size() <= 64 &&
-              ns.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                   "0123456789._-") == absl::string_view::npos;
+              ns.find_first_not_of(
+                  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                  "0123456789._-") == absl::string_view::npos;
     if (!ok) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", ns, "\" is not a namespace (1-64 bytes of [A-Za-z0-9._-])"));
@@ -128,144 +129,170 @@ absl::Status SetAuthRules(Config& c, const std::string& v) {
 
 const std::vector<Option>& Options() {
   using C = Config;
-  static const auto* options = new std::vector<Option>{
-      {"listen", "127.0.0.1:7411", "gRPC listen address (host:port)", String(&C::listen)},
-      {"backend", "memory", "lock backend: memory, redis, mysql or zookeeper",
-       OneOf(&C::backend, {"memory", "redis", "mysql", "zookeeper"})},
-      {"lease.default", "30s", "lease when a request gives no lease_ttl",
-       Duration(&C::lease, &LeaseBounds::default_ttl)},
-      {"lease.min", "1s", "smallest lease_ttl accepted", Duration(&C::lease, &LeaseBounds::min)},
-      {"lease.max", "1h", "largest lease_ttl accepted", Duration(&C::lease, &LeaseBounds::max)},
-      {"max_waiters", "100000", "waiting Acquire calls allowed at once (more: RESOURCE_EXHAUSTED)",
-       Int(&C::max_waiters, 1, 100000000)},
-      {"log_level", "info", "debug, info, warning or error",
-       OneOf(&C::log_level, {"debug", "info", "warning", "error"})},
-      {"shutdown_grace", "5s", "on SIGTERM, time given to in-flight calls before they are cut",
-       [](C& c, const std::string& v) { return ParseDurationValue(v, &c.shutdown_grace); }},
+  static const auto*
+      options =
+          new std::
+              vector<Option>{
+                  {"listen", "127.0.0.1:7411", "gRPC listen address (host:port)",
+                   String(&C::listen)},
+                  {"backend", "memory", "lock backend: memory, redis, mysql or zookeeper",
+                   OneOf(&C::backend, {"memory", "redis", "mysql", "zookeeper"})},
+                  {"lease.default", "30s", "lease when a request gives no lease_ttl",
+                   Duration(&C::lease, &LeaseBounds::default_ttl)},
+                  {"lease.min", "1s", "smallest lease_ttl accepted",
+                   Duration(&C::lease, &LeaseBounds::min)},
+                  {"lease.max", "1h", "largest lease_ttl accepted",
+                   Duration(&C::lease, &LeaseBounds::max)},
+                  {"max_waiters", "100000",
+                   "waiting Acquire calls allowed at once (more: RESOURCE_EXHAUSTED)",
+                   Int(&C::max_waiters, 1, 100000000)},
+                  {"log_level", "info", "debug, info, warning or error",
+                   OneOf(&C::log_level, {"debug", "info", "warning", "error"})},
+                  {"shutdown_grace", "5s",
+                   "on SIGTERM, time given to in-flight calls before they are cut",
+                   [](C& c, const std::string& v) {
+                     return ParseDurationValue(v, &c.shutdown_grace);
+                   }},
 
-      {"redis.addresses", "127.0.0.1:6379", "Redis server(s), comma-separated host:port",
-       String(&C::redis, &C::Redis::addresses)},
-      {"redis.username", "", "Redis ACL user (empty: password-only AUTH)",
-       String(&C::redis, &C::Redis::username)},
-      {"redis.password", "", "Redis password; prefer LOCKD_REDIS_PASSWORD or redis.password_file",
-       String(&C::redis, &C::Redis::password), true},
-      {"redis.password_file", "", "file whose first line is the Redis password",
-       String(&C::redis, &C::Redis::password_file)},
-      {"redis.db", "0", "Redis database number (SELECT)",
-       Int(&C::redis, &C::Redis::db, 0, 1 << 20)},
-      {"redis.key_prefix", "lockd", "prefix of every Redis key lockd writes",
-       String(&C::redis, &C::Redis::key_prefix)},
-      {"redis.pool_size", "4", "Redis command connections",
-       Int(&C::redis, &C::Redis::pool_size, 1, 1024)},
-      {"redis.connect_timeout", "1s", "Redis connect timeout",
-       Duration(&C::redis, &C::Redis::connect_timeout)},
-      {"redis.command_timeout", "1s", "Redis command timeout",
-       Duration(&C::redis, &C::Redis::command_timeout)},
-      {"redis.fence_retention", "24h", "how long a fence key outlives its lock (0: forever)",
-       Duration(&C::redis, &C::Redis::fence_retention)},
+                  {"redis.addresses", "127.0.0.1:6379",
+                   "Redis server(s), comma-separated host:port",
+                   String(&C::redis, &C::Redis::addresses)},
+                  {"redis.username", "", "Redis ACL user (empty: password-only AUTH)",
+                   String(&C::redis, &C::Redis::username)},
+                  {"redis.password", "",
+                   "Redis password; prefer LOCKD_REDIS_PASSWORD or redis.password_file",
+                   String(&C::redis, &C::Redis::password), true},
+                  {"redis.password_file", "", "file whose first line is the Redis password",
+                   String(&C::redis, &C::Redis::password_file)},
+                  {"redis.db", "0", "Redis database number (SELECT)",
+                   Int(&C::redis, &C::Redis::db, 0, 1 << 20)},
+                  {"redis.key_prefix", "lockd", "prefix of every Redis key lockd writes",
+                   String(&C::redis, &C::Redis::key_prefix)},
+                  {"redis.pool_size", "4", "Redis command connections",
+                   Int(&C::redis, &C::Redis::pool_size, 1, 1024)},
+                  {"redis.connect_timeout", "1s", "Redis connect timeout",
+                   Duration(&C::redis, &C::Redis::connect_timeout)},
+                  {"redis.command_timeout", "1s", "Redis command timeout",
+                   Duration(&C::redis, &C::Redis::command_timeout)},
+                  {"redis.fence_retention", "24h",
+                   "how long a fence key outlives its lock (0: forever)",
+                   Duration(&C::redis, &C::Redis::fence_retention)},
 
-      {"mysql.host", "127.0.0.1", "MySQL/MariaDB host", String(&C::mysql, &C::Mysql::host)},
-      {"mysql.port", "3306", "MySQL/MariaDB port", Int(&C::mysql, &C::Mysql::port, 0, 65535)},
-      {"mysql.socket", "", "Unix socket path (used instead of host:port when set)",
-       String(&C::mysql, &C::Mysql::socket)},
-      {"mysql.user", "lockd", "database user", String(&C::mysql, &C::Mysql::user)},
-      {"mysql.password", "",
-       "database password; prefer LOCKD_MYSQL_PASSWORD or mysql.password_file",
-       String(&C::mysql, &C::Mysql::password), true},
-      {"mysql.password_file", "", "file whose first line is the database password",
-       String(&C::mysql, &C::Mysql::password_file)},
-      {"mysql.database", "lockd", "database (schema) holding lockd's tables",
-       String(&C::mysql, &C::Mysql::database)},
-      {"mysql.table_prefix", "lockd_", "prefix of lockd's table names",
-       String(&C::mysql, &C::Mysql::table_prefix)},
-      {"mysql.pool_size", "8", "database connections",
-       Int(&C::mysql, &C::Mysql::pool_size, 1, 1024)},
-      {"mysql.sweep_interval", "1s", "how often expired lock rows are deleted",
-       Duration(&C::mysql, &C::Mysql::sweep_interval)},
-      {"mysql.fence_retention", "24h", "idle time before a token counter is collected (0: never)",
-       Duration(&C::mysql, &C::Mysql::fence_retention)},
-      {"mysql.fair_slice", "200ms", "time one replica may keep a contended lock (0: no turns)",
-       Duration(&C::mysql, &C::Mysql::fair_slice)},
-      {"mysql.connect_timeout", "2s", "database connect timeout",
-       Duration(&C::mysql, &C::Mysql::connect_timeout)},
-      {"mysql.read_timeout", "2s", "database read timeout",
-       Duration(&C::mysql, &C::Mysql::read_timeout)},
-      {"mysql.write_timeout", "2s", "database write timeout",
-       Duration(&C::mysql, &C::Mysql::write_timeout)},
-      {"mysql.ssl_mode", "disabled", "TLS to the database: disabled, required or verify_identity",
-       [](C& c, const std::string& v) {
-         if (v != "disabled" && v != "required" && v != "verify_identity") {
-           return absl::InvalidArgumentError(absl::StrCat(
-               "expected one of disabled, required, verify_identity, got \"", v, "\""));
-         }
-         c.mysql.ssl_mode = v;
-         return absl::OkStatus();
-       }},
-      {"mysql.ssl_ca", "", "CA certificate file for TLS", String(&C::mysql, &C::Mysql::ssl_ca)},
-      {"mysql.ssl_cert", "", "client certificate file for TLS",
-       String(&C::mysql, &C::Mysql::ssl_cert)},
-      {"mysql.ssl_key", "", "client key file for TLS", String(&C::mysql, &C::Mysql::ssl_key)},
+                  {"mysql.host", "127.0.0.1", "MySQL/MariaDB host",
+                   String(&C::mysql, &C::Mysql::host)},
+                  {"mysql.port", "3306", "MySQL/MariaDB port",
+                   Int(&C::mysql, &C::Mysql::port, 0, 65535)},
+                  {"mysql.socket", "", "Unix socket path (used instead of host:port when set)",
+                   String(&C::mysql, &C::Mysql::socket)},
+                  {"mysql.user", "lockd", "database user", String(&C::mysql, &C::Mysql::user)},
+                  {"mysql.password", "",
+                   "database password; prefer LOCKD_MYSQL_PASSWORD or mysql.password_file",
+                   String(&C::mysql, &C::Mysql::password), true},
+                  {"mysql.password_file", "", "file whose first line is the database password",
+                   String(&C::mysql, &C::Mysql::password_file)},
+                  {"mysql.database", "lockd", "database (schema) holding lockd's tables",
+                   String(&C::mysql, &C::Mysql::database)},
+                  {"mysql.table_prefix", "lockd_", "prefix of lockd's table names",
+                   String(&C::mysql, &C::Mysql::table_prefix)},
+                  {"mysql.pool_size", "8", "database connections",
+                   Int(&C::mysql, &C::Mysql::pool_size, 1, 1024)},
+                  {"mysql.sweep_interval", "1s", "how often expired lock rows are deleted",
+                   Duration(&C::mysql, &C::Mysql::sweep_interval)},
+                  {"mysql.fence_retention", "24h",
+                   "idle time before a token counter is collected (0: never)",
+                   Duration(&C::mysql, &C::Mysql::fence_retention)},
+                  {"mysql.fair_slice", "200ms",
+                   "time one replica may keep a contended lock (0: no turns)",
+                   Duration(&C::mysql, &C::Mysql::fair_slice)},
+                  {"mysql.connect_timeout", "2s", "database connect timeout",
+                   Duration(&C::mysql, &C::Mysql::connect_timeout)},
+                  {"mysql.read_timeout", "2s", "database read timeout",
+                   Duration(&C::mysql, &C::Mysql::read_timeout)},
+                  {"mysql.write_timeout", "2s", "database write timeout",
+                   Duration(&C::mysql, &C::Mysql::write_timeout)},
+                  {"mysql.ssl_mode", "disabled",
+                   "TLS to the database: disabled, required or verify_identity",
+                   [](C& c, const std::string& v) {
+                     if (v != "disabled" && v != "required" && v != "verify_identity") {
+                       return absl::InvalidArgumentError(absl::StrCat(
+                           "expected one of disabled, required, verify_identity, got \"", v, "\""));
+                     }
+                     c.mysql.ssl_mode = v;
+                     return absl::OkStatus();
+                   }},
+                  {"mysql.ssl_ca", "", "CA certificate file for TLS",
+                   String(&C::mysql, &C::Mysql::ssl_ca)},
+                  {"mysql.ssl_cert", "", "client certificate file for TLS",
+                   String(&C::mysql, &C::Mysql::ssl_cert)},
+                  {"mysql.ssl_key", "", "client key file for TLS",
+                   String(&C::mysql, &C::Mysql::ssl_key)},
 
-      {"zookeeper.hosts", "127.0.0.1:2181", "ZooKeeper connect string (host:port,host:port,...)",
-       String(&C::zookeeper, &C::ZooKeeper::hosts)},
-      {"zookeeper.root", "/lockd", "root znode of lockd's tree",
-       String(&C::zookeeper, &C::ZooKeeper::root)},
-      {"zookeeper.session_timeout", "10s", "ZooKeeper session timeout",
-       Duration(&C::zookeeper, &C::ZooKeeper::session_timeout)},
-      {"zookeeper.auth_file", "", "file holding user:password for digest auth",
-       String(&C::zookeeper, &C::ZooKeeper::auth_file)},
-      {"zookeeper.reap_interval", "1s", "how often expired leases are reaped",
-       Duration(&C::zookeeper, &C::ZooKeeper::reap_interval)},
+                  {"zookeeper.hosts", "127.0.0.1:2181",
+                   "ZooKeeper connect string (host:port,host:port,...)",
+                   String(&C::zookeeper, &C::ZooKeeper::hosts)},
+                  {"zookeeper.root", "/lockd", "root znode of lockd's tree",
+                   String(&C::zookeeper, &C::ZooKeeper::root)},
+                  {"zookeeper.session_timeout", "10s", "ZooKeeper session timeout",
+                   Duration(&C::zookeeper, &C::ZooKeeper::session_timeout)},
+                  {"zookeeper.auth_file", "", "file holding user:password for digest auth",
+                   String(&C::zookeeper, &C::ZooKeeper::auth_file)},
+                  {"zookeeper.reap_interval", "1s", "how often expired leases are reaped",
+                   Duration(&C::zookeeper, &C::ZooKeeper::reap_interval)},
 
-      {"metrics.listen", "", "address of the Prometheus /metrics endpoint (empty: off)",
-       String(&C::metrics, &C::Metrics::listen)},
-      {"metrics.namespaces", "",
-       "namespaces given their own metrics label value (others: _other), comma-separated",
-       SetMetricsNamespaces},
-      {"health.listen", "",
-       "plaintext address serving only grpc.health.v1.Health, for kubelet probes (empty: off)",
-       String(&C::health, &C::Health::listen)},
-      {"tls.cert_file", "", "PEM server certificate chain; with tls.key_file, the gRPC port is TLS",
-       String(&C::tls, &C::Tls::cert_file)},
-      {"tls.key_file", "", "PEM private key of tls.cert_file",
-       String(&C::tls, &C::Tls::key_file)},
-      {"tls.client_ca_file", "", "PEM CA certificates that sign client certificates",
-       String(&C::tls, &C::Tls::client_ca_file)},
-      {"tls.client_auth", "none",
-       "client certificates: none, request (verified if sent) or require (mutual TLS)",
-       [](C& c, const std::string& v) {
-         if (v != "none" && v != "request" && v != "require") {
-           return absl::InvalidArgumentError(
-               absl::StrCat("expected one of none, request, require, got \"", v, "\""));
-         }
-         c.tls.client_auth = v;
-         return absl::OkStatus();
-       }},
-      {"tls.reload_interval", "10s",
-       "how often the TLS files are checked for changes (rotation without restart)",
-       Duration(&C::tls, &C::Tls::reload_interval)},
-      {"auth.tokens_file", "",
-       "file of bearer tokens, one \"TOKEN IDENTITY\" per line (re-read when it changes)",
-       String(&C::auth, &C::Auth::tokens_file)},
-      {"auth.reload_interval", "5s", "how often auth.tokens_file is checked for changes",
-       Duration(&C::auth, &C::Auth::reload_interval)},
-      {"auth.rules", "",
-       "authorization rules: a YAML list of {identities, namespaces, permissions} "
-       "(empty: everyone may do everything)",
-       SetAuthRules},
-      {"auth.owner_prefix", "false",
-       "true: an owner must be the caller's identity or start with \"<identity>/\"",
-       Bool(&C::Auth::owner_prefix)},
-      {"log.format", "text", "log line format: text or json",
-       [](C& c, const std::string& v) {
-         if (v != "text" && v != "json") {
-           return absl::InvalidArgumentError(
-               absl::StrCat("expected one of text, json, got \"", v, "\""));
-         }
-         c.log.format = v;
-         return absl::OkStatus();
-       }},
-  };
+                  {"metrics.listen", "", "address of the Prometheus /metrics endpoint (empty: off)",
+                   String(&C::metrics, &C::Metrics::listen)},
+                  {"metrics.namespaces", "",
+                   "namespaces given their own metrics label value (others: _other), "
+                   "comma-separated",
+                   SetMetricsNamespaces},
+                  {"health.listen", "",
+                   "plaintext address serving only grpc.health.v1.Health, for kubelet probes "
+                   "(empty: off)",
+                   String(&C::health, &C::Health::listen)},
+                  {"tls.cert_file", "",
+                   "PEM server certificate chain; with tls.key_file, the gRPC port is TLS",
+                   String(&C::tls, &C::Tls::cert_file)},
+                  {"tls.key_file", "", "PEM private key of tls.cert_file",
+                   String(&C::tls, &C::Tls::key_file)},
+                  {"tls.client_ca_file", "", "PEM CA certificates that sign client certificates",
+                   String(&C::tls, &C::Tls::client_ca_file)},
+                  {"tls.client_auth", "none",
+                   "client certificates: none, request (verified if sent) or require (mutual TLS)",
+                   [](C& c, const std::string& v) {
+                     if (v != "none" && v != "request" && v != "require") {
+                       return absl::InvalidArgumentError(
+                           absl::StrCat("expected one of none, request, require, got \"", v, "\""));
+                     }
+                     c.tls.client_auth = v;
+                     return absl::OkStatus();
+                   }},
+                  {"tls.reload_interval", "10s",
+                   "how often the TLS files are checked for changes (rotation without restart)",
+                   Duration(&C::tls, &C::Tls::reload_interval)},
+                  {"auth.tokens_file", "",
+                   "file of bearer tokens, one \"TOKEN IDENTITY\" per line (re-read when it "
+                   "changes)",
+                   String(&C::auth, &C::Auth::tokens_file)},
+                  {"auth.reload_interval", "5s",
+                   "how often auth.tokens_file is checked for changes",
+                   Duration(&C::auth, &C::Auth::reload_interval)},
+                  {"auth.rules", "",
+                   "authorization rules: a YAML list of {identities, namespaces, permissions} "
+                   "(empty: everyone may do everything)",
+                   SetAuthRules},
+                  {"auth.owner_prefix", "false",
+                   "true: an owner must be the caller's identity or start with \"<identity>/\"",
+                   Bool(&C::Auth::owner_prefix)},
+                  {"log.format", "text", "log line format: text or json",
+                   [](C& c, const std::string& v) {
+                     if (v != "text" && v != "json") {
+                       return absl::InvalidArgumentError(
+                           absl::StrCat("expected one of text, json, got \"", v, "\""));
+                     }
+                     c.log.format = v;
+                     return absl::OkStatus();
+                   }},
+              };
   return *options;
 }
 

@@ -305,20 +305,20 @@ grpc::ServerUnaryReactor* LockServiceImpl::ForceRelease(grpc::CallbackServerCont
   }
   LockKey key = params->key;
   uint64_t token = params->fencing_token;
-  backend_->ForceRelease(
-      *std::move(params), [this, reactor, resp, identity = std::move(identity), key = std::move(key),
-                           token, reason = req->reason()](absl::StatusOr<ForceReleaseResult> r) {
-        ForceReleaseAudit audit{identity, key.ns, key.name, reason, token};
-        if (r.ok()) {
-          resp->set_released(r->released);
-          ToProto(r->previous, backend_->name(), resp->mutable_previous());
-          audit.released = r->released;
-          audit.previous_owner = r->previous.owner;
-          audit.previous_token = r->previous.fencing_token;
-        }
-        AuditForceRelease(audit, r.status());
-        reactor->Finish(ToGrpcStatus(r.status()));
-      });
+  backend_->ForceRelease(*std::move(params),
+                         [this, reactor, resp, identity = std::move(identity), key = std::move(key),
+                          token, reason = req->reason()](absl::StatusOr<ForceReleaseResult> r) {
+                           ForceReleaseAudit audit{identity, key.ns, key.name, reason, token};
+                           if (r.ok()) {
+                             resp->set_released(r->released);
+                             ToProto(r->previous, backend_->name(), resp->mutable_previous());
+                             audit.released = r->released;
+                             audit.previous_owner = r->previous.owner;
+                             audit.previous_token = r->previous.fencing_token;
+                           }
+                           AuditForceRelease(audit, r.status());
+                           reactor->Finish(ToGrpcStatus(r.status()));
+                         });
   return reactor;
 }
 

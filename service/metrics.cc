@@ -16,7 +16,7 @@ constexpr const char* kModeNames[] = {"try", "wait"};
 constexpr const char* kOutcomeNames[] = {"acquired", "not_acquired", "cancelled", "error"};
 constexpr const char* kEndNames[] = {"released", "expired", "force_released", "disconnected"};
 constexpr const char* kRenewNames[] = {"ok", "lost", "error"};
-constexpr const char* kOpNames[] = {"acquire", "release",  "renew",
+constexpr const char* kOpNames[] = {"acquire",  "release", "renew",
                                     "describe", "list",    "force_release"};
 constexpr const char* kResultNames[] = {"ok", "not_held", "unavailable", "error"};
 constexpr const char* kForceNames[] = {"released", "not_held", "token_mismatch", "error"};
@@ -29,8 +29,8 @@ const Histogram::BucketBoundaries& LatencyBuckets() {
 }
 
 const Histogram::BucketBoundaries& HoldBuckets() {
-  static const auto* b = new Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1,   5,   10,
-                                                          30,   60,  300, 900, 3600};
+  static const auto* b =
+      new Histogram::BucketBoundaries{0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600};
   return *b;
 }
 
@@ -78,8 +78,9 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
                    .Register(r);
   auto& hold = prometheus::BuildHistogram()
                    .Name("lockd_hold_duration_seconds")
-                   .Help("how long a lock was held (first grant to end), by how the hold ended; "
-                         "holds granted through this replica")
+                   .Help(
+                       "how long a lock was held (first grant to end), by how the hold ended; "
+                       "holds granted through this replica")
                    .Register(r);
   auto& renewals = prometheus::BuildCounter()
                        .Name("lockd_lease_renewals_total")
@@ -95,8 +96,9 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
                      .Register(r);
   auto& latency = prometheus::BuildHistogram()
                       .Name("lockd_backend_request_duration_seconds")
-                      .Help("backend call latency by operation and result (waiting Acquires "
-                            "excluded: see lockd_acquire_wait_seconds)")
+                      .Help(
+                          "backend call latency by operation and result (waiting Acquires "
+                          "excluded: see lockd_acquire_wait_seconds)")
                       .Register(r);
   held_ = &prometheus::BuildGauge()
                .Name("lockd_locks_held")
@@ -115,8 +117,9 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
                      .Add({{"backend", backend}});
   regressions_ = &prometheus::BuildCounter()
                       .Name("lockd_fencing_token_regressions_total")
-                      .Help("first grants whose token was not larger than the previous holder's "
-                            "that this replica saw (must stay 0)")
+                      .Help(
+                          "first grants whose token was not larger than the previous holder's "
+                          "that this replica saw (must stay 0)")
                       .Register(r)
                       .Add({{"backend", backend}});
   cert_expiry_family_ = &prometheus::BuildGauge()
@@ -153,14 +156,14 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
           &renewals.Add({{"backend", backend}, {"namespace", ns}, {"result", kRenewNames[k]}});
     }
     for (int k = 0; k < kForce; ++k) {
-      p.force[k] = &force.Add({{"backend", backend}, {"namespace", ns}, {"result", kForceNames[k]}});
+      p.force[k] =
+          &force.Add({{"backend", backend}, {"namespace", ns}, {"result", kForceNames[k]}});
     }
     for (int k = 0; k < kPerms; ++k) {
       for (int u = 0; u < 2; ++u) {
-        p.denied[k][u] =
-            &denied.Add({{"namespace", ns},
-                         {"permission", std::string(PermissionName(kPermValues[k]))},
-                         {"code", u ? "unauthenticated" : "permission_denied"}});
+        p.denied[k][u] = &denied.Add({{"namespace", ns},
+                                      {"permission", std::string(PermissionName(kPermValues[k]))},
+                                      {"code", u ? "unauthenticated" : "permission_denied"}});
       }
     }
     per_ns_.push_back(p);

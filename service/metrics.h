@@ -21,8 +21,8 @@
 //       operation: acquire | release | renew | describe | list | force_release;
 //       result: ok | not_held | unavailable | error
 //   lockd_backend_up{backend}                                 gauge 0/1
-//   lockd_force_releases_total{backend,namespace,result}      released | not_held | token_mismatch | error
-//   lockd_fencing_token_regressions_total{backend}            counter
+//   lockd_force_releases_total{backend,namespace,result}      released | not_held | token_mismatch
+//   | error lockd_fencing_token_regressions_total{backend}            counter
 //   lockd_auth_denied_total{namespace,permission,code}        unauthenticated | permission_denied
 //   lockd_tls_certificate_expiry_timestamp_seconds            gauge (Unix time; with TLS)
 //

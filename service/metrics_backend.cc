@@ -110,8 +110,8 @@ void MetricsBackend::SweepExpired(absl::Time now) {
 
 void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                              Callback<AcquireResult> done) {
-  const AcquireMode mode = params.wait > absl::ZeroDuration() ? AcquireMode::kWait
-                                                              : AcquireMode::kTry;
+  const AcquireMode mode =
+      params.wait > absl::ZeroDuration() ? AcquireMode::kWait : AcquireMode::kTry;
   const int ns = metrics_->NamespaceIndex(params.key.ns);
   const absl::Time start = Now();
   if (mode == AcquireMode::kWait) metrics_->waiters().Increment();
@@ -143,20 +143,20 @@ void MetricsBackend::Release(ReleaseParams params, Callback<ReleaseResult> done)
   const absl::Time start = Now();
   LockKey key = params.key;
   std::string owner = params.owner;
-  inner_->Release(std::move(params), [this, start, key = std::move(key), owner = std::move(owner),
-                                      done = std::move(done)](
-                                         absl::StatusOr<ReleaseResult> r) mutable {
-    const absl::Time now = Now();
-    metrics_->BackendRequest(BackendOp::kRelease, BackendResultOf(r.status()), now - start);
-    if (r.ok() && r->released) {
-      Ended(key, HoldEnd::kReleased, now);
-    } else if (IsLockNotHeld(r.status())) {
-      // The holder learns its hold is gone; another owner's mistaken Release
-      // must not end the holder's tracked hold.
-      EndedIfOwner(key, owner, now);
-    }
-    std::move(done)(std::move(r));
-  });
+  inner_->Release(
+      std::move(params), [this, start, key = std::move(key), owner = std::move(owner),
+                          done = std::move(done)](absl::StatusOr<ReleaseResult> r) mutable {
+        const absl::Time now = Now();
+        metrics_->BackendRequest(BackendOp::kRelease, BackendResultOf(r.status()), now - start);
+        if (r.ok() && r->released) {
+          Ended(key, HoldEnd::kReleased, now);
+        } else if (IsLockNotHeld(r.status())) {
+          // The holder learns its hold is gone; another owner's mistaken Release
+          // must not end the holder's tracked hold.
+          EndedIfOwner(key, owner, now);
+        }
+        std::move(done)(std::move(r));
+      });
 }
 
 void MetricsBackend::Renew(RenewParams params, Callback<RenewResult> done) {
@@ -183,44 +183,41 @@ void MetricsBackend::Renew(RenewParams params, Callback<RenewResult> done) {
 
 void MetricsBackend::Describe(LockKey key, Callback<LockState> done) {
   const absl::Time start = Now();
-  inner_->Describe(std::move(key),
-                   [this, start, done = std::move(done)](absl::StatusOr<LockState> r) mutable {
-                     metrics_->BackendRequest(BackendOp::kDescribe, BackendResultOf(r.status()),
-                                              Now() - start);
-                     std::move(done)(std::move(r));
-                   });
+  inner_->Describe(
+      std::move(key), [this, start, done = std::move(done)](absl::StatusOr<LockState> r) mutable {
+        metrics_->BackendRequest(BackendOp::kDescribe, BackendResultOf(r.status()), Now() - start);
+        std::move(done)(std::move(r));
+      });
 }
 
 void MetricsBackend::List(ListParams params, Callback<ListResult> done) {
   const absl::Time start = Now();
-  inner_->List(std::move(params),
-               [this, start, done = std::move(done)](absl::StatusOr<ListResult> r) mutable {
-                 metrics_->BackendRequest(BackendOp::kList, BackendResultOf(r.status()),
-                                          Now() - start);
-                 std::move(done)(std::move(r));
-               });
+  inner_->List(std::move(params), [this, start,
+                                   done = std::move(done)](absl::StatusOr<ListResult> r) mutable {
+    metrics_->BackendRequest(BackendOp::kList, BackendResultOf(r.status()), Now() - start);
+    std::move(done)(std::move(r));
+  });
 }
 
 void MetricsBackend::ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) {
   const absl::Time start = Now();
   const int ns = metrics_->NamespaceIndex(params.key.ns);
   LockKey key = params.key;
-  inner_->ForceRelease(
-      std::move(params), [this, start, ns, key = std::move(key), done = std::move(done)](
-                             absl::StatusOr<ForceReleaseResult> r) mutable {
-        const absl::Time now = Now();
-        metrics_->BackendRequest(BackendOp::kForceRelease, BackendResultOf(r.status()),
-                                 now - start);
-        ForceOutcome outcome = ForceOutcome::kError;
-        if (r.ok()) {
-          outcome = r->released ? ForceOutcome::kReleased : ForceOutcome::kNotHeld;
-          if (r->released) Ended(key, HoldEnd::kForceReleased, now);
-        } else if (IsFencingTokenMismatch(r.status())) {
-          outcome = ForceOutcome::kTokenMismatch;
-        }
-        metrics_->ForceReleaseDone(ns, outcome);
-        std::move(done)(std::move(r));
-      });
+  inner_->ForceRelease(std::move(params), [this, start, ns, key = std::move(key),
+                                           done = std::move(done)](
+                                              absl::StatusOr<ForceReleaseResult> r) mutable {
+    const absl::Time now = Now();
+    metrics_->BackendRequest(BackendOp::kForceRelease, BackendResultOf(r.status()), now - start);
+    ForceOutcome outcome = ForceOutcome::kError;
+    if (r.ok()) {
+      outcome = r->released ? ForceOutcome::kReleased : ForceOutcome::kNotHeld;
+      if (r->released) Ended(key, HoldEnd::kForceReleased, now);
+    } else if (IsFencingTokenMismatch(r.status())) {
+      outcome = ForceOutcome::kTokenMismatch;
+    }
+    metrics_->ForceReleaseDone(ns, outcome);
+    std::move(done)(std::move(r));
+  });
 }
 
 }  // namespace lockd

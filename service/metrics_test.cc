@@ -1,6 +1,8 @@
 // Unit tests of the metrics decorator over the real memory backend: what
 // each call records, read back from the prometheus-cpp registry.
 
+#include "service/metrics.h"
+
 #include <memory>
 #include <string>
 
@@ -10,7 +12,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
-#include "service/metrics.h"
 #include "service/metrics_backend.h"
 
 namespace lockd {
@@ -102,8 +103,7 @@ TEST_F(MetricsBackendTest, AcquiresAreCountedByNamespaceModeAndResult) {
   const std::string acq = "lockd_acquire_requests_total";
   EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "acquired"}}), 1);
   EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "not_acquired"}}), 1);
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "wait"}, {"result", "not_acquired"}}),
-            1);
+  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "wait"}, {"result", "not_acquired"}}), 1);
   EXPECT_EQ(Value(acq, {{"namespace", "_other"}, {"mode", "try"}, {"result", "acquired"}}), 1);
   EXPECT_EQ(Value("lockd_acquire_wait_seconds_count",
                   {{"namespace", "orders"}, {"result", "not_acquired"}}),
@@ -123,23 +123,23 @@ TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {
   EXPECT_EQ(Value("lockd_locks_held"), 1);
   ASSERT_TRUE(Release("orders", "r", "o1").ok());
   EXPECT_EQ(Value("lockd_locks_held"), 0);
-  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
-                  {{"namespace", "orders"}, {"ended", "released"}}),
-            1);
+  EXPECT_EQ(
+      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "released"}}),
+      1);
 
   ASSERT_TRUE(Acquire("orders", "e", "o1", absl::Milliseconds(100)).acquired);
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_TRUE(IsLockNotHeld(Renew("orders", "e", "o1")));
   EXPECT_EQ(Value("lockd_lease_renewals_total", {{"namespace", "orders"}, {"result", "lost"}}), 1);
-  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
-                  {{"namespace", "orders"}, {"ended", "expired"}}),
-            1);
+  EXPECT_EQ(
+      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),
+      1);
 
   ASSERT_TRUE(Acquire("orders", "s", "o1").acquired);
   backend_->SweepExpired(absl::Now() + absl::Seconds(40));
-  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
-                  {{"namespace", "orders"}, {"ended", "expired"}}),
-            2);
+  EXPECT_EQ(
+      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),
+      2);
   EXPECT_EQ(Value("lockd_locks_held"), 0);
   EXPECT_EQ(Value("lockd_backend_request_duration_seconds_count",
                   {{"operation", "release"}, {"result", "not_held"}}),

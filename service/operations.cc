@@ -16,8 +16,7 @@ absl::StatusOr<std::unique_ptr<Operations>> Operations::Start(const Config& conf
   ops->tls_interval_ = config.tls.reload_interval;
   ops->auth_interval_ = config.auth.reload_interval;
 
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-      NewServerCredentials(config.tls);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = NewServerCredentials(config.tls);
   if (!creds.ok()) return creds.status();
   ops->creds_ = *std::move(creds);
 
@@ -27,8 +26,9 @@ absl::StatusOr<std::unique_ptr<Operations>> Operations::Start(const Config& conf
     if (!t.ok()) return t.status();
     tokens = *std::move(t);
     if (config.tls.cert_file.empty()) {
-      LogWarning("auth.tokens_file is set but the gRPC port is plaintext: bearer tokens travel "
-                 "unencrypted (set tls.cert_file and tls.key_file)");
+      LogWarning(
+          "auth.tokens_file is set but the gRPC port is plaintext: bearer tokens travel "
+          "unencrypted (set tls.cert_file and tls.key_file)");
     }
   }
 

@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   }
   s->ops_ = *std::move(ops);
   s->backend_ = std::move(backend);
-  s->service_ = std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease,
-                                                  s->ops_->authorizer());
+  s->service_ =
+      std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease, s->ops_->authorizer());
 
   grpc::ServerBuilder builder;
   // Without this gRPC sets SO_REUSEPORT, and a second lockd on a taken port

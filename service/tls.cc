@@ -60,12 +60,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> NewServerCredentials(
   if (absl::Status s = CheckPrivateKey(tls.key_file); !s.ok()) return s;
   if (!tls.client_ca_file.empty()) {
     if (absl::StatusOr<absl::Time> t = CertificateNotAfter(tls.client_ca_file); !t.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tls.client_ca_file: ", t.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("tls.client_ca_file: ", t.status().message()));
     }
   }
-  unsigned interval = static_cast<unsigned>(
-      std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval)));
+  unsigned interval =
+      static_cast<unsigned>(std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval)));
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       tls.key_file, tls.cert_file, tls.client_ca_file, interval);
   grpc::experimental::TlsServerCredentialsOptions options(provider);

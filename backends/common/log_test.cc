@@ -40,7 +40,8 @@ TEST(LogTest, TextLinesQuoteFieldValuesThatNeedIt) {
     LogFields(LogLevel::kWarning, "audit",
               {{"identity", "spiffe://x/y"}, {"name", "a \"b\"\n"}, {"empty", ""}});
   });
-  EXPECT_THAT(out, HasSubstr(" WARN audit identity=spiffe://x/y name=\"a \\\"b\\\"\\n\" empty=\"\"\n"));
+  EXPECT_THAT(out,
+              HasSubstr(" WARN audit identity=spiffe://x/y name=\"a \\\"b\\\"\\n\" empty=\"\"\n"));
 }
 
 TEST(LogTest, JsonLinesHaveStableFieldsAndEscapes) {
@@ -53,9 +54,8 @@ TEST(LogTest, JsonLinesHaveStableFieldsAndEscapes) {
   SetLogFormat(LogFormat::kText);
   std::string first = out.substr(0, out.find('\n'));
   EXPECT_THAT(first, StartsWith("{\"ts\":\""));
-  EXPECT_THAT(first, EndsWith(
-                         "\",\"level\":\"warning\",\"msg\":\"audit\",\"audit\":\"denied\","
-                         "\"name\":\"tab\\there\\u0001\"}"));
+  EXPECT_THAT(first, EndsWith("\",\"level\":\"warning\",\"msg\":\"audit\",\"audit\":\"denied\","
+                              "\"name\":\"tab\\there\\u0001\"}"));
   EXPECT_THAT(out, HasSubstr("\"level\":\"info\",\"msg\":\"plain \\\"message\\\"\"}\n"));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("dropped")));
   LogFormat f;

@@ -674,9 +674,9 @@ class MysqlBackend final : public Backend {
       if (p.fencing_token != 0 && out.previous.fencing_token != p.fencing_token) {
         return FencingTokenMismatchError(p.key, p.fencing_token, out.previous.fencing_token);
       }
-      std::string sql = absl::StrCat("DELETE FROM ", schema_.locks(), " WHERE ns = ",
-                                     SqlBytes(p.key.ns), " AND name = ", SqlBytes(p.key.name),
-                                     " AND token = ", out.previous.fencing_token);
+      std::string sql = absl::StrCat(
+          "DELETE FROM ", schema_.locks(), " WHERE ns = ", SqlBytes(p.key.ns),
+          " AND name = ", SqlBytes(p.key.name), " AND token = ", out.previous.fencing_token);
       absl::StatusOr<MysqlResult> r =
           s.Run(sql, absl::StrCat("force release of lock ", KeyText(p.key)), Session::kWrite);
       if (!r.ok()) return ForCaller(r.status());

@@ -79,8 +79,8 @@ struct Replica {
   std::unique_ptr<LockdServer> server;
   std::unique_ptr<LockService::Stub> stub;
 
-  grpc::Status Acquire(const std::string& name, const std::string& owner,
-                       v1::AcquireResponse* resp, int64_t wait_s = 0) {
+  grpc::Status Acquire(const std::string& name, const std::string& owner, v1::AcquireResponse* resp,
+                       int64_t wait_s = 0) {
     v1::AcquireRequest req;
     req.set_name(name);
     req.set_owner(owner);
@@ -151,8 +151,7 @@ class ForceReleaseTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(server.ok()) << server.status();
     if (!server.ok()) return r;
     r.server = *std::move(server);
-    auto channel =
-        grpc::CreateChannel(r.server->address(), grpc::InsecureChannelCredentials());
+    auto channel = grpc::CreateChannel(r.server->address(), grpc::InsecureChannelCredentials());
     channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     r.stub = LockService::NewStub(channel);
     return r;

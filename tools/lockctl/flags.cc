@@ -14,9 +14,8 @@ namespace lockd::lockctl {
 namespace {
 
 const std::set<std::string>& Commands() {
-  static const auto* const kCommands =
-      new std::set<std::string>{"acquire", "release",  "renew",        "describe",
-                                "list",    "run",      "force-release"};
+  static const auto* const kCommands = new std::set<std::string>{
+      "acquire", "release", "renew", "describe", "list", "run", "force-release"};
   return *kCommands;
 }
 
@@ -36,10 +35,9 @@ bool CommandTakes(absl::string_view command, absl::string_view flag) {
 }
 
 bool IsGlobalFlag(absl::string_view flag) {
-  static const auto* const kGlobal =
-      new std::set<std::string>{"server",   "namespace",       "output",         "timeout",
-                                "tls",      "tls-ca",          "tls-cert",       "tls-key",
-                                "tls-server-name", "auth-token-file", "help"};
+  static const auto* const kGlobal = new std::set<std::string>{
+      "server",   "namespace", "output",          "timeout",         "tls", "tls-ca",
+      "tls-cert", "tls-key",   "tls-server-name", "auth-token-file", "help"};
   return kGlobal->count(std::string(flag)) > 0;
 }
 
@@ -214,9 +212,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       inv.reason = value;
     } else if (flag == "token") {
       if (!absl::SimpleAtoi(value, &inv.fencing_token)) {
-        return UsageError(
-            absl::StrCat("--token must be a fencing token (a non-negative integer), not \"", value,
-                         "\""));
+        return UsageError(absl::StrCat(
+            "--token must be a fencing token (a non-negative integer), not \"", value, "\""));
       }
     } else if (flag == "name") {
       inv.name = value;

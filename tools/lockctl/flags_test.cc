@@ -193,8 +193,8 @@ namespace lockd::lockctl {
 namespace {
 
 TEST(ForceReleaseFlagsTest, NeedsNameAndReasonAndTakesAToken) {
-  auto inv = ParseArgs({"force-release", "--name", "job", "--reason", "job died", "--token", "42"},
-                       {});
+  auto inv =
+      ParseArgs({"force-release", "--name", "job", "--reason", "job died", "--token", "42"}, {});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->command, "force-release");
   EXPECT_EQ(inv->name, "job");
@@ -208,10 +208,9 @@ TEST(ForceReleaseFlagsTest, NeedsNameAndReasonAndTakesAToken) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseArgs({"release", "--name", "j", "--owner", "o", "--reason", "r"}, {})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ParseArgs({"release", "--name", "j", "--owner", "o", "--reason", "r"}, {}).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Usage("force-release"), ::testing::HasSubstr("Usage: lockctl force-release"));
   EXPECT_THAT(Usage(""), ::testing::HasSubstr("force-release"));
   EXPECT_THAT(Usage(""), ::testing::HasSubstr("  77 "));

@@ -74,8 +74,8 @@ struct Invocation {
 };
 
 // Parses the arguments after the program name. `env` supplies LOCKD_SERVER,
-// LOCKD_NAMESPACE, LOCKD_AUTH_TOKEN and LOCKD_AUTH_TOKEN_FILE. Flags are `--flag value` or `--flag=value` and may
-// appear before or after the command; `run` takes its command after `--`.
+// LOCKD_NAMESPACE, LOCKD_AUTH_TOKEN and LOCKD_AUTH_TOKEN_FILE. Flags are `--flag value` or
+// `--flag=value` and may appear before or after the command; `run` takes its command after `--`.
 // Errors: kInvalidArgument with a message for the user (usage error).
 absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
                                      const std::map<std::string, std::string>& env);

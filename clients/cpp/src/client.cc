@@ -496,8 +496,7 @@ absl::StatusOr<ForceReleaseOutcome> Client::ForceRelease(absl::string_view name,
   req.set_fencing_token(fencing_token);
   v1::ForceReleaseResponse resp;
   grpc::ClientContext ctx;
-  client_internal::SetDeadline(&ctx,
-                               SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
+  client_internal::SetDeadline(&ctx, SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
   grpc::Status gs = core_->stub().ForceRelease(&ctx, req, &resp);
   if (!gs.ok()) return FromGrpc("force-release", n, name, gs);
   ForceReleaseOutcome out;

@@ -54,15 +54,17 @@ class AuthzTest : public ::testing::Test {
                           "tok-dash dashboards\n"
                           "tok-ops ops-alice\n")
                     .ok());
-    ASSERT_TRUE(WriteFile(File("lockd.yaml"), absl::StrCat("auth:\n  owner_prefix: true\n"
-                                                           "  reload_interval: 200ms\n"
-                                                           "  rules:",
-                                                           absl::StrReplaceAll(kRules, {{"\n", "\n    "}})))
-                    .ok());
+    ASSERT_TRUE(
+        WriteFile(File("lockd.yaml"), absl::StrCat("auth:\n  owner_prefix: true\n"
+                                                   "  reload_interval: 200ms\n"
+                                                   "  rules:",
+                                                   absl::StrReplaceAll(kRules, {{"\n", "\n    "}})))
+            .ok());
     auto p = LockdProcess::Start(
-        {"--backend=memory", "--config", File("lockd.yaml"), "--tls.cert_file=" + File("server.pem"),
-         "--tls.key_file=" + File("server.key"), "--tls.client_ca_file=" + File("ca.pem"),
-         "--tls.client_auth=request", "--auth.tokens_file=" + File("tokens")},
+        {"--backend=memory", "--config", File("lockd.yaml"),
+         "--tls.cert_file=" + File("server.pem"), "--tls.key_file=" + File("server.key"),
+         "--tls.client_ca_file=" + File("ca.pem"), "--tls.client_auth=request",
+         "--auth.tokens_file=" + File("tokens")},
         dir_->path());
     ASSERT_TRUE(p.ok()) << p.status();
     lockd_ = p->release();
@@ -168,11 +170,17 @@ TEST_F(AuthzTest, EveryRpcIsAllowedOrDeniedAsTheRulesSay) {
       {"anonymous", Anonymous(), "anonymous/x", "orders", unauth, unauth, unauth},
       {"unknown token", Token("tok-nope"), "svc-orders/w1", "public", unauth, unauth, unauth},
       // A token beats the certificate of the same connection.
-      {"token over cert", {File("ca.pem"), File("client-a.pem"), File("client-a.key"), "tok-dash"},
-       "dashboards", "orders", denied, ok, denied},
+      {"token over cert",
+       {File("ca.pem"), File("client-a.pem"), File("client-a.key"), "tok-dash"},
+       "dashboards",
+       "orders",
+       denied,
+       ok,
+       denied},
   };
-  const std::vector<std::pair<std::string, int>> rpcs = {
-      {"Acquire", 0}, {"Release", 0}, {"Renew", 0}, {"Describe", 1}, {"List", 1}, {"ForceRelease", 2}};
+  const std::vector<std::pair<std::string, int>> rpcs = {{"Acquire", 0}, {"Release", 0},
+                                                         {"Renew", 0},   {"Describe", 1},
+                                                         {"List", 1},    {"ForceRelease", 2}};
   for (const Case& c : cases) {
     for (const auto& [rpc, perm] : rpcs) {
       Code want = perm == 0 ? c.lock : perm == 1 ? c.read : c.admin;
@@ -235,9 +243,9 @@ TEST_F(AuthzTest, DenialsAreAuditedWithoutTokens) {
             Code::PERMISSION_DENIED);
   ASSERT_EQ(Call("Describe", Token("tok-wrong"), "orders", "", "x").error_code(),
             Code::UNAUTHENTICATED);
-  ASSERT_TRUE(WaitFor(
-      [&] { return absl::StrContains(lockd_->process().Log(), "name=\"audited lock\""); },
-      absl::Seconds(5)));
+  ASSERT_TRUE(
+      WaitFor([&] { return absl::StrContains(lockd_->process().Log(), "name=\"audited lock\""); },
+              absl::Seconds(5)));
   std::string log = lockd_->process().Log();
   EXPECT_THAT(log, HasSubstr("audit=denied identity=dashboards permission=lock namespace=orders "
                              "name=\"audited lock\" code=PERMISSION_DENIED"));

@@ -163,8 +163,8 @@ TEST_F(TlsTest, ServerCertificateRotationIsPickedUpByNewConnectionsWithoutRestar
 
   Replace(File("server2.key"), key);
   Replace(File("server2.pem"), cert);
-  EXPECT_TRUE(WaitFor([&] { return Describe(new_ca).ok(); }, absl::Seconds(20),
-                      absl::Milliseconds(200)))
+  EXPECT_TRUE(
+      WaitFor([&] { return Describe(new_ca).ok(); }, absl::Seconds(20), absl::Milliseconds(200)))
       << "new connections never saw the rotated certificate";
   EXPECT_FALSE(Describe(old_ca).ok()) << "new connections still get the old certificate";
   EXPECT_TRUE(kept->Describe(Ctx().get(), req, &info).ok()) << "an established connection broke";

@@ -410,8 +410,7 @@ class Client {
   // kFailedPrecondition: the holder's token is not `fencing_token`.
   // kPermissionDenied / kUnauthenticated: not allowed; kInvalidArgument,
   // kUnavailable, kDeadlineExceeded as usual.
-  absl::StatusOr<ForceReleaseOutcome> ForceRelease(absl::string_view name,
-                                                   absl::string_view reason,
+  absl::StatusOr<ForceReleaseOutcome> ForceRelease(absl::string_view name, absl::string_view reason,
                                                    uint64_t fencing_token = 0,
                                                    absl::string_view ns = "");
 
