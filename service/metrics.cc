@@ -184,13 +184,13 @@ int Metrics::NamespaceIndex(absl::string_view ns) const {
   return it == ns_index_.end() ? static_cast<int>(per_ns_.size()) - 1 : it->second;
 }
 
-void Metrics::AcquireDone(int ns, AcquireMode mode, AcquireOutcome outcome,
+void Metrics::AcquireDone(int ns, AcquireMode mode, AcquireLabel outcome,
                           absl::Duration elapsed) {
   PerNamespace& p = per_ns_[ns];
   int m = static_cast<int>(mode), o = static_cast<int>(outcome);
   p.acquires[m][o]->Increment();
   double seconds = absl::ToDoubleSeconds(elapsed);
-  if (outcome == AcquireOutcome::kAcquired) p.grant[m]->Observe(seconds);
+  if (outcome == AcquireLabel::kAcquired) p.grant[m]->Observe(seconds);
   if (mode == AcquireMode::kWait) p.wait[o]->Observe(seconds);
 }
 
@@ -198,7 +198,7 @@ void Metrics::HoldEnded(int ns, HoldEnd how, absl::Duration held) {
   per_ns_[ns].hold[static_cast<int>(how)]->Observe(absl::ToDoubleSeconds(held));
 }
 
-void Metrics::RenewDone(int ns, RenewOutcome outcome) {
+void Metrics::RenewDone(int ns, RenewLabel outcome) {
   per_ns_[ns].renewals[static_cast<int>(outcome)]->Increment();
 }
 
@@ -207,7 +207,7 @@ void Metrics::BackendRequest(BackendOp op, BackendResult result, absl::Duration 
       absl::ToDoubleSeconds(elapsed));
 }
 
-void Metrics::ForceReleaseDone(int ns, ForceOutcome outcome) {
+void Metrics::ForceReleaseDone(int ns, ForceLabel outcome) {
   per_ns_[ns].force[static_cast<int>(outcome)]->Increment();
 }
 

@@ -55,12 +55,12 @@ namespace lockd {
 inline constexpr absl::string_view kOtherNamespace = "_other";
 
 enum class AcquireMode { kTry = 0, kWait = 1 };
-enum class AcquireOutcome { kAcquired = 0, kNotAcquired = 1, kCancelled = 2, kError = 3 };
+enum class AcquireLabel { kAcquired = 0, kNotAcquired = 1, kCancelled = 2, kError = 3 };
 enum class HoldEnd { kReleased = 0, kExpired = 1, kForceReleased = 2, kDisconnected = 3 };
-enum class RenewOutcome { kOk = 0, kLost = 1, kError = 2 };
+enum class RenewLabel { kOk = 0, kLost = 1, kError = 2 };
 enum class BackendOp { kAcquire = 0, kRelease, kRenew, kDescribe, kList, kForceRelease };
 enum class BackendResult { kOk = 0, kNotHeld, kUnavailable, kError };
-enum class ForceOutcome { kReleased = 0, kNotHeld, kTokenMismatch, kError };
+enum class ForceLabel { kReleased = 0, kNotHeld, kTokenMismatch, kError };
 
 // The result label of a backend status.
 BackendResult BackendResultOf(const absl::Status& status);
@@ -79,11 +79,11 @@ class Metrics {
   // slot). Cheap: one hash lookup in an immutable map.
   int NamespaceIndex(absl::string_view ns) const;
 
-  void AcquireDone(int ns, AcquireMode mode, AcquireOutcome outcome, absl::Duration elapsed);
+  void AcquireDone(int ns, AcquireMode mode, AcquireLabel outcome, absl::Duration elapsed);
   void HoldEnded(int ns, HoldEnd how, absl::Duration held);
-  void RenewDone(int ns, RenewOutcome outcome);
+  void RenewDone(int ns, RenewLabel outcome);
   void BackendRequest(BackendOp op, BackendResult result, absl::Duration elapsed);
-  void ForceReleaseDone(int ns, ForceOutcome outcome);
+  void ForceReleaseDone(int ns, ForceLabel outcome);
   void AuthDenied(absl::string_view ns, Permission permission, bool unauthenticated);
   void FencingRegression() { regressions_->Increment(); }
   prometheus::Gauge& locks_held() { return *held_; }

@@ -122,12 +122,12 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
       [this, mode, ns, start, key = std::move(key), owner = std::move(owner),
        done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
         const absl::Time now = Now();
-        AcquireOutcome outcome = AcquireOutcome::kError;
+        AcquireLabel outcome = AcquireLabel::kError;
         if (r.ok()) {
-          outcome = r->acquired ? AcquireOutcome::kAcquired : AcquireOutcome::kNotAcquired;
+          outcome = r->acquired ? AcquireLabel::kAcquired : AcquireLabel::kNotAcquired;
           if (r->acquired) Granted(key, owner, ns, r->fencing_token, r->ttl, now);
         } else if (absl::IsCancelled(r.status())) {
-          outcome = AcquireOutcome::kCancelled;
+          outcome = AcquireLabel::kCancelled;
         }
         if (mode == AcquireMode::kWait) {
           metrics_->waiters().Decrement();
@@ -169,13 +169,13 @@ void MetricsBackend::Renew(RenewParams params, Callback<RenewResult> done) {
     const absl::Time now = Now();
     metrics_->BackendRequest(BackendOp::kRenew, BackendResultOf(r.status()), now - start);
     if (r.ok()) {
-      metrics_->RenewDone(ns, RenewOutcome::kOk);
+      metrics_->RenewDone(ns, RenewLabel::kOk);
       Extended(key, r->ttl, now);
     } else if (IsLockNotHeld(r.status())) {
-      metrics_->RenewDone(ns, RenewOutcome::kLost);
+      metrics_->RenewDone(ns, RenewLabel::kLost);
       EndedIfOwner(key, owner, now);
     } else {
-      metrics_->RenewDone(ns, RenewOutcome::kError);
+      metrics_->RenewDone(ns, RenewLabel::kError);
     }
     std::move(done)(std::move(r));
   });
@@ -208,12 +208,12 @@ void MetricsBackend::ForceRelease(ForceReleaseParams params, Callback<ForceRelea
                                               absl::StatusOr<ForceReleaseResult> r) mutable {
     const absl::Time now = Now();
     metrics_->BackendRequest(BackendOp::kForceRelease, BackendResultOf(r.status()), now - start);
-    ForceOutcome outcome = ForceOutcome::kError;
+    ForceLabel outcome = ForceLabel::kError;
     if (r.ok()) {
-      outcome = r->released ? ForceOutcome::kReleased : ForceOutcome::kNotHeld;
+      outcome = r->released ? ForceLabel::kReleased : ForceLabel::kNotHeld;
       if (r->released) Ended(key, HoldEnd::kForceReleased, now);
     } else if (IsFencingTokenMismatch(r.status())) {
-      outcome = ForceOutcome::kTokenMismatch;
+      outcome = ForceLabel::kTokenMismatch;
     }
     metrics_->ForceReleaseDone(ns, outcome);
     std::move(done)(std::move(r));
