@@ -112,11 +112,13 @@ std::optional<std::string> CertificateIdentity(const grpc::ServerContextBase& ct
 // --- Authorizer -----------------------------------------------------------------
 
 Authorizer::Authorizer(std::vector<AuthRule> rules, bool owner_prefix,
-                       std::unique_ptr<TokenStore> tokens, Metrics* metrics)
+                       std::unique_ptr<TokenStore> tokens, Metrics* metrics,
+                       bool client_certificates)
     : rules_(std::move(rules)),
       owner_prefix_(owner_prefix),
       tokens_(std::move(tokens)),
       metrics_(metrics),
+      client_certificates_(client_certificates),
       enabled_(!rules_.empty() || owner_prefix_ || tokens_ != nullptr) {}
 
 absl::StatusOr<std::string> Authorizer::Identify(const grpc::ServerContextBase& ctx) const {
@@ -134,7 +136,9 @@ absl::StatusOr<std::string> Authorizer::Identify(const grpc::ServerContextBase& 
     if (!identity) return absl::UnauthenticatedError("bearer token not recognised");
     return *std::move(identity);
   }
-  if (std::optional<std::string> id = CertificateIdentity(ctx)) return *std::move(id);
+  if (client_certificates_) {
+    if (std::optional<std::string> id = CertificateIdentity(ctx)) return *std::move(id);
+  }
   return std::string(kAnonymous);
 }
 

@@ -90,8 +90,10 @@ std::optional<std::string> CertificateIdentity(const grpc::ServerContextBase& ct
 class Authorizer {
  public:
   // `tokens` may be null (no bearer tokens); `metrics` may be null.
+  // `client_certificates`: the port verifies client certificates
+  // (tls.client_auth request or require); otherwise none is looked for.
   Authorizer(std::vector<AuthRule> rules, bool owner_prefix, std::unique_ptr<TokenStore> tokens,
-             Metrics* metrics);
+             Metrics* metrics, bool client_certificates = true);
 
   // False when there are no rules, no tokens and no owner rule: Authorize()
   // then always succeeds, and callers may skip it.
@@ -127,6 +129,7 @@ class Authorizer {
   const bool owner_prefix_;
   const std::unique_ptr<TokenStore> tokens_;
   Metrics* const metrics_;
+  const bool client_certificates_;
   const bool enabled_;
 };
 

@@ -1,7 +1,5 @@
 #include "service/auth_config.h"
 
-#include <fnmatch.h>
-
 #include "absl/strings/str_cat.h"
 #include "yaml-cpp/yaml.h"
 
@@ -111,9 +109,81 @@ absl::StatusOr<std::vector<AuthRule>> ParseAuthRules(const std::string& text) {
   return rules;
 }
 
+namespace {
+
+// Matches the class starting at pattern[i] ('[') against c. Sets *end past
+// its ']'; returns false with *end = npos if the class is not closed (then
+// '[' is an ordinary character, as in fnmatch).
+bool ClassMatch(absl::string_view pattern, size_t i, char c, size_t* end) {
+  size_t j = i + 1;
+  bool negate = j < pattern.size() && (pattern[j] == '!' || pattern[j] == '^');
+  if (negate) ++j;
+  bool matched = false;
+  bool first = true;
+  for (; j < pattern.size() && (first || pattern[j] != ']'); ++j, first = false) {
+    char lo = pattern[j], hi = lo;
+    if (j + 2 < pattern.size() && pattern[j + 1] == '-' && pattern[j + 2] != ']') {
+      hi = pattern[j + 2];
+      j += 2;
+    }
+    if (lo <= c && c <= hi) matched = true;
+  }
+  if (j >= pattern.size()) {
+    *end = absl::string_view::npos;
+    return false;
+  }
+  *end = j + 1;
+  return matched != negate;
+}
+
+}  // namespace
+
+// fnmatch(3) semantics without flags, without copying or locale work: this
+// runs for every rule on every authorized call. Backtracks to the last '*'.
 bool GlobMatch(absl::string_view pattern, absl::string_view text) {
+  if (pattern == "*") return true;
   if (IsLiteralPattern(pattern)) return pattern == text;
-  return ::fnmatch(std::string(pattern).c_str(), std::string(text).c_str(), 0) == 0;
+  size_t p = 0, t = 0;
+  size_t star = absl::string_view::npos, star_t = 0;
+  while (t < text.size()) {
+    if (p < pattern.size()) {
+      char pc = pattern[p];
+      if (pc == '*') {
+        star = p++;
+        star_t = t;
+        continue;
+      }
+      if (pc == '?') {
+        ++p;
+        ++t;
+        continue;
+      }
+      if (pc == '[') {
+        size_t end;
+        bool m = ClassMatch(pattern, p, text[t], &end);
+        if (end != absl::string_view::npos) {
+          if (m) {
+            p = end;
+            ++t;
+            continue;
+          }
+        } else if (text[t] == '[') {
+          ++p;
+          ++t;
+          continue;
+        }
+      } else if (pc == text[t]) {
+        ++p;
+        ++t;
+        continue;
+      }
+    }
+    if (star == absl::string_view::npos) return false;
+    p = star + 1;
+    t = ++star_t;
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
 }
 
 bool IsLiteralPattern(absl::string_view pattern) {

@@ -72,6 +72,16 @@ TEST(AuthRulesTest, GlobsMatchLikeFnmatchAndLiteralsExactly) {
   EXPECT_TRUE(GlobMatch("svc-?", "svc-a"));
   EXPECT_FALSE(GlobMatch("svc-?", "svc-ab"));
   EXPECT_TRUE(GlobMatch("team-[ab]", "team-b"));
+  EXPECT_FALSE(GlobMatch("team-[ab]", "team-c"));
+  EXPECT_TRUE(GlobMatch("team-[a-c]", "team-c"));
+  EXPECT_TRUE(GlobMatch("team-[!a-c]", "team-d"));
+  EXPECT_FALSE(GlobMatch("team-[!a-c]", "team-b"));
+  EXPECT_TRUE(GlobMatch("a*b*c", "aXXbYYbZc"));
+  EXPECT_FALSE(GlobMatch("a*b*c", "aXXbYYbZ"));
+  EXPECT_TRUE(GlobMatch("*.orders", ".orders"));
+  EXPECT_TRUE(GlobMatch("[unclosed", "[unclosed"));
+  EXPECT_FALSE(GlobMatch("?", ""));
+  EXPECT_TRUE(GlobMatch("**", ""));
 }
 
 TEST(AuthorizerTest, RulesGrantPermissionsPerIdentityAndNamespace) {

@@ -26,14 +26,14 @@ MetricsBackend::Shard& MetricsBackend::ShardOf(const LockKey& key) {
   return shards_[absl::Hash<LockKey>()(key) % kShards];
 }
 
-void MetricsBackend::Granted(const LockKey& key, const std::string& owner, int ns, uint64_t token,
+void MetricsBackend::Granted(LockKey key, std::string owner, int ns, uint64_t token,
                              absl::Duration ttl, absl::Time now) {
   Shard& s = ShardOf(key);
   bool regression = false, replaced = false;
   Hold old;
   {
     absl::MutexLock l(&s.mu);
-    auto [it, inserted] = s.holds.try_emplace(key);
+    auto [it, inserted] = s.holds.try_emplace(std::move(key));
     Hold& h = it->second;
     if (!inserted && h.token == token && h.owner == owner) {  // reentrant: same holding
       h.until = now + ttl + kExpiryMargin;
@@ -45,7 +45,7 @@ void MetricsBackend::Granted(const LockKey& key, const std::string& owner, int n
       replaced = true;
       old = h;
     }
-    h = Hold{ns, token, owner, now, now + ttl + kExpiryMargin};
+    h = Hold{ns, token, std::move(owner), now, now + ttl + kExpiryMargin};
   }
   if (replaced) metrics_->HoldEnded(old.ns, HoldEnd::kExpired, now - old.since);
   if (regression) metrics_->FencingRegression();
@@ -125,7 +125,9 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
         AcquireLabel outcome = AcquireLabel::kError;
         if (r.ok()) {
           outcome = r->acquired ? AcquireLabel::kAcquired : AcquireLabel::kNotAcquired;
-          if (r->acquired) Granted(key, owner, ns, r->fencing_token, r->ttl, now);
+          if (r->acquired) {
+            Granted(std::move(key), std::move(owner), ns, r->fencing_token, r->ttl, now);
+          }
         } else if (absl::IsCancelled(r.status())) {
           outcome = AcquireLabel::kCancelled;
         }

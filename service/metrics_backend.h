@@ -67,8 +67,8 @@ class MetricsBackend final : public Backend {
   static constexpr size_t kShards = 32;
 
   Shard& ShardOf(const LockKey& key);
-  void Granted(const LockKey& key, const std::string& owner, int ns, uint64_t token,
-               absl::Duration ttl, absl::Time now);
+  void Granted(LockKey key, std::string owner, int ns, uint64_t token, absl::Duration ttl,
+               absl::Time now);
   void EndedIfOwner(const LockKey& key, const std::string& owner, absl::Time now);
   void Extended(const LockKey& key, absl::Duration ttl, absl::Time now);
   void Ended(const LockKey& key, HoldEnd how, absl::Time now);

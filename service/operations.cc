@@ -47,7 +47,8 @@ absl::StatusOr<std::unique_ptr<Operations>> Operations::Start(const Config& conf
   }
 
   ops->authz_ = std::make_unique<Authorizer>(config.auth.rules, config.auth.owner_prefix,
-                                             std::move(tokens), ops->metrics_.get());
+                                             std::move(tokens), ops->metrics_.get(),
+                                             config.tls.client_auth != "none");
 
   if (!config.health.listen.empty()) {
     absl::StatusOr<std::unique_ptr<HealthServer>> h = HealthServer::Start(config.health.listen);
