@@ -187,7 +187,10 @@ bool GlobMatch(absl::string_view pattern, absl::string_view text) {
 }
 
 bool IsLiteralPattern(absl::string_view pattern) {
-  return pattern.find_first_of("*?[") == absl::string_view::npos;
+  for (char c : pattern) {
+    if (c == '*' || c == '?' || c == '[') return false;
+  }
+  return true;
 }
 
 }  // namespace lockd

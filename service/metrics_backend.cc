@@ -15,6 +15,9 @@ absl::Time Now() { return absl::Now(); }
 
 constexpr absl::Duration kExpiryMargin = absl::Seconds(1);
 
+size_t KeyHash(const LockKey& key) { return absl::Hash<LockKey>()(key); }
+size_t OwnerHash(const std::string& owner) { return absl::Hash<std::string>()(owner); }
+
 }  // namespace
 
 MetricsBackend::MetricsBackend(std::unique_ptr<Backend> inner, Metrics* metrics)
@@ -22,18 +25,14 @@ MetricsBackend::MetricsBackend(std::unique_ptr<Backend> inner, Metrics* metrics)
 
 MetricsBackend::~MetricsBackend() = default;
 
-MetricsBackend::Shard& MetricsBackend::ShardOf(const LockKey& key) {
-  return shards_[absl::Hash<LockKey>()(key) % kShards];
-}
-
-void MetricsBackend::Granted(LockKey key, std::string owner, int ns, uint64_t token,
-                             absl::Duration ttl, absl::Time now) {
+void MetricsBackend::Granted(size_t key, size_t owner, int ns, uint64_t token, absl::Duration ttl,
+                             absl::Time now) {
   Shard& s = ShardOf(key);
   bool regression = false, replaced = false;
   Hold old;
   {
     absl::MutexLock l(&s.mu);
-    auto [it, inserted] = s.holds.try_emplace(std::move(key));
+    auto [it, inserted] = s.holds.try_emplace(key);
     Hold& h = it->second;
     if (!inserted && h.token == token && h.owner == owner) {  // reentrant: same holding
       h.until = now + ttl + kExpiryMargin;
@@ -45,21 +44,21 @@ void MetricsBackend::Granted(LockKey key, std::string owner, int ns, uint64_t to
       replaced = true;
       old = h;
     }
-    h = Hold{ns, token, std::move(owner), now, now + ttl + kExpiryMargin};
+    h = Hold{ns, token, owner, now, now + ttl + kExpiryMargin};
   }
   if (replaced) metrics_->HoldEnded(old.ns, HoldEnd::kExpired, now - old.since);
   if (regression) metrics_->FencingRegression();
   if (!replaced) metrics_->locks_held().Increment();
 }
 
-void MetricsBackend::Extended(const LockKey& key, absl::Duration ttl, absl::Time now) {
+void MetricsBackend::Extended(size_t key, absl::Duration ttl, absl::Time now) {
   Shard& s = ShardOf(key);
   absl::MutexLock l(&s.mu);
   auto it = s.holds.find(key);
   if (it != s.holds.end()) it->second.until = now + ttl + kExpiryMargin;
 }
 
-void MetricsBackend::Ended(const LockKey& key, HoldEnd how, absl::Time now) {
+void MetricsBackend::Ended(size_t key, HoldEnd how, absl::Time now) {
   Shard& s = ShardOf(key);
   Hold h;
   {
@@ -73,14 +72,14 @@ void MetricsBackend::Ended(const LockKey& key, HoldEnd how, absl::Time now) {
   metrics_->HoldEnded(h.ns, how, now - h.since);
 }
 
-void MetricsBackend::EndedIfOwner(const LockKey& key, const std::string& owner, absl::Time now) {
+void MetricsBackend::EndedIfOwner(size_t key, size_t owner, absl::Time now) {
   Shard& s = ShardOf(key);
   Hold h;
   {
     absl::MutexLock l(&s.mu);
     auto it = s.holds.find(key);
     if (it == s.holds.end() || it->second.owner != owner) return;
-    h = std::move(it->second);
+    h = it->second;
     s.holds.erase(it);
   }
   metrics_->locks_held().Decrement();
@@ -115,58 +114,55 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
   const int ns = metrics_->NamespaceIndex(params.key.ns);
   const absl::Time start = Now();
   if (mode == AcquireMode::kWait) metrics_->waiters().Increment();
-  LockKey key = params.key;
-  std::string owner = params.owner;
-  inner_->Acquire(
-      std::move(params), std::move(cancel),
-      [this, mode, ns, start, key = std::move(key), owner = std::move(owner),
-       done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
-        const absl::Time now = Now();
-        AcquireLabel outcome = AcquireLabel::kError;
-        if (r.ok()) {
-          outcome = r->acquired ? AcquireLabel::kAcquired : AcquireLabel::kNotAcquired;
-          if (r->acquired) {
-            Granted(std::move(key), std::move(owner), ns, r->fencing_token, r->ttl, now);
-          }
-        } else if (absl::IsCancelled(r.status())) {
-          outcome = AcquireLabel::kCancelled;
-        }
-        if (mode == AcquireMode::kWait) {
-          metrics_->waiters().Decrement();
-        } else {
-          metrics_->BackendRequest(BackendOp::kAcquire, BackendResultOf(r.status()), now - start);
-        }
-        metrics_->AcquireDone(ns, mode, outcome, now - start);
-        std::move(done)(std::move(r));
-      });
+  const size_t key = KeyHash(params.key);
+  const size_t owner = OwnerHash(params.owner);
+  inner_->Acquire(std::move(params), std::move(cancel),
+                  [this, mode, ns, start, key, owner,
+                   done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
+                    const absl::Time now = Now();
+                    AcquireLabel outcome = AcquireLabel::kError;
+                    if (r.ok()) {
+                      outcome = r->acquired ? AcquireLabel::kAcquired : AcquireLabel::kNotAcquired;
+                      if (r->acquired) Granted(key, owner, ns, r->fencing_token, r->ttl, now);
+                    } else if (absl::IsCancelled(r.status())) {
+                      outcome = AcquireLabel::kCancelled;
+                    }
+                    if (mode == AcquireMode::kWait) {
+                      metrics_->waiters().Decrement();
+                    } else {
+                      metrics_->BackendRequest(BackendOp::kAcquire, BackendResultOf(r.status()),
+                                               now - start);
+                    }
+                    metrics_->AcquireDone(ns, mode, outcome, now - start);
+                    std::move(done)(std::move(r));
+                  });
 }
 
 void MetricsBackend::Release(ReleaseParams params, Callback<ReleaseResult> done) {
   const absl::Time start = Now();
-  LockKey key = params.key;
-  std::string owner = params.owner;
-  inner_->Release(
-      std::move(params), [this, start, key = std::move(key), owner = std::move(owner),
-                          done = std::move(done)](absl::StatusOr<ReleaseResult> r) mutable {
-        const absl::Time now = Now();
-        metrics_->BackendRequest(BackendOp::kRelease, BackendResultOf(r.status()), now - start);
-        if (r.ok() && r->released) {
-          Ended(key, HoldEnd::kReleased, now);
-        } else if (IsLockNotHeld(r.status())) {
-          // The holder learns its hold is gone; another owner's mistaken Release
-          // must not end the holder's tracked hold.
-          EndedIfOwner(key, owner, now);
-        }
-        std::move(done)(std::move(r));
-      });
+  const size_t key = KeyHash(params.key);
+  const size_t owner = OwnerHash(params.owner);
+  inner_->Release(std::move(params), [this, start, key, owner, done = std::move(done)](
+                                         absl::StatusOr<ReleaseResult> r) mutable {
+    const absl::Time now = Now();
+    metrics_->BackendRequest(BackendOp::kRelease, BackendResultOf(r.status()), now - start);
+    if (r.ok() && r->released) {
+      Ended(key, HoldEnd::kReleased, now);
+    } else if (IsLockNotHeld(r.status())) {
+      // The holder learns its hold is gone; another owner's mistaken Release
+      // must not end the holder's tracked hold.
+      EndedIfOwner(key, owner, now);
+    }
+    std::move(done)(std::move(r));
+  });
 }
 
 void MetricsBackend::Renew(RenewParams params, Callback<RenewResult> done) {
   const absl::Time start = Now();
   const int ns = metrics_->NamespaceIndex(params.key.ns);
-  LockKey key = params.key;
-  std::string owner = params.owner;
-  inner_->Renew(std::move(params), [this, start, ns, key = std::move(key), owner = std::move(owner),
+  const size_t key = KeyHash(params.key);
+  const size_t owner = OwnerHash(params.owner);
+  inner_->Renew(std::move(params), [this, start, ns, key, owner,
                                     done = std::move(done)](absl::StatusOr<RenewResult> r) mutable {
     const absl::Time now = Now();
     metrics_->BackendRequest(BackendOp::kRenew, BackendResultOf(r.status()), now - start);
@@ -204,9 +200,8 @@ void MetricsBackend::List(ListParams params, Callback<ListResult> done) {
 void MetricsBackend::ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) {
   const absl::Time start = Now();
   const int ns = metrics_->NamespaceIndex(params.key.ns);
-  LockKey key = params.key;
-  inner_->ForceRelease(std::move(params), [this, start, ns, key = std::move(key),
-                                           done = std::move(done)](
+  const size_t key = KeyHash(params.key);
+  inner_->ForceRelease(std::move(params), [this, start, ns, key, done = std::move(done)](
                                               absl::StatusOr<ForceReleaseResult> r) mutable {
     const absl::Time now = Now();
     metrics_->BackendRequest(BackendOp::kForceRelease, BackendResultOf(r.status()), now - start);

@@ -9,7 +9,9 @@
 // once a second, and by the holder's Renew/Release answering LOCK_NOT_HELD) ends as
 // expired. A hold renewed through another replica may thus be counted as
 // expired here. The tracker is sharded by lock so that concurrent calls on
-// different locks rarely meet on a mutex.
+// different locks rarely meet on a mutex, and keyed by 64-bit hashes of the
+// lock and the owner, so that a call copies no strings (two locks with the
+// same hash would only merge their hold metrics).
 //
 // Thread-safe, as the wrapped backend is.
 
@@ -18,7 +20,6 @@
 
 #include <array>
 #include <memory>
-#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -56,22 +57,22 @@ class MetricsBackend final : public Backend {
   struct Hold {
     int ns = 0;
     uint64_t token = 0;
-    std::string owner;
+    size_t owner = 0;  // hash
     absl::Time since;
     absl::Time until;
   };
   struct Shard {
     absl::Mutex mu;
-    absl::flat_hash_map<LockKey, Hold> holds ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<size_t, Hold> holds ABSL_GUARDED_BY(mu);  // by lock hash
   };
   static constexpr size_t kShards = 32;
 
-  Shard& ShardOf(const LockKey& key);
-  void Granted(LockKey key, std::string owner, int ns, uint64_t token, absl::Duration ttl,
+  Shard& ShardOf(size_t key) { return shards_[key % kShards]; }
+  void Granted(size_t key, size_t owner, int ns, uint64_t token, absl::Duration ttl,
                absl::Time now);
-  void EndedIfOwner(const LockKey& key, const std::string& owner, absl::Time now);
-  void Extended(const LockKey& key, absl::Duration ttl, absl::Time now);
-  void Ended(const LockKey& key, HoldEnd how, absl::Time now);
+  void EndedIfOwner(size_t key, size_t owner, absl::Time now);
+  void Extended(size_t key, absl::Duration ttl, absl::Time now);
+  void Ended(size_t key, HoldEnd how, absl::Time now);
 
   const std::unique_ptr<Backend> inner_;
   Metrics* const metrics_;

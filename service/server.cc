@@ -11,6 +11,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/operations.h"
 
 namespace lockd {
 namespace {
@@ -119,5 +120,8 @@ void LockdServer::Shutdown(absl::Duration grace) {
 }
 
 LockdServer::~LockdServer() { Shutdown(); }
+
+int LockdServer::metrics_port() const { return ops_->metrics_port(); }
+int LockdServer::health_port() const { return ops_->health_port(); }
 
 }  // namespace lockd

@@ -18,9 +18,10 @@
 #include "grpcpp/server.h"
 #include "service/config.h"
 #include "service/lock_service.h"
-#include "service/operations.h"
 
 namespace lockd {
+
+class Operations;
 
 class LockdServer {
  public:
@@ -39,8 +40,8 @@ class LockdServer {
   int port() const { return port_; }
   Backend* backend() const { return backend_.get(); }
   // Ports of the /metrics endpoint and of the health port (0: not serving).
-  int metrics_port() const { return ops_->metrics_port(); }
-  int health_port() const { return ops_->health_port(); }
+  int metrics_port() const;
+  int health_port() const;
 
   // Stops accepting calls, answers parked Acquires with UNAVAILABLE (through
   // Backend::Shutdown), gives in-flight calls up to `grace`, then returns:
