@@ -184,8 +184,7 @@ int Metrics::NamespaceIndex(absl::string_view ns) const {
   return it == ns_index_.end() ? static_cast<int>(per_ns_.size()) - 1 : it->second;
 }
 
-void Metrics::AcquireDone(int ns, AcquireMode mode, AcquireLabel outcome,
-                          absl::Duration elapsed) {
+void Metrics::AcquireDone(int ns, AcquireMode mode, AcquireLabel outcome, absl::Duration elapsed) {
   PerNamespace& p = per_ns_[ns];
   int m = static_cast<int>(mode), o = static_cast<int>(outcome);
   p.acquires[m][o]->Increment();

@@ -46,9 +46,9 @@ absl::StatusOr<std::unique_ptr<Operations>> Operations::Start(const Config& conf
     LogInfo("metrics on http://", host, ":", ops->endpoint_->port(), "/metrics");
   }
 
-  ops->authz_ = std::make_unique<Authorizer>(config.auth.rules, config.auth.owner_prefix,
-                                             std::move(tokens), ops->metrics_.get(),
-                                             config.tls.client_auth != "none");
+  ops->authz_ =
+      std::make_unique<Authorizer>(config.auth.rules, config.auth.owner_prefix, std::move(tokens),
+                                   ops->metrics_.get(), config.tls.client_auth != "none");
 
   if (!config.health.listen.empty()) {
     absl::StatusOr<std::unique_ptr<HealthServer>> h = HealthServer::Start(config.health.listen);

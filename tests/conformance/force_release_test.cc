@@ -22,8 +22,7 @@ class ForceReleaseRules : public ConformanceTest {
   // several.
   LockService::Stub* Operator() { return Stub(1); }
 
-  grpc::Status ForceRelease(const std::string& name, uint64_t token,
-                            v1::ForceReleaseResponse* resp,
+  grpc::Status ForceRelease(const std::string& name, uint64_t token, v1::ForceReleaseResponse* resp,
                             const std::string& reason = "conformance test") {
     v1::ForceReleaseRequest req;
     req.set_name(name);
