@@ -1,0 +1,132 @@
+"""End to end: the chart rendered by the real Helm for the redis backend with
+two replicas, its Deployment, ConfigMap and Secret run as real pods by
+`podman kube play`, beside a Redis pod with a password (which reaches lockd
+only through the chart's Secret, mounted as a file). The lockd Python client
+takes and releases locks through each pod; then one pod's container is
+killed and the other keeps serving, with the lock's state intact.
+
+Pods live on a podman network made for the run; the test reaches them at
+their addresses on it, as a Service would.
+
+Run: /usr/bin/python3 kube_play_test.py --helm PATH --chart DIR --image TAG
+       --redis-image TAG --stubs DIR --client DIR
+"""
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from deploy_support import import_stubs, podman, wait_serving
+
+ARGS = None
+KINDS = ("ConfigMap", "Secret", "Deployment")  # what kube play runs of the chart
+
+
+def render(values):
+    """helm template with --set `values`; returns the objects kube play runs."""
+    import yaml  # Debian's python3-yaml (scripts/install-deps.sh)
+    args = [ARGS.helm, "template", "e2e", ARGS.chart]
+    for v in values:
+        args += ["--set", v]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d and d["kind"] in KINDS]
+
+
+class KubePlayTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import yaml
+        run = "lockd-e2e-%s" % secrets.token_hex(4)
+        cls.cleanup = []
+        cls.tmp = tempfile.mkdtemp(prefix=run)
+        podman("network", "create", run)
+        cls.cleanup.append(("network", "rm", "--force", run))
+
+        password = secrets.token_hex(12)
+        redis = podman("run", "--detach", "--name", run + "-redis", "--network", run,
+                       ARGS.redis_image, "--port", "6379", "--bind", "0.0.0.0",
+                       "--save", "", "--appendonly", "no", "--requirepass", password).strip()
+        cls.cleanup.insert(0, ("rm", "--force", "--time", "0", redis))
+        redis_ip = cls.address(redis, run)
+
+        objects = render([
+            "backend=redis", "replicaCount=2",
+            "redis.addresses={%s:6379}" % redis_ip, "redis.auth.password=" + password,
+            "image.registry=localhost", "image.repository=" + ARGS.image.split("/", 1)[1].split(":")[0],
+            "image.tag=" + ARGS.image.rsplit(":", 1)[1], "image.pullPolicy=Never",
+        ])
+        cls.assertTrue(cls, password not in json.dumps([o for o in objects if o["kind"] != "Secret"]))
+        cls.kube_file = os.path.join(cls.tmp, "lockd.yaml")
+        with open(cls.kube_file, "w") as f:
+            yaml.safe_dump_all(objects, f)
+        podman("kube", "play", "--network", run, cls.kube_file)
+        cls.cleanup.insert(0, ("kube", "down", cls.kube_file))
+
+        # kube play names a Deployment's pods <name>-pod-<i>, their containers <pod>-<container>.
+        cls.containers = ["e2e-lockd-pod-%d-lockd" % i for i in range(2)]
+        cls.targets = ["%s:7411" % cls.address(c, run) for c in cls.containers]
+        for target in cls.targets:
+            wait_serving(target, "lockd.v1.LockService", timeout=90)
+
+    @classmethod
+    def tearDownClass(cls):
+        for args in cls.cleanup:
+            podman(*args, check=False)
+
+    @staticmethod
+    def address(container, network):
+        info = json.loads(podman("inspect", container))[0]
+        networks = info["NetworkSettings"]["Networks"]
+        if network not in networks:  # a pod's container shares its infra container's network
+            infra = json.loads(podman("pod", "inspect", info["Pod"]))["InfraContainerID"]
+            networks = json.loads(podman("inspect", infra))[0]["NetworkSettings"]["Networks"]
+        return networks[network]["IPAddress"]
+
+    def test_1_each_pod_takes_and_releases_a_lock(self):
+        import lockd
+        for i, target in enumerate(self.targets):
+            with lockd.Client(target, owner="e2e-%d" % i) as client:
+                with client.lock("e2e/each-pod-%d" % i, ttl=30) as lease:
+                    self.assertGreater(lease.fencing_token, 0)
+                    info = client.describe("e2e/each-pod-%d" % i)
+                    self.assertEqual((info.held, info.owner, info.backend),
+                                     (True, "e2e-%d" % i, "redis"))
+                self.assertFalse(client.describe("e2e/each-pod-%d" % i).held)
+
+    def test_2_other_pod_keeps_serving_with_the_lock_intact_when_one_dies(self):
+        import lockd
+        first, second = self.targets
+        with lockd.Client(first, owner="holder") as a, lockd.Client(second, owner="rival") as b:
+            lease = a.acquire("e2e/orders", ttl=60)
+            lease.detach()  # the holder's pod is about to die: no watchdog, no release
+            with self.assertRaises(lockd.LockNotAcquired) as caught:
+                b.try_acquire("e2e/orders")
+            self.assertEqual(caught.exception.holder.owner, "holder")
+
+        podman("kill", "--signal", "KILL", self.containers[0])
+        states = podman("inspect", "--format", "{{.State.Status}}", self.containers[0]).split()
+        self.assertNotEqual(states, ["running"], "the first pod's lockd is dead")
+
+        with lockd.Client(second, owner="holder") as holder:
+            info = holder.describe("e2e/orders")
+            self.assertEqual((info.held, info.owner, info.fencing_token),
+                             (True, "holder", lease.fencing_token))
+            self.assertEqual(holder.release("e2e/orders", "holder"), (True, 0))
+        with lockd.Client(second, owner="next") as b:
+            with b.lock("e2e/orders", ttl=30) as again:
+                self.assertGreater(again.fencing_token, lease.fencing_token)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    for flag in ("--helm", "--chart", "--image", "--redis-image", "--stubs", "--client"):
+        parser.add_argument(flag, required=True)
+    ARGS, rest = parser.parse_known_args()
+    import_stubs(ARGS.stubs, ARGS.client)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
