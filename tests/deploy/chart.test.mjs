@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, writeFileSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync, mkdirSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { parseAllDocuments, parse as parseYaml, stringify as stringifyYaml } from 'yaml';
@@ -206,6 +206,23 @@ test('optional objects appear only when asked for', () => {
   assert.deepEqual(np.spec.ingress[0].from[0].podSelector.matchLabels, { 'lockd-client': 'yes' });
   assert.deepEqual(np.spec.egress[1].ports, [{ port: 3306, protocol: 'TCP' }]);
   assert.match(renderFails({ set: ['metrics.serviceMonitor.enabled=true'] }), /need metrics.enabled/);
+});
+
+test('the chart README documents every value of the schema', () => {
+  const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'));
+  const rows = readFileSync(join(CHART, 'README.md'), 'utf8').split('\n').filter((l) => l.startsWith('| `'));
+  const missing = [];
+  // A value is documented by a table row naming its parent and itself
+  // (`redis.auth.password`, or `startupProbe` ... `.periodSeconds`).
+  const walk = (props, parent) => {
+    for (const [key, sub] of Object.entries(props)) {
+      const path = parent ? `${parent}.${key}` : key;
+      if (sub.properties) walk(sub.properties, path);
+      else if (!rows.some((r) => r.includes(`\`${parent || key}`) && r.includes(key))) missing.push(path);
+    }
+  };
+  walk(schema.properties, '');
+  assert.deepEqual(missing.filter((p) => p !== 'global'), []);
 });
 
 // lockd --help lists every key this lockd knows; keys of the metrics/TLS

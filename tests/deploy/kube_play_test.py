@@ -15,6 +15,7 @@ Run: /usr/bin/python3 kube_play_test.py --helm PATH --chart DIR --image TAG
 import argparse
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -36,6 +37,14 @@ def render(values):
         args += ["--set", v]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return [d for d in yaml.safe_load_all(out) if d and d["kind"] in KINDS]
+
+
+def readme_grpcurl_calls():
+    """(JSON body, method) of each grpcurl line in README's "Deploy on Kubernetes"."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+        readme = f.read()
+    section = readme.split("\n## Deploy on Kubernetes\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:7411 (\S+)$", section, re.M)
 
 
 class KubePlayTest(unittest.TestCase):
@@ -87,6 +96,36 @@ class KubePlayTest(unittest.TestCase):
             infra = json.loads(podman("pod", "inspect", info["Pod"]))["InfraContainerID"]
             networks = json.loads(podman("inspect", infra))[0]["NetworkSettings"]["Networks"]
         return networks[network]["IPAddress"]
+
+    def test_0_readme_grpcurl_requests_answer_through_each_pod(self):
+        # The grpcurl lines of README's "Deploy on Kubernetes", sent as grpcurl
+        # sends them (the JSON body parsed into the method's request message)
+        # to each pod, which stands in for the port-forward.
+        import grpc
+        import health_pb2
+        import health_pb2_grpc
+        from google.protobuf import json_format
+        from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+        calls = readme_grpcurl_calls()
+        self.assertEqual([m for _, m in calls], ["grpc.health.v1.Health/Check",
+                                                 "lockd.v1.LockService/Acquire",
+                                                 "lockd.v1.LockService/Release"])
+        for target in self.targets:
+            with grpc.insecure_channel(target) as channel:
+                health = health_pb2_grpc.HealthStub(channel)
+                locks = lock_pb2_grpc.LockServiceStub(channel)
+                replies = []
+                for body, method in calls:
+                    service, name = method.rsplit("/", 1)
+                    if service == "grpc.health.v1.Health":
+                        request = json_format.Parse(body, health_pb2.HealthCheckRequest())
+                        replies.append(health.Check(request, timeout=10))
+                    else:
+                        request = json_format.Parse(body, getattr(lock_pb2, name + "Request")())
+                        replies.append(getattr(locks, name)(request, timeout=10))
+                self.assertEqual(replies[0].status, health_pb2.HealthCheckResponse.SERVING)
+                self.assertTrue(replies[1].acquired, target)
+                self.assertTrue(replies[2].released, target)
 
     def test_1_each_pod_takes_and_releases_a_lock(self):
         import lockd
