@@ -151,9 +151,9 @@ test('the PDB and the Services select exactly the pods', () => {
 
 test('passwords live in a Secret mounted as a file, never in the ConfigMap or the environment', () => {
   const cases = [
-    ['redis-values.yaml', 's3cret-redis', 'redis', 'password_file', 'rel-lockd'],
-    ['zookeeper-values.yaml', 'lockd:zk-secret', 'zookeeper', 'auth_file', 'rel-lockd'],
-    ['all-values.yaml', 's3cret-mysql', 'mysql', 'password_file', 'rel-lockd'],
+    ['redis-values.yaml', 's3cret-redis', 'redis', 'password_file', 'rel-lockd-credentials'],
+    ['zookeeper-values.yaml', 'lockd:zk-secret', 'zookeeper', 'auth_file', 'rel-lockd-credentials'],
+    ['all-values.yaml', 's3cret-mysql', 'mysql', 'password_file', 'rel-lockd-credentials'],
     ['mysql-values.yaml', null, 'mysql', 'password_file', 'mariadb-credentials'],
   ];
   for (const [f, secretValue, backend, key, secretName] of cases) {

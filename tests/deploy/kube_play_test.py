@@ -13,10 +13,12 @@ Run: /usr/bin/python3 kube_play_test.py --helm PATH --chart DIR --image TAG
 """
 
 import argparse
+import base64
 import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,10 +31,10 @@ ARGS = None
 KINDS = ("ConfigMap", "Secret", "Deployment")  # what kube play runs of the chart
 
 
-def render(values):
+def render(release, values):
     """helm template with --set `values`; returns the objects kube play runs."""
     import yaml  # Debian's python3-yaml (scripts/install-deps.sh)
-    args = [ARGS.helm, "template", "e2e", ARGS.chart]
+    args = [ARGS.helm, "template", release, ARGS.chart]
     for v in values:
         args += ["--set", v]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -47,46 +49,74 @@ def readme_grpcurl_calls():
     return re.findall(r"^grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:7411 (\S+)$", section, re.M)
 
 
+def adapt_for_podman(objects):
+    """Works around two faults of Debian 12's podman (4.3) that Kubernetes
+    does not have, on the objects only (the chart is unchanged):
+      - before 4.4 kube play writes a Secret's `data` into its volume files
+        still base64-encoded (containers/podman#16625): it is given the
+        decoded values, which it then writes as they are;
+      - before 5.0 kube play publishes every containerPort on the host, so two
+        replicas on one machine would clash on 7411: the container ports,
+        which only name ports in Kubernetes, are left out (the probes and the
+        test use the port numbers).
+    """
+    version = tuple(int(x) for x in podman("version", "--format", "{{.Client.Version}}")
+                    .strip().split("-")[0].split(".")[:2])
+    for obj in objects:
+        if obj["kind"] == "Secret" and version < (4, 4):
+            obj["data"] = {k: base64.b64decode(v).decode() for k, v in obj["data"].items()}
+        if obj["kind"] == "Deployment" and version < (5, 0):
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                container.pop("ports", None)
+    return objects
+
+
 class KubePlayTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         import yaml
-        run = "lockd-e2e-%s" % secrets.token_hex(4)
-        cls.cleanup = []
-        cls.tmp = tempfile.mkdtemp(prefix=run)
+        # Names unique to this run: test runs of other checkouts may share podman.
+        release = "e2e%s" % secrets.token_hex(4)
+        run = "lockd-" + release
+        fullname = release + "-lockd"
+        # Class cleanups run last registered first, and also when setUpClass fails.
+        tmp = tempfile.mkdtemp(prefix=run)
+        cls.addClassCleanup(shutil.rmtree, tmp, ignore_errors=True)
         podman("network", "create", run)
-        cls.cleanup.append(("network", "rm", "--force", run))
+        cls.addClassCleanup(podman, "network", "rm", "--force", run, check=False)
 
         password = secrets.token_hex(12)
         redis = podman("run", "--detach", "--name", run + "-redis", "--network", run,
                        ARGS.redis_image, "--port", "6379", "--bind", "0.0.0.0",
                        "--save", "", "--appendonly", "no", "--requirepass", password).strip()
-        cls.cleanup.insert(0, ("rm", "--force", "--time", "0", redis))
+        cls.addClassCleanup(podman, "rm", "--force", "--time", "0", redis, check=False)
         redis_ip = cls.address(redis, run)
 
-        objects = render([
+        repository, tag = ARGS.image.split("/", 1)[1].rsplit(":", 1)
+        objects = render(release, [
             "backend=redis", "replicaCount=2",
             "redis.addresses={%s:6379}" % redis_ip, "redis.auth.password=" + password,
-            "image.registry=localhost", "image.repository=" + ARGS.image.split("/", 1)[1].split(":")[0],
-            "image.tag=" + ARGS.image.rsplit(":", 1)[1], "image.pullPolicy=Never",
+            "image.registry=localhost", "image.repository=" + repository, "image.tag=" + tag,
+            "image.pullPolicy=Never",
         ])
-        cls.assertTrue(cls, password not in json.dumps([o for o in objects if o["kind"] != "Secret"]))
-        cls.kube_file = os.path.join(cls.tmp, "lockd.yaml")
-        with open(cls.kube_file, "w") as f:
-            yaml.safe_dump_all(objects, f)
-        podman("kube", "play", "--network", run, cls.kube_file)
-        cls.cleanup.insert(0, ("kube", "down", cls.kube_file))
+        if password in json.dumps([o for o in objects if o["kind"] != "Secret"]):
+            raise AssertionError("the Redis password is outside the Secret")
+        kube_file = os.path.join(tmp, "lockd.yaml")
+        with open(kube_file, "w") as f:
+            yaml.safe_dump_all(adapt_for_podman(objects), f)
+        # kube play keeps the ConfigMap and the Secret in volumes (and the
+        # Secret as a podman secret) named after them, which `kube down` leaves.
+        cls.addClassCleanup(podman, "volume", "rm", "--force", fullname, fullname + "-credentials",
+                            check=False)
+        cls.addClassCleanup(podman, "secret", "rm", fullname + "-credentials", check=False)
+        cls.addClassCleanup(podman, "kube", "down", kube_file, check=False)
+        podman("kube", "play", "--network", run, kube_file)
 
         # kube play names a Deployment's pods <name>-pod-<i>, their containers <pod>-<container>.
-        cls.containers = ["e2e-lockd-pod-%d-lockd" % i for i in range(2)]
+        cls.containers = ["%s-pod-%d-lockd" % (fullname, i) for i in range(2)]
         cls.targets = ["%s:7411" % cls.address(c, run) for c in cls.containers]
         for target in cls.targets:
             wait_serving(target, "lockd.v1.LockService", timeout=90)
-
-    @classmethod
-    def tearDownClass(cls):
-        for args in cls.cleanup:
-            podman(*args, check=False)
 
     @staticmethod
     def address(container, network):

@@ -63,8 +63,16 @@ annotations:
 {{- end -}}
 
 {{/*
+The Secret the chart creates. Its name differs from the ConfigMap's: podman
+kube play keeps both in volumes named after them, and one name would merge them.
+*/}}
+{{- define "lockd.secretName" -}}
+{{- printf "%s-credentials" (include "lockd.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
 Secrets. The password of the selected backend comes from an existing Secret
-(named in values) or from one the chart creates (<fullname>), and is mounted
+(named in values) or from one the chart creates (<fullname>-credentials), and is mounted
 as a file under /etc/lockd/secrets; lockd reads it through *.password_file
 (zookeeper.auth_file). "lockd.secret" prints "secretName key file" when the
 backend has a credential, nothing otherwise.
@@ -74,17 +82,17 @@ backend has a credential, nothing otherwise.
 {{- if eq $b "redis" -}}
   {{- with .Values.redis.auth -}}
   {{- if .existingSecret }}{{ printf "%s %s redis-password" .existingSecret .existingSecretPasswordKey }}
-  {{- else if .password }}{{ printf "%s redis-password redis-password" (include "lockd.fullname" $) }}{{ end -}}
+  {{- else if .password }}{{ printf "%s redis-password redis-password" (include "lockd.secretName" $) }}{{ end -}}
   {{- end -}}
 {{- else if eq $b "mysql" -}}
   {{- with .Values.mysql.auth -}}
   {{- if .existingSecret }}{{ printf "%s %s mysql-password" .existingSecret .existingSecretPasswordKey }}
-  {{- else if .password }}{{ printf "%s mysql-password mysql-password" (include "lockd.fullname" $) }}{{ end -}}
+  {{- else if .password }}{{ printf "%s mysql-password mysql-password" (include "lockd.secretName" $) }}{{ end -}}
   {{- end -}}
 {{- else if eq $b "zookeeper" -}}
   {{- with .Values.zookeeper.auth -}}
   {{- if .existingSecret }}{{ printf "%s %s zookeeper-auth" .existingSecret .existingSecretKey }}
-  {{- else if .credentials }}{{ printf "%s zookeeper-auth zookeeper-auth" (include "lockd.fullname" $) }}{{ end -}}
+  {{- else if .credentials }}{{ printf "%s zookeeper-auth zookeeper-auth" (include "lockd.secretName" $) }}{{ end -}}
   {{- end -}}
 {{- end -}}
 {{- end -}}
