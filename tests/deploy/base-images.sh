@@ -35,9 +35,12 @@ fi
 tmp=$(mktemp -d "$DEPLOY_CACHE/rootfs.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 log "base images: mmdebstrap bookworm (minbase, slim)"
-# The dpkg excludes are those of the official -slim image; apt's lists and
-# package cache are left empty, as in the official images.
+# As in the official images: dpkg excludes of -slim, dpkg without fsync
+# (force-unsafe-io, kept in the image, which speeds the builds on it), no
+# translations, and apt's lists and package cache left empty.
 mmdebstrap --variant=minbase --quiet \
+  --dpkgopt='force-unsafe-io' \
+  --aptopt='Acquire::Languages "none"' \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/doc/*' \

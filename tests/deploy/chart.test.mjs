@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync, mkdirSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { parseAllDocuments, parse as parseYaml, stringify as stringifyYaml } from 'yaml';
@@ -206,6 +206,37 @@ test('optional objects appear only when asked for', () => {
   assert.deepEqual(np.spec.ingress[0].from[0].podSelector.matchLabels, { 'lockd-client': 'yes' });
   assert.deepEqual(np.spec.egress[1].ports, [{ port: 3306, protocol: 'TCP' }]);
   assert.match(renderFails({ set: ['metrics.serviceMonitor.enabled=true'] }), /need metrics.enabled/);
+});
+
+// The install notes, rendered through a copy of the chart with one more
+// template (helm template does not print NOTES.txt, helm install needs a cluster).
+function renderNotes(set = []) {
+  const dir = mkdtempSync(join(tmpdir(), 'lockd-notes-'));
+  try {
+    cpSync(CHART, join(dir, 'lockd'), { recursive: true });
+    writeFileSync(join(dir, 'lockd', 'templates', 'zz-notes.yaml'),
+      'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include "lockd.notes" . | quote }}\n');
+    const args = ['template', 'locks', join(dir, 'lockd'), '--namespace', 'shop', '--show-only', 'templates/zz-notes.yaml'];
+    for (const v of set) args.push('--set', v);
+    return parseYaml(helm(args)).data.notes;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('NOTES.txt shows grpcurl through a port-forward to the release\'s Service', () => {
+  const notes = renderNotes();
+  assert.match(notes, /kubectl --namespace shop port-forward svc\/locks-lockd 7411:7411/);
+  const calls = [...notes.matchAll(/^ {2}grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:7411 (\S+)$/gm)];
+  assert.deepEqual(calls.map((m) => m[2]), ['grpc.health.v1.Health/Check',
+    'lockd.v1.LockService/Acquire', 'lockd.v1.LockService/Release']);
+  // The same requests as README's "Deploy on Kubernetes", which the kube play test sends.
+  const readme = readFileSync(join(CHART, '..', '..', '..', 'README.md'), 'utf8');
+  for (const m of calls) assert.ok(readme.includes(`grpcurl -plaintext -d '${m[1]}' 127.0.0.1:7411 ${m[2]}`), m[0]);
+  assert.match(notes, /exec deploy\/locks-lockd -- lockctl describe/);
+  const tls = renderNotes(['tls.enabled=true', 'tls.existingSecret=t']);
+  assert.doesNotMatch(tls, /grpcurl -plaintext/);
+  assert.match(tls, /grpcurl -cacert ca.crt/);
 });
 
 test('the chart README documents every value of the schema', () => {
