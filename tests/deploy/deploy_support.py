@@ -20,8 +20,9 @@ def podman_env():
 ENV = None
 
 
-def podman(*args, check=True, timeout=300):
-    """Runs podman; returns its stdout. Raises with podman's stderr on failure."""
+def podman(*args, check=True, timeout=300, with_stderr=False):
+    """Runs podman; returns its stdout (and stderr: `podman logs` writes a
+    container's stderr there). Raises with podman's stderr on failure."""
     global ENV
     if ENV is None:
         ENV = podman_env()
@@ -30,7 +31,7 @@ def podman(*args, check=True, timeout=300):
     if check and p.returncode != 0:
         raise RuntimeError("podman %s: exit %d\n%s%s" % (" ".join(args), p.returncode,
                                                         p.stdout, p.stderr))
-    return p.stdout
+    return p.stdout + p.stderr if with_stderr else p.stdout
 
 
 def import_stubs(stubs_dir, client_dir):

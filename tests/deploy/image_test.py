@@ -62,8 +62,8 @@ class RunningImageTest(unittest.TestCase):
                        "touch /usr/bin/x 2>&1 || echo REFUSED", check=True)
         self.assertIn("Read-only file system", touch)
         self.assertIn("REFUSED", touch)
-        logs = podman("logs", self.container)
-        self.assertIn("0.0.0.0:7411", logs)
+        logs = podman("logs", self.container, with_stderr=True)
+        self.assertIn("lockd serving on 0.0.0.0:7411", logs)
 
     def test_acquire_release_round_trip_from_the_host(self):
         import lockd
