@@ -282,9 +282,12 @@ class FakeServerTest(unittest.TestCase):
         times = [t for t, r in self.service.renews if r.name == "a"]
         self.assertGreaterEqual(len(times), 2)  # loose: a loaded machine delays the thread
         self.assertLessEqual(len(times), 6)
-        self.assertGreaterEqual(times[0] - start, 0.29)
+        # Each renewal is sent 0.3 s after the previous one was sent; the fake
+        # server sees them arrive later by a varying delay on a loaded machine,
+        # so a gap it measures can be a little shorter, never near 0.1 s.
+        self.assertGreaterEqual(times[0] - start, 0.25)
         for x, y in zip(times, times[1:]):
-            self.assertGreaterEqual(y - x, 0.29)
+            self.assertGreaterEqual(y - x, 0.2)
         for _, r in self.service.renews:
             self.assertAlmostEqual(seconds(r.lease_ttl), 0.9)
             self.assertEqual(r.owner, "test-owner")

@@ -277,8 +277,9 @@ TEST_F(MysqlBackendTest, WaiterOnAnotherReplicaGetsTheLockWithinTheBackoffCap) {
   std::sort(handoffs.begin(), handoffs.end());
   std::cout << "cross-replica handoff: median " << handoffs[2] << ", max " << handoffs.back()
             << "\n";
-  // The cap is 50 ms with +25% jitter; allow for a busy machine.
-  EXPECT_LT(handoffs[2], absl::Milliseconds(100));
+  // The cap is 50 ms with +25% jitter; allow for a busy machine (a median
+  // under 250 ms still rules out a backoff that kept growing past its cap).
+  EXPECT_LT(handoffs[2], absl::Milliseconds(250));
 }
 
 TEST_F(MysqlBackendTest, ReplicasTakeTurnsUnderSustainedContention) {
