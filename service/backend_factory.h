@@ -11,7 +11,10 @@
 
 namespace lockd {
 
-// Errors: kInvalidArgument for unusable options (naming the key),
+// The backend's options are `config.<backend>` with `config.max_waiters`
+// applied and its secret files read (its OptionSet's Resolve()).
+// Errors: kInvalidArgument for unusable options (naming the key; a password
+// and its password_file both set names both),
 // kUnavailable / kUnauthenticated when the backend server cannot be reached
 // or refuses the credentials at start. Messages never contain secrets.
 absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& config);

@@ -7,10 +7,14 @@
 // an error naming it (lockd exits with code 2). Unknown LOCKD_* variables are
 // ignored, because Kubernetes injects LOCKD_SERVICE_HOST and friends for a
 // Service named lockd.
+//
+// Each key is declared once, bound to the member it sets (see
+// backends/common/options.h); a member's initializer is its default.
 
 #ifndef LOCKD_SERVICE_CONFIG_H_
 #define LOCKD_SERVICE_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -18,6 +22,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "backends/common/options.h"
+#include "backends/memory/memory_options.h"
+#include "backends/mysql/mysql_options.h"
+#include "backends/redis/redis_options.h"
+#include "backends/zookeeper/zookeeper_options.h"
 #include "service/auth_config.h"
 
 namespace lockd {
@@ -29,55 +38,20 @@ struct LeaseBounds {
 };
 
 struct Config {
-  std::string listen;
-  std::string backend;
+  std::string listen = "127.0.0.1:7411";
+  std::string backend = "memory";
   LeaseBounds lease;
-  int64_t max_waiters = 0;
-  std::string log_level;
-  absl::Duration shutdown_grace;
+  // Applies to whichever backend runs (its options' max_waiters).
+  size_t max_waiters = kDefaultMaxWaiters;
+  std::string log_level = "info";
+  absl::Duration shutdown_grace = absl::Seconds(5);
 
-  struct Redis {
-    std::string addresses;
-    std::string username;
-    std::string password;  // secret: never logged
-    std::string password_file;
-    int64_t db = 0;
-    std::string key_prefix;
-    int64_t pool_size = 0;
-    absl::Duration connect_timeout;
-    absl::Duration command_timeout;
-    absl::Duration fence_retention;
-  } redis;
-
-  struct Mysql {
-    std::string host;
-    int64_t port = 0;
-    std::string socket;
-    std::string user;
-    std::string password;  // secret: never logged
-    std::string password_file;
-    std::string database;
-    std::string table_prefix;
-    int64_t pool_size = 0;
-    absl::Duration sweep_interval;
-    absl::Duration fence_retention;
-    absl::Duration fair_slice;
-    absl::Duration connect_timeout;
-    absl::Duration read_timeout;
-    absl::Duration write_timeout;
-    std::string ssl_mode;
-    std::string ssl_ca;
-    std::string ssl_cert;
-    std::string ssl_key;
-  } mysql;
-
-  struct ZooKeeper {
-    std::string hosts;
-    std::string root;
-    absl::Duration session_timeout;
-    std::string auth_file;
-    absl::Duration reap_interval;
-  } zookeeper;
+  // Each backend's own options, configured by the keys its
+  // <name>_options.cc binds (secret files are read when the backend starts).
+  MemoryOptions memory;
+  RedisOptions redis;
+  MysqlOptions mysql;
+  ZooKeeperOptions zookeeper;
 
   // Operations and security (README "Operations and security").
   struct Metrics {
@@ -93,19 +67,19 @@ struct Config {
     std::string cert_file;  // both set: the gRPC port serves TLS only
     std::string key_file;
     std::string client_ca_file;
-    std::string client_auth;  // none, request, require
-    absl::Duration reload_interval;
+    std::string client_auth = "none";  // none, request, require
+    absl::Duration reload_interval = absl::Seconds(10);
   } tls;
 
   struct Auth {
     std::string tokens_file;  // secret file: "TOKEN IDENTITY" per line
-    absl::Duration reload_interval;
+    absl::Duration reload_interval = absl::Seconds(5);
     std::vector<AuthRule> rules;  // empty: everyone may do everything
     bool owner_prefix = false;    // owners must be the identity or start with "<identity>/"
   } auth;
 
   struct Log {
-    std::string format;  // text, json
+    std::string format = "text";  // text, json
   } log;
 };
 
@@ -121,18 +95,18 @@ struct ParsedArgs {
 absl::StatusOr<ParsedArgs> ParseConfig(const std::vector<std::string>& args,
                                        const std::map<std::string, std::string>& env);
 
-// The defaults alone.
+// The defaults alone: Config's member initializers (Config{}).
 Config DefaultConfig();
+
+// Every key lockd accepts, in --help order: the service's own (config.cc),
+// each backend's (backends/<name>/<name>_options.cc), then operations.
+const OptionSet<Config>& ConfigOptions();
 
 // Every option with its default and meaning, for `lockd --help`.
 std::string HelpText();
 
 // "LOCKD_REDIS_ADDRESSES" for "redis.addresses".
 std::string EnvName(const std::string& key);
-
-// Reads a secret file (password_file options): the first line, without the
-// line end. The error names the file, never its contents.
-absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
 }  // namespace lockd
 

@@ -16,16 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
+#include "backends/memory/memory_options.h"
 
 namespace lockd {
-
-struct MemoryOptions {
-  // Parked Acquire calls allowed at once; more get kResourceExhausted.
-  size_t max_waiters = 100000;
-  // How long the result of a Release that freed a lock is remembered for
-  // request_id retries.
-  absl::Duration release_memory = absl::Minutes(5);
-};
 
 absl::StatusOr<std::unique_ptr<Backend>> NewMemoryBackend(const MemoryOptions& options);
 

@@ -44,33 +44,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backends/backend.h"
+#include "backends/redis/redis_options.h"
 
 namespace lockd {
-
-struct RedisOptions {
-  // Comma-separated host:port ([v6addr]:port allowed). Connections use the
-  // first address that accepts them; on failure the next one is tried.
-  std::string addresses = "127.0.0.1:6379";
-  std::string username;  // ACL user (Redis >= 6); empty: AUTH with the password alone
-  std::string password;  // secret, never logged; empty: no AUTH
-  int db = 0;
-  // Prefix of every key and channel: 1-64 bytes of [A-Za-z0-9._:/-].
-  std::string key_prefix = "lockd";
-  // Command connections, each with its own thread; commands are pipelined.
-  int pool_size = 4;
-  absl::Duration connect_timeout = absl::Seconds(1);
-  absl::Duration command_timeout = absl::Seconds(1);
-  // Parked Acquire calls allowed at once; more get kResourceExhausted.
-  size_t max_waiters = 100000;
-  // How long the result of a Release (with a request_id) that freed a lock
-  // is remembered for retries.
-  absl::Duration release_memory = absl::Minutes(5);
-  // How long a fence key outlives its lock's last lease; zero: forever.
-  absl::Duration fence_retention = absl::Hours(24);
-  // Reconnect backoff: doubles from min to max (with jitter).
-  absl::Duration reconnect_backoff_min = absl::Milliseconds(50);
-  absl::Duration reconnect_backoff_max = absl::Seconds(1);
-};
 
 // Connects (blocking for up to about connect_timeout + a few command
 // timeouts), loads the scripts, starts the connection pool and the

@@ -59,6 +59,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "backends/backend.h"
+#include "backends/zookeeper/zookeeper_options.h"
 
 namespace lockd {
 
@@ -83,36 +84,6 @@ struct ZooKeeperTestHooks {
   absl::Mutex mu;
   int64_t session_id ABSL_GUARDED_BY(mu) = 0;
   std::string session_password ABSL_GUARDED_BY(mu);
-};
-
-struct ZooKeeperOptions {
-  // Connect string: "host:port[,host:port...]" (an ensemble).
-  std::string hosts = "127.0.0.1:2181";
-  // Absolute path of lockd's root znode, created (with its parents) on start.
-  // Deployments sharing an ensemble use different roots.
-  std::string root = "/lockd";
-  // Requested ZooKeeper session timeout (the server clamps it to its
-  // [minSessionTimeout, maxSessionTimeout]). A dead replica's locks are freed
-  // this long after it died.
-  absl::Duration session_timeout = absl::Seconds(10);
-  // "user:password" for ZooKeeper digest authentication, or empty. When set,
-  // lockd's nodes get a creator-only ACL. Secret: never logged.
-  std::string digest;
-  // How often every replica scans all locks for leases that ran out.
-  absl::Duration reap_interval = absl::Seconds(1);
-  // Extra time a replica waits before reaping a lease it did not grant or
-  // renew itself and first saw after the fact. Covers the time between a
-  // waiter's node becoming lowest and its replica answering the grant.
-  absl::Duration observer_grace = absl::Seconds(1);
-  // How long NewZooKeeperBackend() waits for the first session before it
-  // returns a backend that is still connecting (Health() then reports it).
-  absl::Duration connect_wait = absl::Seconds(10);
-  // Parked Acquire calls allowed at once; more get kResourceExhausted.
-  size_t max_waiters = 100000;
-  // How many locks the periodic reaper reads at once.
-  int reap_parallelism = 32;
-
-  std::shared_ptr<ZooKeeperTestHooks> test_hooks;  // tests only
 };
 
 // Starts a backend: opens a ZooKeeper session and creates the root. Errors:

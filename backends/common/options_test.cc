@@ -1,0 +1,86 @@
+#include "backends/common/options.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockd {
+namespace {
+
+using ::testing::HasSubstr;
+
+enum class Color { kRed, kBlue };
+
+struct Inner {
+  absl::Duration wait = absl::Milliseconds(200);
+};
+
+struct Outer {
+  std::string name = "x";
+  int count = 4;
+  bool on = false;
+  Color color = Color::kBlue;
+  Inner inner;
+};
+
+const OptionSet<Outer>& Keys() {
+  static const auto* keys = [] {
+    auto* s = new OptionSet<Outer>;
+    s->String("name", &Outer::name, "a name");
+    s->Int("count", &Outer::count, 1, 10, "a count");
+    s->Bool("on", &Outer::on, "a switch");
+    s->Enum("color", &Outer::color, {{"red", Color::kRed}, {"blue", Color::kBlue}}, "a color");
+    s->Include(&Outer::inner, OptionSet<Inner>().Duration("inner.wait", &Inner::wait, "a wait"));
+    return s;
+  }();
+  return *keys;
+}
+
+std::string Get(const std::string& key, const Outer& o) { return Keys().Find(key)->get(o); }
+
+absl::Status Set(const std::string& key, Outer& o, const std::string& v) {
+  return Keys().Find(key)->set(o, v);
+}
+
+TEST(OptionSetTest, BindingsKeepTheirOrderAndShowTheInitializers) {
+  std::vector<std::string> keys;
+  for (const auto& b : Keys().bindings()) keys.push_back(b.key);
+  EXPECT_THAT(keys, ::testing::ElementsAre("name", "count", "on", "color", "inner.wait"));
+  Outer o;
+  EXPECT_EQ(Get("name", o), "x");
+  EXPECT_EQ(Get("count", o), "4");
+  EXPECT_EQ(Get("on", o), "false");
+  EXPECT_EQ(Get("color", o), "blue");
+  EXPECT_EQ(Get("inner.wait", o), "200ms");
+  EXPECT_EQ(Keys().Find("nope"), nullptr);
+}
+
+TEST(OptionSetTest, ValuesParseIntoTheirMembers) {
+  Outer o;
+  ASSERT_TRUE(Set("count", o, "10").ok());
+  ASSERT_TRUE(Set("on", o, "true").ok());
+  ASSERT_TRUE(Set("color", o, "red").ok());
+  ASSERT_TRUE(Set("inner.wait", o, "1m30s").ok());
+  EXPECT_EQ(o.count, 10);
+  EXPECT_TRUE(o.on);
+  EXPECT_EQ(o.color, Color::kRed);
+  EXPECT_EQ(o.inner.wait, absl::Seconds(90));
+}
+
+TEST(OptionSetTest, MalformedValuesAreErrorsAndLeaveTheMemberAlone) {
+  Outer o;
+  absl::Status s = Set("count", o, "11");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("expected an integer in [1, 10], got \"11\""));
+  EXPECT_THAT(std::string(Set("on", o, "yes").message()), HasSubstr("expected true or false"));
+  EXPECT_THAT(std::string(Set("color", o, "green").message()),
+              HasSubstr("expected one of red, blue, got \"green\""));
+  EXPECT_THAT(std::string(Set("inner.wait", o, "inf").message()), HasSubstr("duration"));
+  EXPECT_THAT(std::string(Set("inner.wait", o, "-1s").message()), HasSubstr("duration"));
+  EXPECT_EQ(o.count, 4);
+  EXPECT_FALSE(o.on);
+  EXPECT_EQ(o.color, Color::kBlue);
+  EXPECT_EQ(o.inner.wait, absl::Milliseconds(200));
+}
+
+}  // namespace
+}  // namespace lockd

@@ -1,0 +1,80 @@
+// The MySQL/MariaDB backend's options and their configuration keys (mysql.*).
+
+#ifndef LOCKD_BACKENDS_MYSQL_MYSQL_OPTIONS_H_
+#define LOCKD_BACKENDS_MYSQL_MYSQL_OPTIONS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/time/time.h"
+#include "backends/common/options.h"
+
+namespace lockd {
+
+enum class MysqlSslMode {
+  kDisabled,        // plain TCP
+  kRequired,        // TLS, server certificate not verified
+  kVerifyIdentity,  // TLS, certificate and host name verified (needs ssl_ca)
+};
+
+struct MysqlOptions {
+  // Where the server is: `socket` (a Unix socket path) wins over host:port.
+  std::string host = "127.0.0.1";
+  int port = 3306;
+  std::string socket;
+
+  std::string user = "lockd";
+  std::string password;  // secret: never logged, never put in a status
+  // File whose first line is the password; read into `password` by
+  // MysqlOptionSet().Resolve() (NewMysqlBackend ignores it).
+  std::string password_file;
+  std::string database = "lockd";
+  // Prefix of every table and procedure name: [A-Za-z0-9_]{0,40}. Several
+  // deployments can share one database with different prefixes.
+  std::string table_prefix = "lockd_";
+
+  // Connections, and worker threads (one per connection).
+  size_t pool_size = 8;
+  // How often this replica deletes expired rows.
+  absl::Duration sweep_interval = absl::Seconds(1);
+
+  // Client timeouts. The C client counts read and write timeouts in whole
+  // seconds; they are rounded up.
+  absl::Duration connect_timeout = absl::Seconds(2);
+  absl::Duration read_timeout = absl::Seconds(2);
+  absl::Duration write_timeout = absl::Seconds(2);
+
+  MysqlSslMode ssl_mode = MysqlSslMode::kDisabled;
+  std::string ssl_ca;    // CA certificate file (PEM)
+  std::string ssl_cert;  // client certificate file, for X.509 authentication
+  std::string ssl_key;   // client key file
+
+  // Parked Acquire calls allowed at once; more get kResourceExhausted.
+  size_t max_waiters = kDefaultMaxWaiters;
+  // Backoff of a parked waiter that polls the database: starts at
+  // initial_retry, doubles up to max_retry, each delay jittered by +-25%.
+  absl::Duration initial_retry = absl::Milliseconds(2);
+  absl::Duration max_retry = absl::Milliseconds(50);
+  // Taking turns between replicas: when a release through this replica would
+  // hand the lock to its next local waiter but waiters on another replica have
+  // wanted it for longer than this, the lock is freed instead and local
+  // waiters hold back briefly, so the other replica gets it. Zero: replicas
+  // do not take turns (a busy replica can keep a lock to itself).
+  absl::Duration fair_slice = absl::Milliseconds(200);
+  // How long a Release that freed a lock is remembered for request_id
+  // retries.
+  absl::Duration release_memory = absl::Minutes(5);
+  // A lock name's fencing counter row is deleted once no grant used it for
+  // this long; the next grant of that name continues above every collected
+  // counter (the floor in <prefix>meta), so tokens still only grow. Zero
+  // keeps counters forever.
+  absl::Duration fence_retention = absl::Hours(24);
+};
+
+// The keys that configure MysqlOptions, for service/config.cc. Resolve()
+// reads mysql.password_file; setting it and mysql.password is an error.
+const OptionSet<MysqlOptions>& MysqlOptionSet();
+
+}  // namespace lockd
+
+#endif  // LOCKD_BACKENDS_MYSQL_MYSQL_OPTIONS_H_

@@ -1,0 +1,27 @@
+#include "backends/redis/redis_options.h"
+
+namespace lockd {
+
+const OptionSet<RedisOptions>& RedisOptionSet() {
+  using O = RedisOptions;
+  static const auto* set = [] {
+    auto* s = new OptionSet<O>;
+    s->String("redis.addresses", &O::addresses, "Redis server(s), comma-separated host:port");
+    s->String("redis.username", &O::username, "Redis ACL user (empty: password-only AUTH)");
+    s->Password("redis.password", &O::password,
+                "Redis password; prefer LOCKD_REDIS_PASSWORD or redis.password_file",
+                "redis.password_file", &O::password_file,
+                "file whose first line is the Redis password");
+    s->Int("redis.db", &O::db, 0, 1 << 20, "Redis database number (SELECT)");
+    s->String("redis.key_prefix", &O::key_prefix, "prefix of every Redis key lockd writes");
+    s->Int("redis.pool_size", &O::pool_size, 1, 1024, "Redis command connections");
+    s->Duration("redis.connect_timeout", &O::connect_timeout, "Redis connect timeout");
+    s->Duration("redis.command_timeout", &O::command_timeout, "Redis command timeout");
+    s->Duration("redis.fence_retention", &O::fence_retention,
+                "how long a fence key outlives its lock (0: forever)");
+    return s;
+  }();
+  return *set;
+}
+
+}  // namespace lockd
