@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/redis/keys.h"
-#include "backends/redis/redis_test_util.h"
+#include "tests/integration/redis/redis_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/redis_server.h"

@@ -2,8 +2,8 @@
 // blocking calls into a Backend, and a plain hiredis connection to inspect
 // what the backend left in Redis.
 
-#ifndef LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
-#define LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
+#ifndef LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
+#define LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
 
 #include <hiredis/hiredis.h>
 
@@ -156,4 +156,4 @@ class RedisCli {
 
 }  // namespace lockd::testing
 
-#endif  // LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
+#endif  // LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
