@@ -19,6 +19,7 @@
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock_mock.grpc.pb.h"
+#include "protos/proto_duration.h"
 
 namespace lockd {
 namespace {
@@ -45,21 +46,14 @@ grpc::Status LockNotHeld() {
 
 grpc::Status Unavailable() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"); }
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  out->set_seconds(absl::ToInt64Seconds(d));
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d) % 1000000000));
-}
-
 // Fills a granted AcquireResponse.
 void Grant(const v1::AcquireRequest& req, v1::AcquireResponse* resp, uint64_t token = 7) {
   resp->set_acquired(true);
   resp->set_owner(req.owner());
   resp->set_fencing_token(token);
   resp->set_hold_count(1);
-  absl::Duration ttl = req.has_lease_ttl() ? absl::Seconds(req.lease_ttl().seconds()) +
-                                                 absl::Nanoseconds(req.lease_ttl().nanos())
-                                           : absl::Seconds(30);
-  SetDuration(ttl, resp->mutable_lease_ttl());
+  absl::Duration ttl = req.has_lease_ttl() ? FromProtoDuration(req.lease_ttl()) : absl::Seconds(30);
+  SetProtoDuration(ttl, resp->mutable_lease_ttl());
 }
 
 class ClientTest : public ::testing::Test {
@@ -431,8 +425,7 @@ TEST_F(ClientTest, RetriedAcquireWaitsOnlyForTheRestOfTheWait) {
       .Times(2)
       .WillRepeatedly(Invoke(
           [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
-            waits_ms.push_back(req.wait_timeout().seconds() * 1000 +
-                               req.wait_timeout().nanos() / 1000000);
+            waits_ms.push_back(absl::ToInt64Milliseconds(FromProtoDuration(req.wait_timeout())));
             if (waits_ms.size() == 1) {
               std::this_thread::sleep_for(std::chrono::milliseconds(300));
               return Unavailable();

@@ -22,6 +22,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/mariadb_server.h"
 #include "tests/support/process.h"
@@ -32,14 +33,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using v1::LockService;
-
-google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
 
 std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
   static std::atomic<int> n{0};
@@ -121,8 +114,8 @@ class Workload {
       req.set_name("counter");
       req.set_owner(owner);
       req.set_request_id(absl::StrCat("acquire-", ++request));
-      *req.mutable_lease_ttl() = Dur(absl::Seconds(10));
-      *req.mutable_wait_timeout() = Dur(absl::Milliseconds(500));
+      *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(10));
+      *req.mutable_wait_timeout() = ToProtoDuration(absl::Milliseconds(500));
       v1::AcquireResponse resp;
       grpc::Status s;
       do {

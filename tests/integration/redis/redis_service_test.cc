@@ -19,7 +19,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "tests/integration/redis/redis_test_util.h"
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -29,6 +28,8 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
+#include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
@@ -39,18 +40,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using v1::LockService;
-
-google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 // Each stub gets a channel (and connection) of its own.
 std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
@@ -67,8 +56,8 @@ grpc::Status Acquire(LockService::Stub& stub, const std::string& name, const std
   v1::AcquireRequest req;
   req.set_name(name);
   req.set_owner(owner);
-  *req.mutable_lease_ttl() = Dur(ttl);
-  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = Dur(wait);
+  *req.mutable_lease_ttl() = ToProtoDuration(ttl);
+  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(wait);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   return stub.Acquire(&ctx, req, resp);
@@ -88,7 +77,7 @@ grpc::Status Renew(LockService::Stub& stub, const std::string& name, const std::
   v1::RenewRequest req;
   req.set_name(name);
   req.set_owner(owner);
-  *req.mutable_lease_ttl() = Dur(absl::Seconds(30));
+  *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
   v1::RenewResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
@@ -366,7 +355,7 @@ TEST(RedisServiceTest, KilledHolderLosesTheLockAtLeaseEndWithoutRelease) {
   v1::LockInfo info;
   ASSERT_TRUE(Describe(*stub, "k9", &info).ok());
   ASSERT_EQ(info.owner(), "holder");
-  absl::Time lease_end = before_describe + FromProto(info.ttl_remaining());
+  absl::Time lease_end = before_describe + FromProtoDuration(info.ttl_remaining());
 
   absl::Time granted_at;
   v1::AcquireResponse resp;
