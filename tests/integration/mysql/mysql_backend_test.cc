@@ -21,8 +21,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/mysql/sync_backend.h"
 #include "tests/support/mariadb_server.h"
+#include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
 namespace {
@@ -81,16 +81,6 @@ class MysqlBackendTest : public ::testing::Test {
 };
 
 MariadbServer* MysqlBackendTest::server_ = nullptr;
-
-// Starts an Acquire and returns a future of its result.
-std::future<absl::StatusOr<AcquireResult>> AcquireAsync(
-    Backend& b, AcquireParams p, std::shared_ptr<CancelSignal> cancel = nullptr) {
-  auto promise = std::make_shared<std::promise<absl::StatusOr<AcquireResult>>>();
-  auto f = promise->get_future();
-  b.Acquire(std::move(p), std::move(cancel),
-            [promise](absl::StatusOr<AcquireResult> r) { promise->set_value(std::move(r)); });
-  return f;
-}
 
 void WaitForLocalWaiters(Backend& b, const std::string& name, uint32_t n) {
   bool ok = WaitFor(
@@ -237,14 +227,14 @@ TEST_F(MysqlBackendTest, ReleaseThroughThisReplicaWakesTheLocalWaiterAtOnce) {
   ASSERT_TRUE(SyncAcquire(*b, Acq("wake", holder)).value().acquired);
   for (int i = 1; i <= 40; ++i) {
     std::string next = absl::StrCat("h", i);
-    auto waiter = AcquireAsync(*b, Acq("wake", next, absl::Seconds(30), absl::Seconds(10)));
+    auto waiter = StartAcquire(*b, Acq("wake", next, absl::Seconds(30), absl::Seconds(10)));
     WaitForLocalWaiters(*b, "wake", 1);
     // Let the waiter's backoff grow past the first polls, so that only the
     // wake-up can explain a fast grant.
     absl::SleepFor(absl::Milliseconds(20));
     absl::Time start = absl::Now();
     ASSERT_TRUE(SyncRelease(*b, Rel("wake", holder)).value().released);
-    absl::StatusOr<AcquireResult> a = waiter.get();
+    absl::StatusOr<AcquireResult> a = waiter->Wait();
     handoffs.push_back(absl::Now() - start);
     ASSERT_TRUE(a.ok() && a->acquired) << a.status();
     holder = next;
@@ -264,12 +254,12 @@ TEST_F(MysqlBackendTest, WaiterOnAnotherReplicaGetsTheLockWithinTheBackoffCap) {
   std::vector<absl::Duration> handoffs;
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(SyncAcquire(*a, Acq("remote", "holder")).value().acquired);
-    auto waiter = AcquireAsync(*b, Acq("remote", "waiter", absl::Seconds(30), absl::Seconds(10)));
+    auto waiter = StartAcquire(*b, Acq("remote", "waiter", absl::Seconds(30), absl::Seconds(10)));
     WaitForLocalWaiters(*b, "remote", 1);
     absl::SleepFor(absl::Milliseconds(300));  // backoff at its cap
     absl::Time start = absl::Now();
     ASSERT_TRUE(SyncRelease(*a, Rel("remote", "holder")).value().released);
-    absl::StatusOr<AcquireResult> r = waiter.get();
+    absl::StatusOr<AcquireResult> r = waiter->Wait();
     handoffs.push_back(absl::Now() - start);
     ASSERT_TRUE(r.ok() && r->acquired);
     ASSERT_TRUE(SyncRelease(*b, Rel("remote", "waiter")).value().released);
@@ -366,12 +356,12 @@ TEST_F(MysqlBackendTest, LocalWaitersAreGrantedInArrivalOrderAndNewcomersDoNotBa
   }
   ASSERT_TRUE(SyncRelease(*b, Rel("fifo", "holder")).value().released);
   // The old holder wants it back at once: it queues behind the five.
-  auto again = AcquireAsync(*b, Acq("fifo", "holder", absl::Seconds(30), absl::Seconds(20)));
+  auto again = StartAcquire(*b, Acq("fifo", "holder", absl::Seconds(30), absl::Seconds(20)));
   for (int i = 0; i < 5; ++i) {
     done[i].wait();
     ASSERT_TRUE(SyncRelease(*b, Rel("fifo", absl::StrCat("w", i))).value().released);
   }
-  absl::StatusOr<AcquireResult> r = again.get();
+  absl::StatusOr<AcquireResult> r = again->Wait();
   ASSERT_TRUE(r.ok() && r->acquired);
   EXPECT_THAT(order, ElementsAre("w0", "w1", "w2", "w3", "w4"));
 }
@@ -382,8 +372,8 @@ TEST_F(MysqlBackendTest, TooManyWaitersIsResourceExhausted) {
   auto b = NewBackend(o);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("full", "holder")).value().acquired);
-  auto w1 = AcquireAsync(*b, Acq("full", "w1", absl::Seconds(30), absl::Seconds(2)));
-  auto w2 = AcquireAsync(*b, Acq("full", "w2", absl::Seconds(30), absl::Seconds(2)));
+  auto w1 = StartAcquire(*b, Acq("full", "w1", absl::Seconds(30), absl::Seconds(2)));
+  auto w2 = StartAcquire(*b, Acq("full", "w2", absl::Seconds(30), absl::Seconds(2)));
   WaitForLocalWaiters(*b, "full", 2);
   absl::StatusOr<AcquireResult> r =
       SyncAcquire(*b, Acq("full", "w3", absl::Seconds(30), absl::Seconds(2)));
@@ -393,8 +383,8 @@ TEST_F(MysqlBackendTest, TooManyWaitersIsResourceExhausted) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->acquired);
   EXPECT_EQ(r->current.owner, "holder");
-  EXPECT_FALSE(w1.get().value().acquired);
-  EXPECT_FALSE(w2.get().value().acquired);
+  EXPECT_FALSE(w1->Wait().value().acquired);
+  EXPECT_FALSE(w2->Wait().value().acquired);
 }
 
 TEST_F(MysqlBackendTest, WaitEndsAtTheDeadlineWithTheHolderDescribed) {
@@ -418,11 +408,11 @@ TEST_F(MysqlBackendTest, CancelledWaiterIsAnsweredCancelledAndHoldsNothing) {
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("cancel", "holder")).value().acquired);
   auto cancel = std::make_shared<CancelSignal>();
-  auto w = AcquireAsync(*b, Acq("cancel", "w", absl::Seconds(30), absl::Seconds(20)), cancel);
+  auto w = StartAcquire(*b, Acq("cancel", "w", absl::Seconds(30), absl::Seconds(20)), cancel);
   WaitForLocalWaiters(*b, "cancel", 1);
   absl::SleepFor(absl::Milliseconds(100));  // through several polls
   cancel->Cancel();
-  absl::StatusOr<AcquireResult> r = w.get();
+  absl::StatusOr<AcquireResult> r = w->Wait();
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
   ASSERT_TRUE(SyncRelease(*b, Rel("cancel", "holder")).value().released);
   absl::StatusOr<LockState> s = SyncDescribe(*b, LockKey{"default", "cancel"});
@@ -435,10 +425,10 @@ TEST_F(MysqlBackendTest, ShutdownAnswersParkedWaitersUnavailable) {
   auto b = NewBackend();
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("shutdown", "holder")).value().acquired);
-  auto w = AcquireAsync(*b, Acq("shutdown", "w", absl::Seconds(30), absl::Seconds(20)));
+  auto w = StartAcquire(*b, Acq("shutdown", "w", absl::Seconds(30), absl::Seconds(20)));
   WaitForLocalWaiters(*b, "shutdown", 1);
   b->Shutdown();
-  EXPECT_EQ(w.get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(w->Wait().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(SyncAcquire(*b, Acq("x", "o")).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(b->Health().code(), absl::StatusCode::kUnavailable);
 }

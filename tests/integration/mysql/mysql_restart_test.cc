@@ -213,23 +213,17 @@ TEST_F(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
   // Three replicas at once on a fresh prefix. Started from this thread
   // (Subprocess children die with the thread that started them) without
   // waiting in between, so their schema start-ups overlap.
-  std::vector<std::unique_ptr<Subprocess>> procs;
+  std::vector<std::unique_ptr<LockdProcess>> procs;
   std::vector<std::string> addresses;
   for (int i = 0; i < 3; ++i) {
-    int port = FreePort();
-    std::vector<std::string> argv = {LockdBinary()};
-    for (const std::string& f : db.LockdFlags("together_")) argv.push_back(f);
-    argv.push_back(absl::StrCat("--listen=127.0.0.1:", port));
-    auto p = Subprocess::Start(argv, absl::StrCat(db.dir(), "/together-", i, ".log"));
+    auto p = LockdProcess::Launch(db.LockdFlags("together_"), db.dir());
     ASSERT_TRUE(p.ok()) << p.status();
+    addresses.push_back((*p)->address());
     procs.push_back(*std::move(p));
-    addresses.push_back(absl::StrCat("127.0.0.1:", port));
   }
   for (auto& p : procs) {
-    EXPECT_TRUE(
-        WaitFor([&] { return !p->Running() || absl::StrContains(p->Log(), "lockd serving on"); },
-                absl::Seconds(30)));
-    ASSERT_TRUE(p->Running()) << p->Log();
+    absl::Status up = p->WaitUntilServing();
+    ASSERT_TRUE(up.ok()) << up;
   }
 
   // They share the locks.
@@ -260,7 +254,7 @@ TEST_F(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
   EXPECT_EQ(*tables, "4");
   a.reset();  // an open channel would hold up lockd's shutdown
   b.reset();
-  for (auto& p : procs) EXPECT_EQ(p->Stop(), 0);
+  for (auto& p : procs) EXPECT_EQ(p->process().Stop(), 0);
 }
 
 TEST_F(MysqlRestartTest, TlsToTheDatabase) {

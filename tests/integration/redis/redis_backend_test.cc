@@ -16,10 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/redis/keys.h"
-#include "tests/integration/redis/redis_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
 namespace {
