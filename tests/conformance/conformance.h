@@ -38,6 +38,7 @@
 #include "tests/conformance/backend_env.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 
@@ -84,13 +85,6 @@ inline std::string ErrorReason(const grpc::Status& s) {
   }
   return "";
 }
-
-MATCHER(IsLockNotHeld, "") {
-  return arg.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
-         ErrorReason(arg) == "lockd/LOCK_NOT_HELD";
-}
-
-MATCHER_P(HasCode, code, "") { return arg.error_code() == code; }
 
 struct Acq {
   std::string name;

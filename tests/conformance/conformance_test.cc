@@ -210,7 +210,7 @@ TEST_P(ConformanceTest, WaitEndsAtGrpcDeadlineAndLeavesNoLock) {
   Acq a{"dl", "bob", absl::Seconds(30), absl::Seconds(30)};
   a.deadline = absl::Milliseconds(400);
   grpc::Status s = Acquire(a, &resp, Stub(1));
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::DEADLINE_EXCEEDED));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::DEADLINE_EXCEEDED));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   ASSERT_TRUE(
       WaitFor([&] { return Describe("dl", "", Stub(1)).waiters() == 0; }, absl::Seconds(10)));
@@ -236,7 +236,7 @@ TEST_P(ConformanceTest, CancelledWaitingAcquireLeavesNoLock) {
   WaitForWaiters("cx", 1, 1);
   ctx.TryCancel();
   waiter.join();
-  EXPECT_THAT(status, HasCode(grpc::StatusCode::CANCELLED));
+  EXPECT_THAT(status, StatusIs(grpc::StatusCode::CANCELLED));
   ASSERT_TRUE(
       WaitFor([&] { return Describe("cx", "", Stub(1)).waiters() == 0; }, absl::Seconds(10)));
   v1::ReleaseResponse rel;
@@ -296,7 +296,7 @@ TEST_P(ConformanceTest, TooManyWaitersIsResourceExhausted) {
       absl::Seconds(10)));
   grpc::Status s =
       Acquire({"full", "third", absl::Seconds(30), absl::Seconds(2)}, &resp, stub.get());
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::RESOURCE_EXHAUSTED));
   for (auto& t : waiters) t.join();
 }
 
@@ -311,7 +311,7 @@ TEST_P(ConformanceTest, ShutdownAnswersParkedWaitersUnavailable) {
   absl::Time start = absl::Now();
   server_->Shutdown(absl::Seconds(5));
   waiter.join();
-  EXPECT_THAT(status, HasCode(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(status, StatusIs(grpc::StatusCode::UNAVAILABLE));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
@@ -651,7 +651,7 @@ TEST_P(ConformanceTest, BadAcquireInputIsRejectedNamingTheFieldAndWritesNothing)
     v1::AcquireResponse resp;
     grpc::ClientContext ctx;
     grpc::Status s = stub_->Acquire(&ctx, req, &resp);
-    EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT)) << c.field;
+    EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT)) << c.field;
     EXPECT_THAT(s.error_message(), StartsWith(c.field + ":")) << s.error_message();
   }
   // Invalid UTF-8 in a proto3 string field never reaches the service: the
@@ -676,7 +676,7 @@ TEST_P(ConformanceTest, BadAcquireInputIsRejectedNamingTheFieldAndWritesNothing)
 TEST_P(ConformanceTest, BadInputToOtherCallsIsRejectedNamingTheField) {
   uint64_t token = MustAcquire("held", "alice", absl::Seconds(10));
   auto expect_invalid = [](const grpc::Status& s, const std::string& field) {
-    EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT)) << field;
+    EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT)) << field;
     EXPECT_THAT(s.error_message(), StartsWith(field + ":")) << s.error_message();
   };
   {

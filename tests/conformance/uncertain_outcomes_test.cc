@@ -330,13 +330,13 @@ TEST_P(ConformanceTest, UndoInputIsValidated) {
   v1::ReleaseResponse resp;
   grpc::ClientContext ctx;
   grpc::Status s = stub_->Release(&ctx, req, &resp);
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(s.error_message(), HasSubstr("acquire_request_id"));
   req.clear_request_id();
   req.set_acquire_request_id(std::string(129, 'x'));
   grpc::ClientContext ctx2;
   s = stub_->Release(&ctx2, req, &resp);
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(s.error_message(), HasSubstr("acquire_request_id"));
 }
 

@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/mariadb_server.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
@@ -116,7 +117,7 @@ TEST_F(MysqlBackendTest, GrantReenterReleaseAndTokensKeepGrowing) {
   EXPECT_GT(a->current.ttl_remaining, absl::Seconds(29));
 
   absl::StatusOr<ReleaseResult> r = SyncRelease(*b, Rel("a", "o2"));
-  EXPECT_TRUE(IsLockNotHeld(r.status())) << r.status();
+  EXPECT_THAT(r, IsLockNotHeld());
   r = SyncRelease(*b, Rel("a", "o1"));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->released);
@@ -377,7 +378,7 @@ TEST_F(MysqlBackendTest, TooManyWaitersIsResourceExhausted) {
   WaitForLocalWaiters(*b, "full", 2);
   absl::StatusOr<AcquireResult> r =
       SyncAcquire(*b, Acq("full", "w3", absl::Seconds(30), absl::Seconds(2)));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kResourceExhausted));
   // A try-once call never parks, so it is still answered.
   r = SyncAcquire(*b, Acq("full", "w4"));
   ASSERT_TRUE(r.ok());
@@ -413,7 +414,7 @@ TEST_F(MysqlBackendTest, CancelledWaiterIsAnsweredCancelledAndHoldsNothing) {
   absl::SleepFor(absl::Milliseconds(100));  // through several polls
   cancel->Cancel();
   absl::StatusOr<AcquireResult> r = w->Wait();
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
   ASSERT_TRUE(SyncRelease(*b, Rel("cancel", "holder")).value().released);
   absl::StatusOr<LockState> s = SyncDescribe(*b, LockKey{"default", "cancel"});
   ASSERT_TRUE(s.ok());
@@ -428,9 +429,9 @@ TEST_F(MysqlBackendTest, ShutdownAnswersParkedWaitersUnavailable) {
   auto w = StartAcquire(*b, Acq("shutdown", "w", absl::Seconds(30), absl::Seconds(20)));
   WaitForLocalWaiters(*b, "shutdown", 1);
   b->Shutdown();
-  EXPECT_EQ(w->Wait().status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SyncAcquire(*b, Acq("x", "o")).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(b->Health().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(w->Wait(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncAcquire(*b, Acq("x", "o")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(b->Health(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(MysqlBackendTest, RequestIdRetriesAnswerTheFirstResult) {
@@ -458,9 +459,9 @@ TEST_F(MysqlBackendTest, RequestIdRetriesAnswerTheFirstResult) {
   EXPECT_TRUE(r.released);
   r = SyncRelease(*b, Rel("rid", "o", "x2")).value();
   EXPECT_TRUE(r.released) << "a repeated freeing release answers the same";
-  EXPECT_TRUE(IsLockNotHeld(SyncRelease(*b, Rel("rid", "other", "x2")).status()));
+  EXPECT_THAT(SyncRelease(*b, Rel("rid", "other", "x2")), IsLockNotHeld());
   absl::SleepFor(absl::Milliseconds(600));
-  EXPECT_TRUE(IsLockNotHeld(SyncRelease(*b, Rel("rid", "o", "x2")).status()))
+  EXPECT_THAT(SyncRelease(*b, Rel("rid", "o", "x2")), IsLockNotHeld())
       << "remembered only for release_memory";
 }
 
@@ -556,7 +557,7 @@ TEST_F(MysqlBackendTest, NewerSchemaVersionIsRefused) {
       server_->Query(absl::StrCat("UPDATE ", prefix_, "meta SET v = 99 WHERE k = 'schema_version'"))
           .ok());
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(Options());
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(b.status().message(), HasSubstr("99"));
 }
 
@@ -575,7 +576,7 @@ TEST_F(MysqlBackendTest, WrongPasswordIsUnauthenticatedAndNotEchoed) {
   MysqlOptions o = Options();
   o.password = "not-the-password-s3cret";
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnauthenticated) << b.status();
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(b.status().message(), Not(HasSubstr("s3cret")));
 }
 
@@ -583,7 +584,7 @@ TEST_F(MysqlBackendTest, UnreachableServerIsUnavailable) {
   MysqlOptions o = Options();
   o.port = FreePort();
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(MysqlBackendTest, UnusableOptionsAreInvalidArgumentNamingTheOption) {
@@ -596,7 +597,7 @@ TEST_F(MysqlBackendTest, UnusableOptionsAreInvalidArgumentNamingTheOption) {
   o = Options();
   o.ssl_mode = MysqlSslMode::kVerifyIdentity;
   absl::Status s = NewMysqlBackend(o).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("mysql.ssl_ca"));
 }
 
@@ -605,7 +606,7 @@ TEST_F(MysqlBackendTest, DatabaseTheUserMayNotCreateIsFailedPrecondition) {
   o.database = "not_granted";
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(o);
   EXPECT_FALSE(b.ok());
-  EXPECT_NE(b.status().code(), absl::StatusCode::kInternal) << b.status();
+  EXPECT_THAT(b, Not(StatusIs(absl::StatusCode::kInternal)));
 }
 
 }  // namespace

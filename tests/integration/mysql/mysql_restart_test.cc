@@ -26,6 +26,7 @@
 #include "tests/support/lockd_process.h"
 #include "tests/support/mariadb_server.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -350,7 +351,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
       v1::LockInfo info;
       grpc::ClientContext ctx;
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      EXPECT_EQ(stub->Describe(&ctx, req, &info).error_code(), grpc::StatusCode::UNAVAILABLE);
+      EXPECT_THAT(stub->Describe(&ctx, req, &info), StatusIs(grpc::StatusCode::UNAVAILABLE));
     }
     absl::SleepFor(absl::Milliseconds(500));
     grants = work.grants();

@@ -20,8 +20,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
-#include "google/rpc/error_details.pb.h"
-#include "google/rpc/status.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
@@ -33,6 +31,7 @@
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -90,21 +89,6 @@ grpc::Status Describe(LockService::Stub& stub, const std::string& name, v1::Lock
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   return stub.Describe(&ctx, req, info);
-}
-
-std::string ErrorReason(const grpc::Status& s) {
-  google::rpc::Status details;
-  if (!details.ParseFromString(s.error_details())) return "";
-  for (const auto& any : details.details()) {
-    google::rpc::ErrorInfo info;
-    if (any.UnpackTo(&info)) return info.reason();
-  }
-  return "";
-}
-
-bool IsLockNotHeld(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
-         ErrorReason(s) == "LOCK_NOT_HELD";
 }
 
 // grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING,
@@ -219,8 +203,8 @@ class Workload {
       v1::ReleaseResponse rel;
       s = Release(*stub, "counter", owner, &rel);
       if (!s.ok()) {
-        Error(IsLockNotHeld(s) ? "release LOCK_NOT_HELD"
-                               : absl::StrCat("release ", s.error_code()));
+        Error(::testing::Value(s, IsLockNotHeld()) ? "release LOCK_NOT_HELD"
+                                                   : absl::StrCat("release ", s.error_code()));
       }
     }
   }
@@ -282,13 +266,13 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
     absl::Time start = absl::Now();
     v1::AcquireResponse resp;
     grpc::Status s = Acquire(*admin, "other", "x", absl::Seconds(5), {}, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_THAT(s, StatusIs(grpc::StatusCode::UNAVAILABLE));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(500)) << "not failing fast";
     v1::ReleaseResponse rel;
-    EXPECT_EQ(Release(*admin, "held", "holder", &rel).error_code(), grpc::StatusCode::UNAVAILABLE);
-    EXPECT_EQ(Renew(*admin, "held", "holder").error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(Release(*admin, "held", "holder", &rel), StatusIs(grpc::StatusCode::UNAVAILABLE));
+    EXPECT_THAT(Renew(*admin, "held", "holder"), StatusIs(grpc::StatusCode::UNAVAILABLE));
     v1::LockInfo info;
-    EXPECT_EQ(Describe(*admin, "held", &info).error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(Describe(*admin, "held", &info), StatusIs(grpc::StatusCode::UNAVAILABLE));
   }
   absl::SleepFor(absl::Milliseconds(800));
 
@@ -307,7 +291,7 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   ASSERT_TRUE(waiter_status.ok()) << waiter_status.error_message();
   EXPECT_TRUE(waiter_resp.acquired());
   EXPECT_GT(waiter_resp.fencing_token(), held.fencing_token());
-  EXPECT_TRUE(IsLockNotHeld(Renew(*admin, "held", "holder")));
+  EXPECT_THAT(Renew(*admin, "held", "holder"), IsLockNotHeld());
 
   absl::SleepFor(absl::Milliseconds(700));
   load.Stop();

@@ -21,6 +21,7 @@
 #include "protos/proto_duration.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/zookeeper_server.h"
 
 namespace lockd::testing {
@@ -113,7 +114,7 @@ TEST(ZooKeeperReplicasTest, KilledReplicaFreesItsLocksWithinTheSessionTimeout) {
   v1::ReleaseResponse rel_resp;
   grpc::ClientContext ctx;
   grpc::Status s = stub_b->Release(&ctx, rel, &rel_resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
   EXPECT_EQ((*b)->process().Stop(), 0) << (*b)->process().Log();
 }
 
