@@ -4,10 +4,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::HasSubstr;
 
 std::string WriteTemp(const std::string& text) {
@@ -51,13 +53,13 @@ TEST(ConfigTest, FileThenEnvironmentThenFlagsInIncreasingPrecedence) {
 TEST(ConfigTest, UnknownKeyInFileIsAnErrorNamingTheKey) {
   std::string path = WriteTemp("redis:\n  adresses: x\n");
   auto parsed = ParseConfig({"--config=" + path}, {});
-  ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("unknown key \"redis.adresses\""));
 }
 
 TEST(ConfigTest, UnknownFlagIsAnErrorNamingTheFlag) {
   auto parsed = ParseConfig({"--lease.defualt=3s"}, {});
-  ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("--lease.defualt"));
 }
 

@@ -7,18 +7,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/common/log.h"
+#include "protos/proto_duration.h"
 #include "service/audit.h"
 #include "service/status_mapping.h"
 #include "service/validation.h"
 
 namespace lockd {
 namespace {
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
 
 void ToProto(const LockState& s, absl::string_view backend, v1::LockInfo* out) {
   out->set_namespace_(s.key.ns);
@@ -30,7 +25,7 @@ void ToProto(const LockState& s, absl::string_view backend, v1::LockInfo* out) {
   out->set_owner(s.owner);
   out->set_hold_count(s.hold_count);
   out->set_fencing_token(s.fencing_token);
-  SetDuration(s.ttl_remaining, out->mutable_ttl_remaining());
+  SetProtoDuration(s.ttl_remaining, out->mutable_ttl_remaining());
 }
 
 // A unary call's reactor that counts the call in flight until gRPC is done
@@ -115,7 +110,7 @@ class AcquireReactor final : public CountedReactor {
       granted_ = true;
       resp_->set_fencing_token(r->fencing_token);
       resp_->set_hold_count(r->hold_count);
-      SetDuration(r->ttl, resp_->mutable_lease_ttl());
+      SetProtoDuration(r->ttl, resp_->mutable_lease_ttl());
     } else {
       ToProto(r->current, backend_->name(), resp_->mutable_current());
     }
@@ -230,7 +225,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Renew(grpc::CallbackServerContext* ct
   }
   backend_->Renew(*std::move(params), [reactor, resp](absl::StatusOr<RenewResult> r) {
     if (r.ok()) {
-      SetDuration(r->ttl, resp->mutable_lease_ttl());
+      SetProtoDuration(r->ttl, resp->mutable_lease_ttl());
       resp->set_fencing_token(r->fencing_token);
     }
     reactor->Finish(ToGrpcStatus(r.status()));

@@ -13,10 +13,12 @@
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 #include "service/metrics_backend.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::IsLockNotHeld;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -119,7 +121,7 @@ TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {
   ASSERT_TRUE(Release("orders", "r", "o1").ok());
   EXPECT_EQ(Value("lockd_locks_held"), 1);
   // Another owner's mistaken release does not end the hold.
-  EXPECT_TRUE(IsLockNotHeld(Release("orders", "r", "intruder")));
+  EXPECT_THAT(Release("orders", "r", "intruder"), IsLockNotHeld());
   EXPECT_EQ(Value("lockd_locks_held"), 1);
   ASSERT_TRUE(Release("orders", "r", "o1").ok());
   EXPECT_EQ(Value("lockd_locks_held"), 0);
@@ -129,7 +131,7 @@ TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {
 
   ASSERT_TRUE(Acquire("orders", "e", "o1", absl::Milliseconds(100)).acquired);
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_TRUE(IsLockNotHeld(Renew("orders", "e", "o1")));
+  EXPECT_THAT(Renew("orders", "e", "o1"), IsLockNotHeld());
   EXPECT_EQ(Value("lockd_lease_renewals_total", {{"namespace", "orders"}, {"result", "lost"}}), 1);
   EXPECT_EQ(
       Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),

@@ -4,13 +4,15 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::StatusIs;
 TEST(StatusMappingTest, LockNotHeldCarriesErrorInfoInStandardDetails) {
   grpc::Status s = ToGrpcStatus(LockNotHeldError(LockKey{"default", "x"}, "held by another owner"));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
   google::rpc::Status details;
   ASSERT_TRUE(details.ParseFromString(s.error_details()));
   EXPECT_EQ(details.code(), 9);
@@ -25,7 +27,7 @@ TEST(StatusMappingTest, LockNotHeldCarriesErrorInfoInStandardDetails) {
 
 TEST(StatusMappingTest, OtherFailedPreconditionsCarryNoLockNotHeldDetails) {
   grpc::Status s = ToGrpcStatus(absl::FailedPreconditionError("something else"));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
   EXPECT_TRUE(s.error_details().empty());
 }
 

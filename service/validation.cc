@@ -1,6 +1,7 @@
 #include "service/validation.h"
 
 #include "absl/strings/str_cat.h"
+#include "protos/proto_duration.h"
 
 namespace lockd {
 namespace {
@@ -56,7 +57,7 @@ absl::StatusOr<absl::Duration> ToDuration(absl::string_view field,
             d.nanos() > -1000000000 && d.nanos() < 1000000000 &&
             !((d.seconds() > 0 && d.nanos() < 0) || (d.seconds() < 0 && d.nanos() > 0));
   if (!ok) return Invalid(field, "must be a well-formed google.protobuf.Duration", "out of range");
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  return FromProtoDuration(d);
 }
 
 absl::StatusOr<absl::Duration> CheckLease(bool present, const google::protobuf::Duration& d,

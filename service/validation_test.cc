@@ -2,10 +2,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::StartsWith;
 
 google::protobuf::Duration Dur(int64_t seconds, int32_t nanos = 0) {
@@ -86,7 +88,7 @@ TEST(ValidationTest, NamespaceCharacterSetAndLength) {
        {std::string(65, 'a'), std::string("a b"), std::string("a/b"), std::string("ü")}) {
     r.set_namespace_(bad);
     auto p = ToAcquireParams(r, LeaseBounds{});
-    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(p, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
     EXPECT_THAT(Msg(p.status()), StartsWith("namespace:")) << bad;
   }
 }

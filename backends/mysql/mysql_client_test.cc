@@ -2,23 +2,25 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(MysqlErrorTest, ConnectionLossIsUnavailable) {
   for (unsigned code : {2002u, 2003u, 2006u, 2013u, 2055u, 1053u, 1927u, 5014u}) {
     absl::Status s = MysqlErrorFromCode("acquire of lock \"a\"", code, "gone");
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << code;
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable)) << code;
     EXPECT_TRUE(IsConnectionError(code)) << code;
   }
 }
 
 TEST(MysqlErrorTest, LockConflictsAreUnavailableAndRetryableButKeepTheConnection) {
   for (unsigned code : {kErLockDeadlock, kErLockWaitTimeout}) {
-    EXPECT_EQ(MysqlErrorFromCode("x", code, "m").code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(MysqlErrorFromCode("x", code, "m"), StatusIs(absl::StatusCode::kUnavailable));
     EXPECT_TRUE(IsRetryableTransactionError(code));
     EXPECT_FALSE(IsConnectionError(code));
   }
@@ -26,24 +28,25 @@ TEST(MysqlErrorTest, LockConflictsAreUnavailableAndRetryableButKeepTheConnection
 }
 
 TEST(MysqlErrorTest, ReadOnlyServerIsUnavailable) {
-  EXPECT_EQ(MysqlErrorFromCode("x", 1290, "read-only").code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(MysqlErrorFromCode("x", 1836, "read-only").code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(MysqlErrorFromCode("x", 1290, "read-only"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(MysqlErrorFromCode("x", 1836, "read-only"), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST(MysqlErrorTest, RefusedCredentialsAreUnauthenticated) {
-  EXPECT_EQ(MysqlErrorFromCode("connect", 1045, "Access denied").code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(MysqlErrorFromCode("connect", 1045, "Access denied"),
+              StatusIs(absl::StatusCode::kUnauthenticated));
 }
 
 TEST(MysqlErrorTest, MissingPrivilegeOrDatabaseIsFailedPrecondition) {
-  EXPECT_EQ(MysqlErrorFromCode("x", 1142, "denied").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(MysqlErrorFromCode("x", 1049, "Unknown database").code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(MysqlErrorFromCode("x", 1142, "denied"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(MysqlErrorFromCode("x", 1049, "Unknown database"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(MysqlErrorTest, OtherErrorsAreInternalAndNameContextAndCode) {
   absl::Status s = MysqlErrorFromCode("renew of lock \"a\"", 1146, "Table doesn't exist");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(s.message(), HasSubstr("renew of lock \"a\""));
   EXPECT_THAT(s.message(), HasSubstr("Table doesn't exist"));
   EXPECT_THAT(s.message(), HasSubstr("1146"));

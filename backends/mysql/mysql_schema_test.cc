@@ -2,10 +2,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -33,7 +35,7 @@ TEST(MysqlSchemaTest, BadPrefixIsInvalidArgumentNamingTheOption) {
        {"a-b", "a`b", "a b", "a.b", "ä", "0123456789012345678901234567890123456789x"}) {
     absl::StatusOr<MysqlSchema> s = MysqlSchema::ForPrefix(bad);
     ASSERT_FALSE(s.ok()) << bad;
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
     EXPECT_THAT(s.status().message(), HasSubstr("mysql.table_prefix"));
   }
   EXPECT_TRUE(MysqlSchema::ForPrefix("0123456789012345678901234567890123456789").ok());

@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::redis {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::HasSubstr;
 
 // Names the API allows that are awkward for Redis keys and glob patterns.
@@ -83,7 +85,7 @@ TEST(ValidateKeyPrefixTest, AcceptsSafePrefixes) {
 TEST(ValidateKeyPrefixTest, RejectsBracesGlobsAndEmpty) {
   for (std::string bad : {"", "a{b", "a}b", "a*", "a?", "a[b]", "a\\b", "a b"}) {
     absl::Status s = ValidateKeyPrefix(bad);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
     EXPECT_THAT(s.message(), HasSubstr("redis.key_prefix")) << bad;
   }
   EXPECT_FALSE(ValidateKeyPrefix(std::string(65, 'p')).ok());

@@ -4,10 +4,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::redis {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -21,7 +23,7 @@ redisReply ErrorReply(std::string& text) {
 
 TEST(RedisErrorTest, ConnectionFailuresAreUnavailableAndNameTheOperation) {
   absl::Status s = RedisError("acquire lock \"a\" in namespace \"b\"", nullptr, nullptr);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(s.message(), HasSubstr("acquire lock \"a\" in namespace \"b\""));
 }
 
@@ -33,7 +35,7 @@ TEST(RedisErrorTest, RetryableServerStatesAreUnavailable) {
         "OOM command not allowed"}) {
     redisReply r = ErrorReply(text);
     absl::Status s = RedisError("release lock \"x\"", nullptr, &r);
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << text;
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable)) << text;
     EXPECT_THAT(s.message(), HasSubstr("release lock \"x\"")) << text;
     EXPECT_THAT(s.message(), HasSubstr(text));
   }
@@ -42,17 +44,17 @@ TEST(RedisErrorTest, RetryableServerStatesAreUnavailable) {
 TEST(RedisErrorTest, OtherErrorsAreInternal) {
   std::string text = "WRONGTYPE Operation against a key holding the wrong kind of value";
   redisReply r = ErrorReply(text);
-  EXPECT_EQ(RedisError("renew", nullptr, &r).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(RedisError("renew", nullptr, &r), StatusIs(absl::StatusCode::kInternal));
   std::string script = "ERR user_script:1: Script attempted to access nonexistent global";
   r = ErrorReply(script);
-  EXPECT_EQ(RedisError("renew", nullptr, &r).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(RedisError("renew", nullptr, &r), StatusIs(absl::StatusCode::kInternal));
 }
 
 TEST(RedisErrorTest, UnexpectedReplyTypeIsInternal) {
   redisReply r{};
   r.type = REDIS_REPLY_INTEGER;
   absl::Status s = RedisError("describe lock \"x\"", nullptr, &r);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(s.message(), HasSubstr("unexpected"));
 }
 
@@ -83,7 +85,7 @@ TEST(ParseAddressesTest, RejectsMalformedNamingTheOption) {
   for (std::string bad :
        {"", "localhost", ":6379", "host:0", "host:70000", "host:x", "[::1:6379"}) {
     absl::StatusOr<std::vector<Endpoint>> a = ParseAddresses(bad);
-    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(a, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
     EXPECT_THAT(a.status().message(), HasSubstr("redis.addresses")) << bad;
   }
 }
@@ -94,7 +96,7 @@ TEST(ConnectTest, UnreachableServerIsUnavailable) {
   o.connect_timeout = absl::Milliseconds(200);
   size_t next = 0;
   absl::StatusOr<ContextPtr> c = Connect(o, {}, &next);
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(c.status().message(), HasSubstr("127.0.0.1:1"));
 }
 

@@ -31,12 +31,14 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 #include "service/backend_factory.h"
 #include "service/config.h"
 #include "service/server.h"
 #include "tests/conformance/backend_env.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 
@@ -57,18 +59,6 @@ class ServerEnvironment : public ::testing::Environment {
   void SetUp() override { EnvStatus() = Env().SetUp(); }
   void TearDown() override { Env().TearDown(); }
 };
-
-inline google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
-
-inline absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 // A channel of its own (not shared with other channels to the same target),
 // so that concurrent clients really use separate connections. Connected
@@ -95,13 +85,6 @@ inline std::string ErrorReason(const grpc::Status& s) {
   }
   return "";
 }
-
-MATCHER(IsLockNotHeld, "") {
-  return arg.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
-         ErrorReason(arg) == "lockd/LOCK_NOT_HELD";
-}
-
-MATCHER_P(HasCode, code, "") { return arg.error_code() == code; }
 
 struct Acq {
   std::string name;
@@ -174,8 +157,8 @@ class ConformanceTest : public ::testing::TestWithParam<int> {
     req.set_namespace_(a.ns);
     req.set_name(a.name);
     req.set_owner(a.owner);
-    if (a.ttl != absl::ZeroDuration()) *req.mutable_lease_ttl() = Dur(a.ttl);
-    if (a.wait != absl::ZeroDuration()) *req.mutable_wait_timeout() = Dur(a.wait);
+    if (a.ttl != absl::ZeroDuration()) *req.mutable_lease_ttl() = ToProtoDuration(a.ttl);
+    if (a.wait != absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(a.wait);
     req.set_request_id(a.request_id);
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + a.deadline));
@@ -223,7 +206,7 @@ class ConformanceTest : public ::testing::TestWithParam<int> {
     v1::RenewRequest req;
     req.set_name(name);
     req.set_owner(owner);
-    if (ttl != absl::ZeroDuration()) *req.mutable_lease_ttl() = Dur(ttl);
+    if (ttl != absl::ZeroDuration()) *req.mutable_lease_ttl() = ToProtoDuration(ttl);
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     return (stub ? stub : stub_.get())->Renew(&ctx, req, resp);

@@ -39,8 +39,8 @@ void RunCounter(const std::vector<std::string>& addresses, int clients, int roun
         v1::AcquireRequest req;
         req.set_name(name);
         req.set_owner(owner);
-        *req.mutable_lease_ttl() = Dur(absl::Seconds(30));
-        *req.mutable_wait_timeout() = Dur(absl::Seconds(60));
+        *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
+        *req.mutable_wait_timeout() = ToProtoDuration(absl::Seconds(60));
         v1::AcquireResponse resp;
         grpc::ClientContext ctx;
         ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(90)));
@@ -210,7 +210,7 @@ TEST_P(ConformanceTest, WaitEndsAtGrpcDeadlineAndLeavesNoLock) {
   Acq a{"dl", "bob", absl::Seconds(30), absl::Seconds(30)};
   a.deadline = absl::Milliseconds(400);
   grpc::Status s = Acquire(a, &resp, Stub(1));
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::DEADLINE_EXCEEDED));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::DEADLINE_EXCEEDED));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   ASSERT_TRUE(
       WaitFor([&] { return Describe("dl", "", Stub(1)).waiters() == 0; }, absl::Seconds(10)));
@@ -229,14 +229,14 @@ TEST_P(ConformanceTest, CancelledWaitingAcquireLeavesNoLock) {
     v1::AcquireRequest req;
     req.set_name("cx");
     req.set_owner("bob");
-    *req.mutable_wait_timeout() = Dur(absl::Seconds(30));
+    *req.mutable_wait_timeout() = ToProtoDuration(absl::Seconds(30));
     v1::AcquireResponse resp;
     status = Stub(1)->Acquire(&ctx, req, &resp);
   });
   WaitForWaiters("cx", 1, 1);
   ctx.TryCancel();
   waiter.join();
-  EXPECT_THAT(status, HasCode(grpc::StatusCode::CANCELLED));
+  EXPECT_THAT(status, StatusIs(grpc::StatusCode::CANCELLED));
   ASSERT_TRUE(
       WaitFor([&] { return Describe("cx", "", Stub(1)).waiters() == 0; }, absl::Seconds(10)));
   v1::ReleaseResponse rel;
@@ -296,7 +296,7 @@ TEST_P(ConformanceTest, TooManyWaitersIsResourceExhausted) {
       absl::Seconds(10)));
   grpc::Status s =
       Acquire({"full", "third", absl::Seconds(30), absl::Seconds(2)}, &resp, stub.get());
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::RESOURCE_EXHAUSTED));
   for (auto& t : waiters) t.join();
 }
 
@@ -311,7 +311,7 @@ TEST_P(ConformanceTest, ShutdownAnswersParkedWaitersUnavailable) {
   absl::Time start = absl::Now();
   server_->Shutdown(absl::Seconds(5));
   waiter.join();
-  EXPECT_THAT(status, HasCode(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(status, StatusIs(grpc::StatusCode::UNAVAILABLE));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
@@ -419,20 +419,20 @@ TEST_P(ConformanceTest, RenewExtendsLease) {
   absl::SleepFor(absl::Milliseconds(300));
   v1::RenewResponse resp;
   ASSERT_TRUE(Renew("renew", "alice", absl::Seconds(3), &resp).ok());
-  EXPECT_EQ(FromProto(resp.lease_ttl()), absl::Seconds(3));
+  EXPECT_EQ(FromProtoDuration(resp.lease_ttl()), absl::Seconds(3));
   EXPECT_EQ(resp.fencing_token(), token);
   absl::SleepFor(absl::Milliseconds(800));
   v1::LockInfo info = Describe("renew");
   EXPECT_TRUE(info.held()) << "renew did not extend the lease";
-  EXPECT_GT(FromProto(info.ttl_remaining()), absl::Seconds(1));
-  EXPECT_LE(FromProto(info.ttl_remaining()), absl::Seconds(3));
+  EXPECT_GT(FromProtoDuration(info.ttl_remaining()), absl::Seconds(1));
+  EXPECT_LE(FromProtoDuration(info.ttl_remaining()), absl::Seconds(3));
 }
 
 TEST_P(ConformanceTest, RenewWithoutTtlUsesDefaultLease) {
   MustAcquire("renew-default", "alice", absl::Seconds(2));
   v1::RenewResponse resp;
   ASSERT_TRUE(Renew("renew-default", "alice", absl::ZeroDuration(), &resp).ok());
-  EXPECT_EQ(FromProto(resp.lease_ttl()), absl::Seconds(30));
+  EXPECT_EQ(FromProtoDuration(resp.lease_ttl()), absl::Seconds(30));
 }
 
 TEST_P(ConformanceTest, RenewByNonOwnerIsLockNotHeldAndLeavesLockUntouched) {
@@ -441,7 +441,7 @@ TEST_P(ConformanceTest, RenewByNonOwnerIsLockNotHeldAndLeavesLockUntouched) {
   EXPECT_THAT(Renew("r-mine", "mallory", absl::Seconds(60), &resp), IsLockNotHeld());
   v1::LockInfo info = Describe("r-mine");
   EXPECT_EQ(info.owner(), "alice");
-  EXPECT_LE(FromProto(info.ttl_remaining()), absl::Seconds(5));
+  EXPECT_LE(FromProtoDuration(info.ttl_remaining()), absl::Seconds(5));
 }
 
 TEST_P(ConformanceTest, RenewAfterExpiryIsLockNotHeld) {
@@ -517,8 +517,8 @@ TEST_P(ConformanceTest, AbsentLeaseTtlUsesConfiguredDefault) {
   Acq a{"default-ttl", "alice"};
   a.ttl = absl::ZeroDuration();
   ASSERT_TRUE(Acquire(a, &resp).ok());
-  EXPECT_EQ(FromProto(resp.lease_ttl()), absl::Seconds(30));
-  absl::Duration left = FromProto(Describe("default-ttl").ttl_remaining());
+  EXPECT_EQ(FromProtoDuration(resp.lease_ttl()), absl::Seconds(30));
+  absl::Duration left = FromProtoDuration(Describe("default-ttl").ttl_remaining());
   EXPECT_GT(left, absl::Seconds(25));
   EXPECT_LE(left, absl::Seconds(30));
 }
@@ -568,8 +568,8 @@ TEST_P(ConformanceTest, DescribeReportsHolderAndRemainingLease) {
   EXPECT_EQ(info.owner(), "alice");
   EXPECT_EQ(info.hold_count(), 1u);
   EXPECT_EQ(info.fencing_token(), token);
-  EXPECT_GT(FromProto(info.ttl_remaining()), absl::Seconds(15));
-  EXPECT_LE(FromProto(info.ttl_remaining()), absl::Seconds(20));
+  EXPECT_GT(FromProtoDuration(info.ttl_remaining()), absl::Seconds(15));
+  EXPECT_LE(FromProtoDuration(info.ttl_remaining()), absl::Seconds(20));
   EXPECT_EQ(info.backend(), Env().name());
 }
 
@@ -627,28 +627,31 @@ TEST_P(ConformanceTest, BadAcquireInputIsRejectedNamingTheFieldAndWritesNothing)
       {"namespace", [](auto& r) { r.set_namespace_(std::string(65, 'n')); }},
       {"owner", [](auto& r) { r.set_owner(std::string(257, 'o')); }},
       {"owner", [](auto& r) { r.set_owner("tab\towner"); }},
-      {"lease_ttl", [](auto& r) { *r.mutable_lease_ttl() = Dur(absl::ZeroDuration()); }},
-      {"lease_ttl", [](auto& r) { *r.mutable_lease_ttl() = Dur(absl::Seconds(-1)); }},
-      {"lease_ttl", [](auto& r) { *r.mutable_lease_ttl() = Dur(absl::Milliseconds(50)); }},
-      {"lease_ttl", [](auto& r) { *r.mutable_lease_ttl() = Dur(absl::Hours(2)); }},
+      {"lease_ttl",
+       [](auto& r) { *r.mutable_lease_ttl() = ToProtoDuration(absl::ZeroDuration()); }},
+      {"lease_ttl", [](auto& r) { *r.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(-1)); }},
+      {"lease_ttl",
+       [](auto& r) { *r.mutable_lease_ttl() = ToProtoDuration(absl::Milliseconds(50)); }},
+      {"lease_ttl", [](auto& r) { *r.mutable_lease_ttl() = ToProtoDuration(absl::Hours(2)); }},
       {"lease_ttl",
        [](auto& r) {
          r.mutable_lease_ttl()->set_nanos(-5);
          r.mutable_lease_ttl()->set_seconds(5);
        }},
-      {"wait_timeout", [](auto& r) { *r.mutable_wait_timeout() = Dur(absl::Seconds(-1)); }},
+      {"wait_timeout",
+       [](auto& r) { *r.mutable_wait_timeout() = ToProtoDuration(absl::Seconds(-1)); }},
       {"request_id", [](auto& r) { r.set_request_id(std::string(129, 'r')); }},
   };
   for (const BadAcquire& c : cases) {
     v1::AcquireRequest req;
     req.set_name("victim");
     req.set_owner("alice");
-    *req.mutable_lease_ttl() = Dur(absl::Seconds(10));
+    *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(10));
     c.mutate(req);
     v1::AcquireResponse resp;
     grpc::ClientContext ctx;
     grpc::Status s = stub_->Acquire(&ctx, req, &resp);
-    EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT)) << c.field;
+    EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT)) << c.field;
     EXPECT_THAT(s.error_message(), StartsWith(c.field + ":")) << s.error_message();
   }
   // Invalid UTF-8 in a proto3 string field never reaches the service: the
@@ -673,7 +676,7 @@ TEST_P(ConformanceTest, BadAcquireInputIsRejectedNamingTheFieldAndWritesNothing)
 TEST_P(ConformanceTest, BadInputToOtherCallsIsRejectedNamingTheField) {
   uint64_t token = MustAcquire("held", "alice", absl::Seconds(10));
   auto expect_invalid = [](const grpc::Status& s, const std::string& field) {
-    EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT)) << field;
+    EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT)) << field;
     EXPECT_THAT(s.error_message(), StartsWith(field + ":")) << s.error_message();
   };
   {
@@ -686,7 +689,7 @@ TEST_P(ConformanceTest, BadInputToOtherCallsIsRejectedNamingTheField) {
     v1::RenewRequest req;
     req.set_name("held");
     req.set_owner("alice");
-    *req.mutable_lease_ttl() = Dur(absl::ZeroDuration());
+    *req.mutable_lease_ttl() = ToProtoDuration(absl::ZeroDuration());
     v1::RenewResponse resp;
     grpc::ClientContext ctx;
     expect_invalid(stub_->Renew(&ctx, req, &resp), "lease_ttl");
@@ -717,7 +720,7 @@ TEST_P(ConformanceTest, BadInputToOtherCallsIsRejectedNamingTheField) {
   EXPECT_EQ(info.owner(), "alice");
   EXPECT_EQ(info.hold_count(), 1u);
   EXPECT_EQ(info.fencing_token(), token);
-  EXPECT_LE(FromProto(info.ttl_remaining()), absl::Seconds(10));
+  EXPECT_LE(FromProtoDuration(info.ttl_remaining()), absl::Seconds(10));
 }
 
 // One lockd, and three replicas over the same locks where the backend

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/conformance/conformance.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -102,7 +103,7 @@ TEST_P(ForceReleaseRules, TokenMismatchIsFailedPreconditionAndChangesNothing) {
   uint64_t token = MustAcquire("guarded", "alice");
   v1::ForceReleaseResponse resp;
   grpc::Status s = ForceRelease("guarded", token + 1, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
   EXPECT_EQ(ErrorReason(s), "lockd/FENCING_TOKEN_MISMATCH");
   EXPECT_THAT(s.error_message(), HasSubstr("fencing_token"));
   v1::LockInfo info = Describe("guarded");
@@ -126,10 +127,10 @@ TEST_P(ForceReleaseRules, BadInputIsInvalidArgumentNamingTheFieldAndChangesNothi
   MustAcquire("kept", "alice");
   v1::ForceReleaseResponse resp;
   grpc::Status s = ForceRelease("kept", 0, &resp, /*reason=*/"");
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(s.error_message(), HasSubstr("reason"));
   s = ForceRelease("", 0, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(s.error_message(), HasSubstr("name"));
   EXPECT_EQ(Describe("kept").owner(), "alice");
 }

@@ -66,7 +66,7 @@ TEST_P(ConformanceTest, CancelledAcquiresNeverLeaveAHoldWheneverTheCancelArrives
         req.set_name(absl::StrCat("cancel-", t, "-", k % 4));
         req.set_owner(absl::StrCat("o-", t, "-", k));
         req.set_request_id(absl::StrCat("acq-", t, "-", k));
-        *req.mutable_lease_ttl() = Dur(absl::Seconds(30));
+        *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
         v1::AcquireResponse resp;
         grpc::Status s = AcquireCancelledAfter(stub.get(), req, absl::Microseconds(micros(rng)),
                                                /*by_deadline=*/k % 2 == 1, &resp);
@@ -130,7 +130,7 @@ TEST_P(ConformanceTest, ResetStreamsTheServerNeverAnsweredLeaveNoHold) {
         v1::AcquireRequest req;
         req.set_name(absl::StrCat("raw-", t, "-", k));
         req.set_owner(absl::StrCat("raw-o-", t, "-", k));
-        *req.mutable_lease_ttl() = Dur(absl::Seconds(30));
+        *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
         uint32_t stream =
             clients[t]->SendUnary("/lockd.v1.LockService/Acquire", req.SerializeAsString());
         absl::SleepFor(absl::Microseconds(micros(rng)));
@@ -330,13 +330,13 @@ TEST_P(ConformanceTest, UndoInputIsValidated) {
   v1::ReleaseResponse resp;
   grpc::ClientContext ctx;
   grpc::Status s = stub_->Release(&ctx, req, &resp);
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(s.error_message(), HasSubstr("acquire_request_id"));
   req.clear_request_id();
   req.set_acquire_request_id(std::string(129, 'x'));
   grpc::ClientContext ctx2;
   s = stub_->Release(&ctx2, req, &resp);
-  EXPECT_THAT(s, HasCode(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(s.error_message(), HasSubstr("acquire_request_id"));
 }
 

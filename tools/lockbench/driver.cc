@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/completion_queue.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 #include "tools/lockbench/stats.h"
 
 namespace lockd::bench {
@@ -17,12 +18,6 @@ namespace {
 // Slack on top of the wait so that a late answer from a loaded server is
 // still an answer, not a DEADLINE_EXCEEDED.
 constexpr auto kRpcSlack = std::chrono::seconds(30);
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
 
 OpResult Execute(Locker& locker, const Op& op, const std::string& owner, absl::Duration lease) {
   OpResult r;
@@ -65,7 +60,7 @@ bool Issue(AsyncClient& c, const Op& op, grpc::CompletionQueue* cq) {
                         kRpcSlack);
     c.acquire.set_name(*op.name);
     if (op.wait > absl::ZeroDuration()) {
-      SetDuration(op.wait, c.acquire.mutable_wait_timeout());
+      SetProtoDuration(op.wait, c.acquire.mutable_wait_timeout());
     } else {
       c.acquire.clear_wait_timeout();
     }
@@ -126,7 +121,7 @@ void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels
     c.stub = v1::LockService::NewStub(channels[i]);
     c.acquire.set_namespace_(ns);
     c.acquire.set_owner(c.logic->owner());
-    SetDuration(lease, c.acquire.mutable_lease_ttl());
+    SetProtoDuration(lease, c.acquire.mutable_lease_ttl());
     c.release.set_namespace_(ns);
     c.release.set_owner(c.logic->owner());
   }

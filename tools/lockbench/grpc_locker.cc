@@ -5,16 +5,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "protos/proto_duration.h"
 #include "tools/lockbench/locker.h"
 
 namespace lockd::bench {
 namespace {
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
 
 absl::Status FromGrpc(const char* what, const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
@@ -37,9 +32,9 @@ class GrpcLocker final : public Locker {
                                          absl::Duration lease, absl::Duration wait) override {
     acquire_.set_name(name);
     acquire_.set_owner(owner);
-    SetDuration(lease, acquire_.mutable_lease_ttl());
+    SetProtoDuration(lease, acquire_.mutable_lease_ttl());
     if (wait > absl::ZeroDuration()) {
-      SetDuration(wait, acquire_.mutable_wait_timeout());
+      SetProtoDuration(wait, acquire_.mutable_wait_timeout());
     } else {
       acquire_.clear_wait_timeout();
     }

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "protos/proto_duration.h"
 #include "tools/lockbench/driver.h"
 #include "tools/lockbench/locker.h"
 #include "tools/lockbench/stats.h"
@@ -475,12 +476,6 @@ ProcSample ReadProc(int pid) {
   return s;
 }
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
-
 // One parked Acquire: granted, it releases at once (through the callback
 // API, so W waiters need no W threads on this side either).
 struct AsyncWaiter {
@@ -576,8 +571,8 @@ absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOpti
     wp->acquire.set_namespace_(common.ns);
     wp->acquire.set_name(lock_name(i % locks));
     wp->acquire.set_owner(Owner(common, "w", i));
-    SetDuration(common.lease, wp->acquire.mutable_lease_ttl());
-    SetDuration(options.timeout, wp->acquire.mutable_wait_timeout());
+    SetProtoDuration(common.lease, wp->acquire.mutable_lease_ttl());
+    SetProtoDuration(options.timeout, wp->acquire.mutable_wait_timeout());
     wp->acquire_ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout * 2));
     waiters.push_back(std::move(w));
     stub->async()->Acquire(

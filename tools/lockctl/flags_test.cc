@@ -7,11 +7,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tools/lockctl/lockctl.h"
 
 namespace lockd::lockctl {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -86,17 +88,17 @@ TEST(ParseArgsTest, DurationsAcceptUnitsAndBareSeconds) {
   EXPECT_EQ(*ParseDurationFlag("ttl", "45"), absl::Seconds(45));
   EXPECT_EQ(*ParseDurationFlag("ttl", "1h30m"), absl::Minutes(90));
   EXPECT_EQ(*ParseDurationFlag("ttl", "250ms"), absl::Milliseconds(250));
-  EXPECT_EQ(ParseDurationFlag("ttl", "soon").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseDurationFlag("ttl", "-5s").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseDurationFlag("ttl", "inf").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseDurationFlag("ttl", "soon"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseDurationFlag("ttl", "-5s"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseDurationFlag("ttl", "inf"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ParseArgsTest, SignalsByNameOrNumber) {
   EXPECT_EQ(*ParseSignal("TERM"), SIGTERM);
   EXPECT_EQ(*ParseSignal("sigint"), SIGINT);
   EXPECT_EQ(*ParseSignal("9"), SIGKILL);
-  EXPECT_EQ(ParseSignal("FOO").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseSignal("0").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseSignal("FOO"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseSignal("0"), StatusIs(absl::StatusCode::kInvalidArgument));
   absl::StatusOr<Invocation> inv =
       Parse({"run", "--name", "x", "--signal", "INT", "--kill-after", "0", "--", "true"});
   ASSERT_TRUE(inv.ok());
@@ -135,7 +137,7 @@ TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
        }) {
     absl::StatusOr<Invocation> inv = Parse(c.args);
     ASSERT_FALSE(inv.ok()) << c.says;
-    EXPECT_EQ(inv.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(inv, StatusIs(absl::StatusCode::kInvalidArgument));
     EXPECT_THAT(std::string(inv.status().message()), HasSubstr(c.says));
   }
 }
@@ -192,6 +194,8 @@ TEST(ExitCodeTest, MapsStatusesToDocumentedCodes) {
 namespace lockd::lockctl {
 namespace {
 
+using ::lockd::testing::StatusIs;
+
 TEST(ForceReleaseFlagsTest, NeedsNameAndReasonAndTakesAToken) {
   auto inv =
       ParseArgs({"force-release", "--name", "job", "--reason", "job died", "--token", "42"}, {});
@@ -200,17 +204,14 @@ TEST(ForceReleaseFlagsTest, NeedsNameAndReasonAndTakesAToken) {
   EXPECT_EQ(inv->name, "job");
   EXPECT_EQ(inv->reason, "job died");
   EXPECT_EQ(inv->fencing_token, 42u);
-  EXPECT_EQ(ParseArgs({"force-release", "--name", "job"}, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseArgs({"force-release", "--reason", "r"}, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseArgs({"force-release", "--name", "j", "--reason", "r", "--token", "x"}, {})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      ParseArgs({"release", "--name", "j", "--owner", "o", "--reason", "r"}, {}).status().code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseArgs({"force-release", "--name", "job"}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseArgs({"force-release", "--reason", "r"}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseArgs({"force-release", "--name", "j", "--reason", "r", "--token", "x"}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseArgs({"release", "--name", "j", "--owner", "o", "--reason", "r"}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(Usage("force-release"), ::testing::HasSubstr("Usage: lockctl force-release"));
   EXPECT_THAT(Usage(""), ::testing::HasSubstr("force-release"));
   EXPECT_THAT(Usage(""), ::testing::HasSubstr("  77 "));

@@ -17,6 +17,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "protos/proto_duration.h"
 
 namespace lockd {
 
@@ -27,7 +28,6 @@ using client_internal::FromProto;
 using client_internal::LeaseState;
 using client_internal::SteadyClock;
 using client_internal::SteadyTime;
-using client_internal::ToProto;
 using client_internal::ToSteady;
 
 namespace {
@@ -293,7 +293,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
   req.set_namespace_(ns);
   req.set_name(std::string(name));
   req.set_owner(owner);
-  if (options.ttl > absl::ZeroDuration()) ToProto(options.ttl, req.mutable_lease_ttl());
+  if (options.ttl > absl::ZeroDuration()) SetProtoDuration(options.ttl, req.mutable_lease_ttl());
   req.set_request_id(client_internal::RandomHex(16));
   v1::AcquireResponse resp;
   SteadyTime send_time;
@@ -304,7 +304,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
         // A retry waits only for what is left of the caller's wait.
         SteadyTime now = SteadyClock::now();
         if (wait_end > now) {
-          ToProto(client_internal::FromSteady(wait_end - now), req.mutable_wait_timeout());
+          SetProtoDuration(client_internal::FromSteady(wait_end - now), req.mutable_wait_timeout());
         } else {
           req.clear_wait_timeout();
         }
@@ -359,7 +359,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
     return fail(std::move(s));
   }
 
-  absl::Duration ttl = resp.has_lease_ttl() ? FromProto(resp.lease_ttl()) : options.ttl;
+  absl::Duration ttl = resp.has_lease_ttl() ? FromProtoDuration(resp.lease_ttl()) : options.ttl;
   if (ttl <= absl::ZeroDuration()) {
     return absl::InternalError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
                                             ": the server granted the lock without a lease_ttl"));
@@ -377,7 +377,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
     rreq.set_namespace_(ns);
     rreq.set_name(std::string(name));
     rreq.set_owner(owner);
-    ToProto(ttl, rreq.mutable_lease_ttl());
+    SetProtoDuration(ttl, rreq.mutable_lease_ttl());
     v1::RenewResponse rresp;
     grpc::ClientContext ctx;
     SteadyTime rdeadline = std::max(deadline, now + ToSteady(std::min(co.rpc_timeout, ttl / 3)));
@@ -393,7 +393,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
                        rresp.fencing_token(), " instead of ", resp.fencing_token(), ")"));
     }
     if (renewed.ok()) {
-      absl::Duration granted = rresp.has_lease_ttl() ? FromProto(rresp.lease_ttl()) : ttl;
+      absl::Duration granted = rresp.has_lease_ttl() ? FromProtoDuration(rresp.lease_ttl()) : ttl;
       valid_until = rsend + ToSteady(granted - client_internal::Drift(granted, co));
       renew_at = rsend + ToSteady(ttl / 3);
     } else if (IsLockLost(renewed)) {
@@ -456,7 +456,7 @@ absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_
   req.set_namespace_(n);
   req.set_name(std::string(name));
   req.set_owner(std::string(owner));
-  if (ttl > absl::ZeroDuration()) ToProto(ttl, req.mutable_lease_ttl());
+  if (ttl > absl::ZeroDuration()) SetProtoDuration(ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
   grpc::Status gs = client_internal::CallWithRetry(
       core_->options(), core_->channel(),
@@ -465,7 +465,7 @@ absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_
         return core_->stub().Renew(ctx, req, &resp);
       });
   if (!gs.ok()) return FromGrpc("renew", n, name, gs);
-  return RenewOutcome{FromProto(resp.lease_ttl()), resp.fencing_token()};
+  return RenewOutcome{FromProtoDuration(resp.lease_ttl()), resp.fencing_token()};
 }
 
 absl::StatusOr<LockInfo> Client::Describe(absl::string_view name, absl::string_view ns) {

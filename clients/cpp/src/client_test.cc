@@ -19,10 +19,13 @@
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock_mock.grpc.pb.h"
+#include "protos/proto_duration.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::StatusIs;
 using ::testing::_;
 using ::testing::AtLeast;
 using ::testing::HasSubstr;
@@ -45,21 +48,14 @@ grpc::Status LockNotHeld() {
 
 grpc::Status Unavailable() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"); }
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  out->set_seconds(absl::ToInt64Seconds(d));
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d) % 1000000000));
-}
-
 // Fills a granted AcquireResponse.
 void Grant(const v1::AcquireRequest& req, v1::AcquireResponse* resp, uint64_t token = 7) {
   resp->set_acquired(true);
   resp->set_owner(req.owner());
   resp->set_fencing_token(token);
   resp->set_hold_count(1);
-  absl::Duration ttl = req.has_lease_ttl() ? absl::Seconds(req.lease_ttl().seconds()) +
-                                                 absl::Nanoseconds(req.lease_ttl().nanos())
-                                           : absl::Seconds(30);
-  SetDuration(ttl, resp->mutable_lease_ttl());
+  absl::Duration ttl = req.has_lease_ttl() ? FromProtoDuration(req.lease_ttl()) : absl::Seconds(30);
+  SetProtoDuration(ttl, resp->mutable_lease_ttl());
 }
 
 class ClientTest : public ::testing::Test {
@@ -278,7 +274,7 @@ TEST_F(ClientTest, AcquireWithNoReplyIsUndoneBeforeTheFailureIsReported) {
   o.timeout = absl::Milliseconds(200);
   o.ns = "billing";
   absl::StatusOr<Lease> lease = client.Acquire("orders/42", o);
-  EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable) << lease.status();
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_FALSE(UnconfirmedAcquireRequestId(lease.status()).has_value());
   EXPECT_EQ(undo.namespace_(), "billing");
   EXPECT_EQ(undo.name(), "orders/42");
@@ -309,7 +305,7 @@ TEST_F(ClientTest, AcquireTimingOutInsideTheWaitIsUndoneToo) {
   AcquireOptions o = Ttl(absl::Seconds(10));
   o.wait = absl::Seconds(10);
   o.timeout = absl::Milliseconds(100);
-  EXPECT_EQ(client.Acquire("x", o).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client.Acquire("x", o), StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(undone, acquire_id);
 }
 
@@ -329,7 +325,7 @@ TEST_F(ClientTest, AnUnansweredUndoIsReportedWithTheRequestIdWithinItsBound) {
   auto start = Clock::now();
   absl::StatusOr<Lease> lease = client.TryAcquire("x", Ttl(absl::Seconds(10)));
   auto elapsed = Clock::now() - start;
-  EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));
   std::optional<std::string> id = UnconfirmedAcquireRequestId(lease.status());
   ASSERT_TRUE(id.has_value()) << lease.status();
   EXPECT_EQ(*id, acquire_id);
@@ -352,10 +348,10 @@ TEST_F(ClientTest, AnswersFromTheServerAreNotUndone) {
         return grpc::Status::OK;
       }));
   Client client = NewClient();
-  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client.TryAcquire("x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client.TryAcquire("x"), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(client.TryAcquire("x"), StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(client.TryAcquire("x"), StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 TEST_F(ClientTest, NotAcquiredAfterAnUnconfirmedUndoIsUndoneAgain) {
@@ -382,7 +378,7 @@ TEST_F(ClientTest, NotAcquiredAfterAnUnconfirmedUndoIsUndoneAgain) {
           }));
   options_.release_timeout = absl::Milliseconds(1);  // the first undo gets one try
   Client client = NewClient();
-  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client.TryAcquire("x"), StatusIs(absl::StatusCode::kDeadlineExceeded));
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[1], ids[0]);
   EXPECT_THAT(undone, ::testing::ElementsAre(ids[0]));
@@ -405,7 +401,7 @@ TEST_F(ClientTest, UndoAcquireSendsTheAcquireRequestIdAndNoRequestId) {
   EXPECT_EQ(seen.owner(), "o");
   EXPECT_EQ(seen.acquire_request_id(), "abc");
   EXPECT_TRUE(seen.request_id().empty());
-  EXPECT_EQ(client.UndoAcquire("x", "o", "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.UndoAcquire("x", "o", ""), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(ClientTest, EachAcquireCallHasItsOwnRequestId) {
@@ -431,8 +427,7 @@ TEST_F(ClientTest, RetriedAcquireWaitsOnlyForTheRestOfTheWait) {
       .Times(2)
       .WillRepeatedly(Invoke(
           [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
-            waits_ms.push_back(req.wait_timeout().seconds() * 1000 +
-                               req.wait_timeout().nanos() / 1000000);
+            waits_ms.push_back(absl::ToInt64Milliseconds(FromProtoDuration(req.wait_timeout())));
             if (waits_ms.size() == 1) {
               std::this_thread::sleep_for(std::chrono::milliseconds(300));
               return Unavailable();
@@ -461,7 +456,7 @@ TEST_F(ClientTest, AcquireGivesUpWithUnavailableAtTheCallersDeadline) {
   auto start = Clock::now();
   absl::StatusOr<Lease> lease = client.Acquire("x", o);
   auto elapsed = Clock::now() - start;
-  EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_GE(calls.load(), 2);
   EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
 }
@@ -471,7 +466,7 @@ TEST_F(ClientTest, InvalidArgumentIsNotRetried) {
       .WillOnce(Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease_ttl: too long")));
   Client client = NewClient();
   absl::StatusOr<Lease> lease = client.Acquire("x", Ttl(absl::Hours(100)));
-  EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(lease.status().message(), HasSubstr("lease_ttl"));
   EXPECT_THAT(lease.status().message(), HasSubstr("\"x\""));
 }
@@ -481,9 +476,9 @@ TEST_F(ClientTest, NegativeOptionsAreRejectedWithoutACall) {
   Client client = NewClient();
   AcquireOptions o;
   o.wait = absl::Seconds(-1);
-  EXPECT_EQ(client.Acquire("x", o).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(client.Acquire("x", Ttl(absl::Seconds(-1))).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.Acquire("x", o), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client.Acquire("x", Ttl(absl::Seconds(-1))),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(ClientTest, NotAcquiredIsDeadlineExceededAndNamesTheHolder) {
@@ -500,7 +495,7 @@ TEST_F(ClientTest, NotAcquiredIsDeadlineExceededAndNamesTheHolder) {
           }));
   Client client = NewClient();
   absl::StatusOr<Lease> lease = client.TryAcquire("x");
-  ASSERT_EQ(lease.status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_THAT(lease, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(lease.status().message(), HasSubstr("someone-else"));
   std::optional<LockInfo> holder = CurrentHolder(lease.status());
   ASSERT_TRUE(holder.has_value());
@@ -514,11 +509,11 @@ TEST_F(ClientTest, NoReplyAfterTheWaitEndedIsUnavailable) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
   }));
   Client client = NewClient();
-  EXPECT_EQ(client.TryAcquire("x").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(client.TryAcquire("x"), StatusIs(absl::StatusCode::kUnavailable));
   AcquireOptions o;
   o.wait = absl::Seconds(10);
   o.timeout = absl::Seconds(1);  // ends inside the wait: just not acquired in time
-  EXPECT_EQ(client.Acquire("x", o).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client.Acquire("x", o), StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 TEST_F(ClientTest, ValidityIsMeasuredFromTheSendTimeNotTheReply) {
@@ -629,7 +624,7 @@ TEST_F(ClientTest, RenewAnsweringLockNotHeldLosesTheLeaseAndFiresTheCallbackOnce
   EXPECT_TRUE(IsLockLost(why));
   EXPECT_THAT(std::string(why.message()), HasSubstr("not held"));
   absl::Status released = lease->Release();
-  EXPECT_EQ(released.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(IsLockLost(released));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(fired.load(), 1);
@@ -769,7 +764,7 @@ TEST_F(ClientTest, ReleaseAnsweringLockNotHeldReportsTheLoss) {
   absl::StatusOr<Lease> lease = client.Acquire("x", o);
   ASSERT_TRUE(lease.ok());
   absl::Status s = lease->Release();
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(IsLockLost(s));
   EXPECT_EQ(fired.load(), 0);  // reported by Release() only
 }
@@ -781,7 +776,7 @@ TEST_F(ClientTest, SecondReleaseIsFailedPreconditionWithoutACall) {
   ASSERT_TRUE(lease.ok());
   ASSERT_TRUE(lease->Release().ok());
   absl::Status again = lease->Release();
-  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_FALSE(IsLockLost(again));
 }
 
@@ -841,7 +836,7 @@ TEST_F(ClientTest, MovedFromLeaseIsEmpty) {
   EXPECT_FALSE(lease->active());  // NOLINT(bugprone-use-after-move): documented
   EXPECT_EQ(lease->fencing_token(), 0u);
   EXPECT_FALSE(lease->lost());
-  EXPECT_EQ(lease->Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(lease->Release(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(other.active());
   EXPECT_EQ(other.fencing_token(), 7u);
 }
@@ -944,21 +939,19 @@ TEST_F(ClientTest, LowLevelReleaseOfALockNotHeldIsLockLost) {
   EXPECT_CALL(*stub_, Release(_, _, _)).WillOnce(Return(LockNotHeld()));
   Client client = NewClient();
   absl::StatusOr<ReleaseOutcome> r = client.Release("x", "other-owner");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(IsLockLost(r.status()));
 }
 
 TEST(NewLockdChannelTest, RejectsAnEmptyTargetAndUnreadableTlsFiles) {
-  EXPECT_EQ(NewLockdChannel("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(NewLockdChannel(""), StatusIs(absl::StatusCode::kInvalidArgument));
   TlsOptions tls;
   tls.enabled = true;
   tls.ca_file = "/nonexistent/ca.pem";
-  EXPECT_EQ(NewLockdChannel("127.0.0.1:1", tls).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(NewLockdChannel("127.0.0.1:1", tls), StatusIs(absl::StatusCode::kInvalidArgument));
   tls.ca_file.clear();
   tls.cert_file = "/nonexistent/cert.pem";
-  EXPECT_EQ(NewLockdChannel("127.0.0.1:1", tls).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(NewLockdChannel("127.0.0.1:1", tls), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_TRUE(NewLockdChannel("127.0.0.1:1").ok());
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "protos/proto_duration.h"
 
 namespace lockd::client_internal {
 namespace {
@@ -48,16 +49,6 @@ absl::Status FromGrpc(absl::string_view op, absl::string_view ns, absl::string_v
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
 
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-void ToProto(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
-
 LockInfo FromProto(const v1::LockInfo& info) {
   LockInfo out;
   out.ns = info.namespace_();
@@ -66,7 +57,7 @@ LockInfo FromProto(const v1::LockInfo& info) {
   out.owner = info.owner();
   out.hold_count = info.hold_count();
   out.fencing_token = info.fencing_token();
-  out.ttl_remaining = FromProto(info.ttl_remaining());
+  out.ttl_remaining = FromProtoDuration(info.ttl_remaining());
   out.waiters = info.waiters();
   out.backend = info.backend();
   return out;

@@ -38,8 +38,6 @@ absl::Status FromGrpc(absl::string_view op, absl::string_view ns, absl::string_v
 // "\"orders/42\" (namespace default)" for messages.
 std::string DescribeLock(absl::string_view ns, absl::string_view name);
 
-absl::Duration FromProto(const google::protobuf::Duration& d);
-void ToProto(absl::Duration d, google::protobuf::Duration* out);
 LockInfo FromProto(const v1::LockInfo& info);
 
 }  // namespace lockd::client_internal

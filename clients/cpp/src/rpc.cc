@@ -6,6 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/escaping.h"
 #include "clients/cpp/src/errors.h"
+#include "protos/proto_duration.h"
 
 namespace lockd::client_internal {
 
@@ -80,7 +81,7 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
   req.set_namespace_(lease.ns);
   req.set_name(lease.name);
   req.set_owner(lease.owner);
-  ToProto(lease.ttl, req.mutable_lease_ttl());
+  SetProtoDuration(lease.ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, deadline);
@@ -95,7 +96,7 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
     }
     return s;
   }
-  absl::Duration granted = resp.has_lease_ttl() ? FromProto(resp.lease_ttl()) : lease.ttl;
+  absl::Duration granted = resp.has_lease_ttl() ? FromProtoDuration(resp.lease_ttl()) : lease.ttl;
   absl::Status lost = lease.OnRenewed(send_time, reply_time, granted, resp.fencing_token());
   if (!lost.ok()) return lost;
   return send_time;

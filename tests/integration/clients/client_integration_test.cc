@@ -17,12 +17,14 @@
 #include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
 using ::lockd::testing::RestartableLockd;
 using ::lockd::testing::StallProxy;
+using ::lockd::testing::StatusIs;
 using ::lockd::testing::TempDir;
 using ::lockd::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -89,12 +91,12 @@ TEST_F(ClientIntegrationTest, OtherOwnerIsNotAcquiredAndLearnsTheHolder) {
   absl::StatusOr<Lease> held = a.Acquire("x", Opts(absl::Seconds(10)));
   ASSERT_TRUE(held.ok());
   absl::StatusOr<Lease> no = b.TryAcquire("x", Opts(absl::Seconds(10)));
-  ASSERT_EQ(no.status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_THAT(no, StatusIs(absl::StatusCode::kDeadlineExceeded));
   std::optional<LockInfo> holder = CurrentHolder(no.status());
   ASSERT_TRUE(holder.has_value());
   EXPECT_EQ(holder->owner, a.owner());
   absl::StatusOr<Lease> waited = b.Acquire("x", Opts(absl::Seconds(10), absl::Milliseconds(300)));
-  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(waited, StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 TEST_F(ClientIntegrationTest, WaiterGetsTheLockAfterReleaseWithAGreaterToken) {
@@ -132,8 +134,8 @@ TEST_F(ClientIntegrationTest, WatchdogKeepsTheLockPastItsTtl) {
   ASSERT_TRUE(lease.ok());
   absl::SleepFor(absl::Milliseconds(2000));
   EXPECT_TRUE(lease->valid());
-  EXPECT_EQ(b.TryAcquire("x", Opts(absl::Seconds(1))).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(b.TryAcquire("x", Opts(absl::Seconds(1))),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_TRUE(lease->Release().ok());
 }
 
@@ -165,7 +167,7 @@ TEST_F(ClientIntegrationTest, ServerRestartMakesTheLeaseLostAndFiresTheCallbackO
   ASSERT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_TRUE(lease->lost());
   absl::Status released = lease->Release();
-  EXPECT_EQ(released.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(IsLockLost(released));
   EXPECT_EQ(fired.load(), 1);
 }
@@ -235,8 +237,8 @@ TEST_F(ClientIntegrationTest, UnreachableServerIsUnavailable) {
   Client a = NewClient();
   AcquireOptions o = Opts(absl::Seconds(10));
   o.timeout = absl::Milliseconds(500);
-  EXPECT_EQ(a.Acquire("x", o).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(a.Describe("x").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(a.Acquire("x", o), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(a.Describe("x"), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(ClientIntegrationTest, DestroyedLeaseReleasesTheLock) {
@@ -328,7 +330,7 @@ TEST_F(ClientIntegrationTest, AcquireWhoseDeadlinePassesWhileTheServerGrantsLeav
         << "the hold of an Acquire that timed out was left behind";
     (*proxy)->HoldReplies(false);  // now the undo's answer arrives
     acquirer.join();
-    EXPECT_EQ(lease.status().code(), absl::StatusCode::kUnavailable) << lease.status();
+    EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));
     EXPECT_FALSE(UnconfirmedAcquireRequestId(lease.status()).has_value()) << lease.status();
     absl::StatusOr<LockInfo> info = observer.Describe("x");
     ASSERT_TRUE(info.ok());

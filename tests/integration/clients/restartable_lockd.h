@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
@@ -25,26 +24,15 @@ class RestartableLockd {
       : dir_(std::move(dir)), flags_(std::move(flags)), port_(FreePort()) {}
 
   absl::Status Start() {
-    std::vector<std::string> argv = {LockdBinary()};
-    argv.insert(argv.end(), flags_.begin(), flags_.end());
-    argv.push_back(absl::StrCat("--listen=", address()));
-    std::string log = absl::StrCat(dir_, "/lockd-", port_, "-", ++starts_, ".log");
-    absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(argv, log);
+    absl::StatusOr<std::unique_ptr<LockdProcess>> p =
+        LockdProcess::StartOnPort(port_, flags_, dir_);
     if (!p.ok()) return p.status();
-    process_ = *std::move(p);
-    bool up = WaitFor(
-        [&] {
-          return !process_->Running() || absl::StrContains(process_->Log(), "lockd serving on");
-        },
-        absl::Seconds(30));
-    if (!up || !process_->Running()) {
-      return absl::UnavailableError(absl::StrCat("lockd did not start:\n", process_->Log()));
-    }
+    lockd_ = *std::move(p);
     return absl::OkStatus();
   }
 
   void Kill() {
-    if (process_ != nullptr) process_->Kill();
+    if (lockd_ != nullptr) lockd_->process().Kill();
   }
 
   absl::Status Restart() {
@@ -59,8 +47,7 @@ class RestartableLockd {
   std::string dir_;
   std::vector<std::string> flags_;
   int port_;
-  int starts_ = 0;
-  std::unique_ptr<Subprocess> process_;
+  std::unique_ptr<LockdProcess> lockd_;
 };
 
 }  // namespace lockd::testing

@@ -21,8 +21,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/mysql/sync_backend.h"
 #include "tests/support/mariadb_server.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
 namespace {
@@ -82,16 +83,6 @@ class MysqlBackendTest : public ::testing::Test {
 
 MariadbServer* MysqlBackendTest::server_ = nullptr;
 
-// Starts an Acquire and returns a future of its result.
-std::future<absl::StatusOr<AcquireResult>> AcquireAsync(
-    Backend& b, AcquireParams p, std::shared_ptr<CancelSignal> cancel = nullptr) {
-  auto promise = std::make_shared<std::promise<absl::StatusOr<AcquireResult>>>();
-  auto f = promise->get_future();
-  b.Acquire(std::move(p), std::move(cancel),
-            [promise](absl::StatusOr<AcquireResult> r) { promise->set_value(std::move(r)); });
-  return f;
-}
-
 void WaitForLocalWaiters(Backend& b, const std::string& name, uint32_t n) {
   bool ok = WaitFor(
       [&] {
@@ -126,7 +117,7 @@ TEST_F(MysqlBackendTest, GrantReenterReleaseAndTokensKeepGrowing) {
   EXPECT_GT(a->current.ttl_remaining, absl::Seconds(29));
 
   absl::StatusOr<ReleaseResult> r = SyncRelease(*b, Rel("a", "o2"));
-  EXPECT_TRUE(IsLockNotHeld(r.status())) << r.status();
+  EXPECT_THAT(r, IsLockNotHeld());
   r = SyncRelease(*b, Rel("a", "o1"));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->released);
@@ -237,14 +228,14 @@ TEST_F(MysqlBackendTest, ReleaseThroughThisReplicaWakesTheLocalWaiterAtOnce) {
   ASSERT_TRUE(SyncAcquire(*b, Acq("wake", holder)).value().acquired);
   for (int i = 1; i <= 40; ++i) {
     std::string next = absl::StrCat("h", i);
-    auto waiter = AcquireAsync(*b, Acq("wake", next, absl::Seconds(30), absl::Seconds(10)));
+    auto waiter = StartAcquire(*b, Acq("wake", next, absl::Seconds(30), absl::Seconds(10)));
     WaitForLocalWaiters(*b, "wake", 1);
     // Let the waiter's backoff grow past the first polls, so that only the
     // wake-up can explain a fast grant.
     absl::SleepFor(absl::Milliseconds(20));
     absl::Time start = absl::Now();
     ASSERT_TRUE(SyncRelease(*b, Rel("wake", holder)).value().released);
-    absl::StatusOr<AcquireResult> a = waiter.get();
+    absl::StatusOr<AcquireResult> a = waiter->Wait();
     handoffs.push_back(absl::Now() - start);
     ASSERT_TRUE(a.ok() && a->acquired) << a.status();
     holder = next;
@@ -264,12 +255,12 @@ TEST_F(MysqlBackendTest, WaiterOnAnotherReplicaGetsTheLockWithinTheBackoffCap) {
   std::vector<absl::Duration> handoffs;
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(SyncAcquire(*a, Acq("remote", "holder")).value().acquired);
-    auto waiter = AcquireAsync(*b, Acq("remote", "waiter", absl::Seconds(30), absl::Seconds(10)));
+    auto waiter = StartAcquire(*b, Acq("remote", "waiter", absl::Seconds(30), absl::Seconds(10)));
     WaitForLocalWaiters(*b, "remote", 1);
     absl::SleepFor(absl::Milliseconds(300));  // backoff at its cap
     absl::Time start = absl::Now();
     ASSERT_TRUE(SyncRelease(*a, Rel("remote", "holder")).value().released);
-    absl::StatusOr<AcquireResult> r = waiter.get();
+    absl::StatusOr<AcquireResult> r = waiter->Wait();
     handoffs.push_back(absl::Now() - start);
     ASSERT_TRUE(r.ok() && r->acquired);
     ASSERT_TRUE(SyncRelease(*b, Rel("remote", "waiter")).value().released);
@@ -367,12 +358,12 @@ TEST_F(MysqlBackendTest, LocalWaitersAreGrantedInArrivalOrderAndNewcomersDoNotBa
   }
   ASSERT_TRUE(SyncRelease(*b, Rel("fifo", "holder")).value().released);
   // The old holder wants it back at once: it queues behind the five.
-  auto again = AcquireAsync(*b, Acq("fifo", "holder", absl::Seconds(30), absl::Seconds(20)));
+  auto again = StartAcquire(*b, Acq("fifo", "holder", absl::Seconds(30), absl::Seconds(20)));
   for (int i = 0; i < 5; ++i) {
     done[i].wait();
     ASSERT_TRUE(SyncRelease(*b, Rel("fifo", absl::StrCat("w", i))).value().released);
   }
-  absl::StatusOr<AcquireResult> r = again.get();
+  absl::StatusOr<AcquireResult> r = again->Wait();
   ASSERT_TRUE(r.ok() && r->acquired);
   EXPECT_THAT(order, ElementsAre("w0", "w1", "w2", "w3", "w4"));
 }
@@ -383,19 +374,19 @@ TEST_F(MysqlBackendTest, TooManyWaitersIsResourceExhausted) {
   auto b = NewBackend(o);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("full", "holder")).value().acquired);
-  auto w1 = AcquireAsync(*b, Acq("full", "w1", absl::Seconds(30), absl::Seconds(2)));
-  auto w2 = AcquireAsync(*b, Acq("full", "w2", absl::Seconds(30), absl::Seconds(2)));
+  auto w1 = StartAcquire(*b, Acq("full", "w1", absl::Seconds(30), absl::Seconds(2)));
+  auto w2 = StartAcquire(*b, Acq("full", "w2", absl::Seconds(30), absl::Seconds(2)));
   WaitForLocalWaiters(*b, "full", 2);
   absl::StatusOr<AcquireResult> r =
       SyncAcquire(*b, Acq("full", "w3", absl::Seconds(30), absl::Seconds(2)));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kResourceExhausted));
   // A try-once call never parks, so it is still answered.
   r = SyncAcquire(*b, Acq("full", "w4"));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->acquired);
   EXPECT_EQ(r->current.owner, "holder");
-  EXPECT_FALSE(w1.get().value().acquired);
-  EXPECT_FALSE(w2.get().value().acquired);
+  EXPECT_FALSE(w1->Wait().value().acquired);
+  EXPECT_FALSE(w2->Wait().value().acquired);
 }
 
 TEST_F(MysqlBackendTest, WaitEndsAtTheDeadlineWithTheHolderDescribed) {
@@ -419,12 +410,12 @@ TEST_F(MysqlBackendTest, CancelledWaiterIsAnsweredCancelledAndHoldsNothing) {
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("cancel", "holder")).value().acquired);
   auto cancel = std::make_shared<CancelSignal>();
-  auto w = AcquireAsync(*b, Acq("cancel", "w", absl::Seconds(30), absl::Seconds(20)), cancel);
+  auto w = StartAcquire(*b, Acq("cancel", "w", absl::Seconds(30), absl::Seconds(20)), cancel);
   WaitForLocalWaiters(*b, "cancel", 1);
   absl::SleepFor(absl::Milliseconds(100));  // through several polls
   cancel->Cancel();
-  absl::StatusOr<AcquireResult> r = w.get();
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  absl::StatusOr<AcquireResult> r = w->Wait();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
   ASSERT_TRUE(SyncRelease(*b, Rel("cancel", "holder")).value().released);
   absl::StatusOr<LockState> s = SyncDescribe(*b, LockKey{"default", "cancel"});
   ASSERT_TRUE(s.ok());
@@ -436,12 +427,12 @@ TEST_F(MysqlBackendTest, ShutdownAnswersParkedWaitersUnavailable) {
   auto b = NewBackend();
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("shutdown", "holder")).value().acquired);
-  auto w = AcquireAsync(*b, Acq("shutdown", "w", absl::Seconds(30), absl::Seconds(20)));
+  auto w = StartAcquire(*b, Acq("shutdown", "w", absl::Seconds(30), absl::Seconds(20)));
   WaitForLocalWaiters(*b, "shutdown", 1);
   b->Shutdown();
-  EXPECT_EQ(w.get().status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SyncAcquire(*b, Acq("x", "o")).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(b->Health().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(w->Wait(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncAcquire(*b, Acq("x", "o")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(b->Health(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(MysqlBackendTest, RequestIdRetriesAnswerTheFirstResult) {
@@ -469,9 +460,9 @@ TEST_F(MysqlBackendTest, RequestIdRetriesAnswerTheFirstResult) {
   EXPECT_TRUE(r.released);
   r = SyncRelease(*b, Rel("rid", "o", "x2")).value();
   EXPECT_TRUE(r.released) << "a repeated freeing release answers the same";
-  EXPECT_TRUE(IsLockNotHeld(SyncRelease(*b, Rel("rid", "other", "x2")).status()));
+  EXPECT_THAT(SyncRelease(*b, Rel("rid", "other", "x2")), IsLockNotHeld());
   absl::SleepFor(absl::Milliseconds(600));
-  EXPECT_TRUE(IsLockNotHeld(SyncRelease(*b, Rel("rid", "o", "x2")).status()))
+  EXPECT_THAT(SyncRelease(*b, Rel("rid", "o", "x2")), IsLockNotHeld())
       << "remembered only for release_memory";
 }
 
@@ -567,7 +558,7 @@ TEST_F(MysqlBackendTest, NewerSchemaVersionIsRefused) {
       server_->Query(absl::StrCat("UPDATE ", prefix_, "meta SET v = 99 WHERE k = 'schema_version'"))
           .ok());
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(Options());
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(b.status().message(), HasSubstr("99"));
 }
 
@@ -586,7 +577,7 @@ TEST_F(MysqlBackendTest, WrongPasswordIsUnauthenticatedAndNotEchoed) {
   MysqlOptions o = Options();
   o.password = "not-the-password-s3cret";
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnauthenticated) << b.status();
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(b.status().message(), Not(HasSubstr("s3cret")));
 }
 
@@ -594,7 +585,7 @@ TEST_F(MysqlBackendTest, UnreachableServerIsUnavailable) {
   MysqlOptions o = Options();
   o.port = FreePort();
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(MysqlBackendTest, UnusableOptionsAreInvalidArgumentNamingTheOption) {
@@ -607,7 +598,7 @@ TEST_F(MysqlBackendTest, UnusableOptionsAreInvalidArgumentNamingTheOption) {
   o = Options();
   o.ssl_mode = MysqlSslMode::kVerifyIdentity;
   absl::Status s = NewMysqlBackend(o).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("mysql.ssl_ca"));
 }
 
@@ -616,7 +607,7 @@ TEST_F(MysqlBackendTest, DatabaseTheUserMayNotCreateIsFailedPrecondition) {
   o.database = "not_granted";
   absl::StatusOr<std::unique_ptr<Backend>> b = NewMysqlBackend(o);
   EXPECT_FALSE(b.ok());
-  EXPECT_NE(b.status().code(), absl::StatusCode::kInternal) << b.status();
+  EXPECT_THAT(b, Not(StatusIs(absl::StatusCode::kInternal)));
 }
 
 }  // namespace

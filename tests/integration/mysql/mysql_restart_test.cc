@@ -22,9 +22,11 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/mariadb_server.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -32,14 +34,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using v1::LockService;
-
-google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
 
 std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
   static std::atomic<int> n{0};
@@ -121,8 +115,8 @@ class Workload {
       req.set_name("counter");
       req.set_owner(owner);
       req.set_request_id(absl::StrCat("acquire-", ++request));
-      *req.mutable_lease_ttl() = Dur(absl::Seconds(10));
-      *req.mutable_wait_timeout() = Dur(absl::Milliseconds(500));
+      *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(10));
+      *req.mutable_wait_timeout() = ToProtoDuration(absl::Milliseconds(500));
       v1::AcquireResponse resp;
       grpc::Status s;
       do {
@@ -220,23 +214,17 @@ TEST_F(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
   // Three replicas at once on a fresh prefix. Started from this thread
   // (Subprocess children die with the thread that started them) without
   // waiting in between, so their schema start-ups overlap.
-  std::vector<std::unique_ptr<Subprocess>> procs;
+  std::vector<std::unique_ptr<LockdProcess>> procs;
   std::vector<std::string> addresses;
   for (int i = 0; i < 3; ++i) {
-    int port = FreePort();
-    std::vector<std::string> argv = {LockdBinary()};
-    for (const std::string& f : db.LockdFlags("together_")) argv.push_back(f);
-    argv.push_back(absl::StrCat("--listen=127.0.0.1:", port));
-    auto p = Subprocess::Start(argv, absl::StrCat(db.dir(), "/together-", i, ".log"));
+    auto p = LockdProcess::Launch(db.LockdFlags("together_"), db.dir());
     ASSERT_TRUE(p.ok()) << p.status();
+    addresses.push_back((*p)->address());
     procs.push_back(*std::move(p));
-    addresses.push_back(absl::StrCat("127.0.0.1:", port));
   }
   for (auto& p : procs) {
-    EXPECT_TRUE(
-        WaitFor([&] { return !p->Running() || absl::StrContains(p->Log(), "lockd serving on"); },
-                absl::Seconds(30)));
-    ASSERT_TRUE(p->Running()) << p->Log();
+    absl::Status up = p->WaitUntilServing();
+    ASSERT_TRUE(up.ok()) << up;
   }
 
   // They share the locks.
@@ -267,7 +255,7 @@ TEST_F(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
   EXPECT_EQ(*tables, "4");
   a.reset();  // an open channel would hold up lockd's shutdown
   b.reset();
-  for (auto& p : procs) EXPECT_EQ(p->Stop(), 0);
+  for (auto& p : procs) EXPECT_EQ(p->process().Stop(), 0);
 }
 
 TEST_F(MysqlRestartTest, TlsToTheDatabase) {
@@ -363,7 +351,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
       v1::LockInfo info;
       grpc::ClientContext ctx;
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      EXPECT_EQ(stub->Describe(&ctx, req, &info).error_code(), grpc::StatusCode::UNAVAILABLE);
+      EXPECT_THAT(stub->Describe(&ctx, req, &info), StatusIs(grpc::StatusCode::UNAVAILABLE));
     }
     absl::SleepFor(absl::Milliseconds(500));
     grants = work.grants();

@@ -19,8 +19,8 @@
 #include "absl/time/clock.h"
 #include "backends/mysql/mysql_backend.h"
 #include "gtest/gtest.h"
-#include "tests/integration/mysql/sync_backend.h"
 #include "tests/support/mariadb_server.h"
+#include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
 namespace {

@@ -19,6 +19,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/mariadb_server.h"
 
@@ -26,14 +27,6 @@ namespace lockd::testing {
 namespace {
 
 using v1::LockService;
-
-google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
 
 struct Result {
   int64_t sections = 0;
@@ -60,8 +53,8 @@ Result RunClients(const std::string& address, int clients, absl::Duration time,
         v1::AcquireRequest req;
         req.set_name(name(c));
         req.set_owner(owner);
-        *req.mutable_lease_ttl() = Dur(absl::Seconds(30));
-        *req.mutable_wait_timeout() = Dur(absl::Seconds(10));
+        *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
+        *req.mutable_wait_timeout() = ToProtoDuration(absl::Seconds(10));
         v1::AcquireResponse resp;
         grpc::ClientContext ctx;
         absl::Time start = absl::Now();

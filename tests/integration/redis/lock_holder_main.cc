@@ -15,6 +15,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {
@@ -26,10 +27,8 @@ int main(int argc, char** argv) {
   lockd::v1::AcquireRequest req;
   req.set_name(argv[2]);
   req.set_owner(argv[3]);
-  int64_t ms = std::atoll(argv[4]);
-  req.mutable_lease_ttl()->set_seconds(ms / 1000);
-  req.mutable_lease_ttl()->set_nanos(static_cast<int32_t>(ms % 1000) * 1000000);
-  req.mutable_wait_timeout()->set_seconds(10);
+  *req.mutable_lease_ttl() = lockd::ToProtoDuration(absl::Milliseconds(std::atoll(argv[4])));
+  *req.mutable_wait_timeout() = lockd::ToProtoDuration(absl::Seconds(10));
   lockd::v1::AcquireResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));

@@ -19,19 +19,19 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "backends/redis/redis_test_util.h"
 #include "gmock/gmock.h"
-#include "google/rpc/error_details.pb.h"
-#include "google/rpc/status.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
+#include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -39,18 +39,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using v1::LockService;
-
-google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 // Each stub gets a channel (and connection) of its own.
 std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
@@ -67,8 +55,8 @@ grpc::Status Acquire(LockService::Stub& stub, const std::string& name, const std
   v1::AcquireRequest req;
   req.set_name(name);
   req.set_owner(owner);
-  *req.mutable_lease_ttl() = Dur(ttl);
-  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = Dur(wait);
+  *req.mutable_lease_ttl() = ToProtoDuration(ttl);
+  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(wait);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   return stub.Acquire(&ctx, req, resp);
@@ -88,7 +76,7 @@ grpc::Status Renew(LockService::Stub& stub, const std::string& name, const std::
   v1::RenewRequest req;
   req.set_name(name);
   req.set_owner(owner);
-  *req.mutable_lease_ttl() = Dur(absl::Seconds(30));
+  *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
   v1::RenewResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
@@ -101,21 +89,6 @@ grpc::Status Describe(LockService::Stub& stub, const std::string& name, v1::Lock
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   return stub.Describe(&ctx, req, info);
-}
-
-std::string ErrorReason(const grpc::Status& s) {
-  google::rpc::Status details;
-  if (!details.ParseFromString(s.error_details())) return "";
-  for (const auto& any : details.details()) {
-    google::rpc::ErrorInfo info;
-    if (any.UnpackTo(&info)) return info.reason();
-  }
-  return "";
-}
-
-bool IsLockNotHeld(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
-         ErrorReason(s) == "LOCK_NOT_HELD";
 }
 
 // grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING,
@@ -230,8 +203,8 @@ class Workload {
       v1::ReleaseResponse rel;
       s = Release(*stub, "counter", owner, &rel);
       if (!s.ok()) {
-        Error(IsLockNotHeld(s) ? "release LOCK_NOT_HELD"
-                               : absl::StrCat("release ", s.error_code()));
+        Error(::testing::Value(s, IsLockNotHeld()) ? "release LOCK_NOT_HELD"
+                                                   : absl::StrCat("release ", s.error_code()));
       }
     }
   }
@@ -293,13 +266,13 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
     absl::Time start = absl::Now();
     v1::AcquireResponse resp;
     grpc::Status s = Acquire(*admin, "other", "x", absl::Seconds(5), {}, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_THAT(s, StatusIs(grpc::StatusCode::UNAVAILABLE));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(500)) << "not failing fast";
     v1::ReleaseResponse rel;
-    EXPECT_EQ(Release(*admin, "held", "holder", &rel).error_code(), grpc::StatusCode::UNAVAILABLE);
-    EXPECT_EQ(Renew(*admin, "held", "holder").error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(Release(*admin, "held", "holder", &rel), StatusIs(grpc::StatusCode::UNAVAILABLE));
+    EXPECT_THAT(Renew(*admin, "held", "holder"), StatusIs(grpc::StatusCode::UNAVAILABLE));
     v1::LockInfo info;
-    EXPECT_EQ(Describe(*admin, "held", &info).error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(Describe(*admin, "held", &info), StatusIs(grpc::StatusCode::UNAVAILABLE));
   }
   absl::SleepFor(absl::Milliseconds(800));
 
@@ -318,7 +291,7 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   ASSERT_TRUE(waiter_status.ok()) << waiter_status.error_message();
   EXPECT_TRUE(waiter_resp.acquired());
   EXPECT_GT(waiter_resp.fencing_token(), held.fencing_token());
-  EXPECT_TRUE(IsLockNotHeld(Renew(*admin, "held", "holder")));
+  EXPECT_THAT(Renew(*admin, "held", "holder"), IsLockNotHeld());
 
   absl::SleepFor(absl::Milliseconds(700));
   load.Stop();
@@ -366,7 +339,7 @@ TEST(RedisServiceTest, KilledHolderLosesTheLockAtLeaseEndWithoutRelease) {
   v1::LockInfo info;
   ASSERT_TRUE(Describe(*stub, "k9", &info).ok());
   ASSERT_EQ(info.owner(), "holder");
-  absl::Time lease_end = before_describe + FromProto(info.ttl_remaining());
+  absl::Time lease_end = before_describe + FromProtoDuration(info.ttl_remaining());
 
   absl::Time granted_at;
   v1::AcquireResponse resp;

@@ -18,6 +18,7 @@
 #include "tests/integration/security/security_test_util.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -189,8 +190,8 @@ TEST_F(AuthzTest, EveryRpcIsAllowedOrDeniedAsTheRulesSay) {
       if (want == Code::OK) {
         // Allowed: whatever the lock's state says (Release/Renew of a lock
         // not held is FAILED_PRECONDITION), never an auth error.
-        EXPECT_NE(s.error_code(), Code::PERMISSION_DENIED) << what;
-        EXPECT_NE(s.error_code(), Code::UNAUTHENTICATED) << what;
+        EXPECT_THAT(s, Not(StatusIs(Code::PERMISSION_DENIED))) << what;
+        EXPECT_THAT(s, Not(StatusIs(Code::UNAUTHENTICATED))) << what;
       } else {
         EXPECT_EQ(s.error_code(), want) << what;
         if (want == denied && !absl::StrContains(s.error_message(), "owner")) {
@@ -205,10 +206,10 @@ TEST_F(AuthzTest, EveryRpcIsAllowedOrDeniedAsTheRulesSay) {
 
 TEST_F(AuthzTest, DeniedCallsChangeNothing) {
   ASSERT_TRUE(Call("Acquire", Token("tok-orders"), "orders", "svc-orders/holder", "kept").ok());
-  EXPECT_EQ(Call("Release", Token("tok-dash"), "orders", "svc-orders/holder", "kept").error_code(),
-            Code::PERMISSION_DENIED);
-  EXPECT_EQ(Call("ForceRelease", Token("tok-orders"), "orders", "", "kept").error_code(),
-            Code::PERMISSION_DENIED);
+  EXPECT_THAT(Call("Release", Token("tok-dash"), "orders", "svc-orders/holder", "kept"),
+              StatusIs(Code::PERMISSION_DENIED));
+  EXPECT_THAT(Call("ForceRelease", Token("tok-orders"), "orders", "", "kept"),
+              StatusIs(Code::PERMISSION_DENIED));
   auto stub = v1::LockService::NewStub(Channel(lockd_->address(), Token("tok-dash")));
   v1::DescribeRequest req;
   req.set_namespace_("orders");
@@ -222,27 +223,27 @@ TEST_F(AuthzTest, DeniedCallsChangeNothing) {
 
 TEST_F(AuthzTest, OwnersMustStartWithTheCallersIdentity) {
   grpc::Status s = Call("Acquire", Token("tok-orders"), "orders", "svc-other/w1", "op");
-  EXPECT_EQ(s.error_code(), Code::PERMISSION_DENIED);
+  EXPECT_THAT(s, StatusIs(Code::PERMISSION_DENIED));
   EXPECT_THAT(s.error_message(), HasSubstr("owner: must be \"svc-orders\" or start with"));
   // A prefix that is not followed by '/' is another identity's.
-  EXPECT_EQ(Call("Acquire", Token("tok-orders"), "orders", "svc-ordersX", "op").error_code(),
-            Code::PERMISSION_DENIED);
+  EXPECT_THAT(Call("Acquire", Token("tok-orders"), "orders", "svc-ordersX", "op"),
+              StatusIs(Code::PERMISSION_DENIED));
   EXPECT_TRUE(Call("Acquire", Token("tok-orders"), "orders", "svc-orders", "op").ok());
   // Without an owner the server makes one under the identity.
   ASSERT_TRUE(Call("Acquire", Token("tok-orders"), "orders", "", "op2").ok());
   EXPECT_THAT(last_owner_, StartsWith("svc-orders/"));
   // Another identity with lock permission cannot release it by its owner.
   s = Call("Release", Cert("client-a"), "orders", last_owner_, "op2");
-  EXPECT_EQ(s.error_code(), Code::PERMISSION_DENIED);
+  EXPECT_THAT(s, StatusIs(Code::PERMISSION_DENIED));
   EXPECT_TRUE(Call("Release", Token("tok-orders"), "orders", last_owner_, "op2").ok());
 }
 
 TEST_F(AuthzTest, DenialsAreAuditedWithoutTokens) {
-  ASSERT_EQ(Call("Describe", Token("tok-dash"), "orders", "", "readable").error_code(), Code::OK);
-  ASSERT_EQ(Call("Acquire", Token("tok-dash"), "orders", "dashboards", "audited lock").error_code(),
-            Code::PERMISSION_DENIED);
-  ASSERT_EQ(Call("Describe", Token("tok-wrong"), "orders", "", "x").error_code(),
-            Code::UNAUTHENTICATED);
+  ASSERT_THAT(Call("Describe", Token("tok-dash"), "orders", "", "readable"), StatusIs(Code::OK));
+  ASSERT_THAT(Call("Acquire", Token("tok-dash"), "orders", "dashboards", "audited lock"),
+              StatusIs(Code::PERMISSION_DENIED));
+  ASSERT_THAT(Call("Describe", Token("tok-wrong"), "orders", "", "x"),
+              StatusIs(Code::UNAUTHENTICATED));
   ASSERT_TRUE(
       WaitFor([&] { return absl::StrContains(lockd_->process().Log(), "name=\"audited lock\""); },
               absl::Seconds(5)));
@@ -256,7 +257,7 @@ TEST_F(AuthzTest, DenialsAreAuditedWithoutTokens) {
 }
 
 TEST_F(AuthzTest, TokenFileChangesApplyWithoutRestart) {
-  EXPECT_EQ(Call("Describe", Token("tok-new"), "orders").error_code(), Code::UNAUTHENTICATED);
+  EXPECT_THAT(Call("Describe", Token("tok-new"), "orders"), StatusIs(Code::UNAUTHENTICATED));
   std::string tokens = ReadFileOrEmpty(File("tokens"));
   std::string tmp = File("tokens.tmp");
   ASSERT_TRUE(WriteFile(tmp, tokens + "tok-new dashboards\n").ok());
@@ -294,8 +295,8 @@ TEST_F(AuthzTest, LockctlSendsTokensAndForceReleases) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("\"released\":true"));
   EXPECT_THAT(out, HasSubstr("\"owner\":\"svc-orders/job\""));
-  EXPECT_EQ(Call("Release", Token("tok-orders"), "orders", "svc-orders/job", "stuck").error_code(),
-            Code::FAILED_PRECONDITION);
+  EXPECT_THAT(Call("Release", Token("tok-orders"), "orders", "svc-orders/job", "stuck"),
+              StatusIs(Code::FAILED_PRECONDITION));
   EXPECT_TRUE(WaitFor(
       [&] {
         return absl::StrContains(lockd_->process().Log(),

@@ -13,6 +13,7 @@
 #include "service/server.h"
 #include "tests/integration/security/security_test_util.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -64,7 +65,7 @@ class ClientAuthTest : public ::testing::Test {
 TEST_F(ClientAuthTest, BearerTokenInlineOrFromAFileIsSentWithEveryCall) {
   auto anonymous = Connect({});
   ASSERT_TRUE(anonymous.ok());
-  EXPECT_EQ(anonymous->Describe("x").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(anonymous->Describe("x"), StatusIs(absl::StatusCode::kUnauthenticated));
 
   auto inline_token = Connect({"tok-app", ""});
   ASSERT_TRUE(inline_token.ok());
@@ -79,15 +80,15 @@ TEST_F(ClientAuthTest, BearerTokenInlineOrFromAFileIsSentWithEveryCall) {
 
   auto wrong = Connect({"tok-wrong", ""});
   ASSERT_TRUE(wrong.ok());
-  EXPECT_EQ(wrong->Describe("x").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(wrong->Describe("x"), StatusIs(absl::StatusCode::kUnauthenticated));
 }
 
 TEST_F(ClientAuthTest, TokenFileErrorsNameTheFileNeverTheToken) {
   auto missing = Connect({"", File("no-such-file")});
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no-such-file"));
   auto empty = Connect({"", File("empty-token")});
-  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty, StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(ClientAuthTest, ClientCertificateIdentityAndForceRelease) {
@@ -97,13 +98,13 @@ TEST_F(ClientAuthTest, ClientCertificateIdentityAndForceRelease) {
   ASSERT_TRUE(lease.ok()) << lease.status();
   const uint64_t token = lease->fencing_token();
   lease->Detach();
-  EXPECT_EQ(by_cert->ForceRelease("stuck", "test").status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(by_cert->ForceRelease("stuck", "test"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
 
   auto ops = Connect({"tok-ops", ""});
   ASSERT_TRUE(ops.ok());
   auto wrong_token = ops->ForceRelease("stuck", "test", token + 1);
-  EXPECT_EQ(wrong_token.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(wrong_token, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_FALSE(IsLockLost(wrong_token.status()));
   auto forced = ops->ForceRelease("stuck", "test", token);
   ASSERT_TRUE(forced.ok()) << forced.status();

@@ -16,6 +16,7 @@
 #include "tests/integration/security/security_test_util.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
 namespace {
@@ -67,23 +68,23 @@ TEST_F(TlsTest, TlsClientTrustingTheCaIsServed) {
 TEST_F(TlsTest, PlaintextClientCannotTalkToTheTlsPort) {
   StartLockd({});
   grpc::Status s = Describe({});
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::UNAVAILABLE));
 }
 
 TEST_F(TlsTest, ClientTrustingAnotherCaRejectsTheServer) {
   StartLockd({});
   grpc::Status s = Describe({File("ca2.pem"), "", "", ""});
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::UNAVAILABLE));
 }
 
 TEST_F(TlsTest, RequiredClientCertificateMustBeValidAndFromTheClientCa) {
   StartLockd({absl::StrCat("--tls.client_ca_file=", File("ca.pem")), "--tls.client_auth=require"});
   EXPECT_TRUE(Describe(Client("client-a")).ok());
-  EXPECT_EQ(Describe({File("ca.pem"), "", "", ""}).error_code(), grpc::StatusCode::UNAVAILABLE)
+  EXPECT_THAT(Describe({File("ca.pem"), "", "", ""}), StatusIs(grpc::StatusCode::UNAVAILABLE))
       << "no client certificate";
-  EXPECT_EQ(Describe(Client("expired")).error_code(), grpc::StatusCode::UNAVAILABLE)
+  EXPECT_THAT(Describe(Client("expired")), StatusIs(grpc::StatusCode::UNAVAILABLE))
       << "expired client certificate";
-  EXPECT_EQ(Describe(Client("other")).error_code(), grpc::StatusCode::UNAVAILABLE)
+  EXPECT_THAT(Describe(Client("other")), StatusIs(grpc::StatusCode::UNAVAILABLE))
       << "client certificate from another CA";
 }
 
@@ -91,8 +92,8 @@ TEST_F(TlsTest, RequestedClientCertificateIsOptionalButVerifiedWhenSent) {
   StartLockd({absl::StrCat("--tls.client_ca_file=", File("ca.pem")), "--tls.client_auth=request"});
   EXPECT_TRUE(Describe({File("ca.pem"), "", "", ""}).ok());
   EXPECT_TRUE(Describe(Client("client-b")).ok());
-  EXPECT_EQ(Describe(Client("other")).error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(Describe(Client("expired")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(Describe(Client("other")), StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(Describe(Client("expired")), StatusIs(grpc::StatusCode::UNAVAILABLE));
 }
 
 TEST_F(TlsTest, IdentityComesFromUriSanThenDnsSanThenCommonName) {
@@ -106,11 +107,11 @@ TEST_F(TlsTest, IdentityComesFromUriSanThenDnsSanThenCommonName) {
   EXPECT_TRUE(Describe(Client("client-b"), "b").ok());
   EXPECT_TRUE(Describe(Client("client-c"), "c").ok());
   grpc::Status s = Describe(Client("client-a"), "b");
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::PERMISSION_DENIED));
   EXPECT_THAT(s.error_message(), HasSubstr("\"spiffe://lockd.test/client-a\""));
   EXPECT_THAT(s.error_message(), HasSubstr("read"));
   s = Describe(Client("client-b"), "a");
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::PERMISSION_DENIED));
   EXPECT_THAT(s.error_message(), HasSubstr("\"client-b.test\""));
   s = Describe(Client("client-c"), "a");
   EXPECT_THAT(s.error_message(), HasSubstr("\"client-c\""));
@@ -187,17 +188,17 @@ TEST_F(TlsTest, HealthPortServesOnlyHealthInPlaintext) {
   grpc::health::v1::HealthCheckRequest unknown;
   unknown.set_service("no.such.Service");
   grpc::health::v1::HealthCheckResponse resp;
-  EXPECT_EQ(health->Check(Ctx().get(), unknown, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(health->Check(Ctx().get(), unknown, &resp), StatusIs(grpc::StatusCode::NOT_FOUND));
 
   // Nothing else is served there: no LockService, no reflection.
   auto stub = v1::LockService::NewStub(Channel(health_address, {}));
   v1::DescribeRequest req;
   req.set_name("x");
   v1::LockInfo info;
-  EXPECT_EQ(stub->Describe(Ctx().get(), req, &info).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(stub->Describe(Ctx().get(), req, &info), StatusIs(grpc::StatusCode::UNIMPLEMENTED));
   // The health service is not on the TLS port's plaintext either.
   grpc::Status plain = Describe({});
-  EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(plain, StatusIs(grpc::StatusCode::UNAVAILABLE));
 }
 
 }  // namespace

@@ -18,8 +18,10 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/zookeeper_server.h"
 
 namespace lockd::testing {
@@ -27,21 +29,13 @@ namespace {
 
 using v1::LockService;
 
-google::protobuf::Duration Dur(absl::Duration d) {
-  google::protobuf::Duration out;
-  int64_t ms = absl::ToInt64Milliseconds(d);
-  out.set_seconds(ms / 1000);
-  out.set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
-  return out;
-}
-
 grpc::Status Acquire(LockService::Stub& stub, const std::string& name, const std::string& owner,
                      absl::Duration wait, v1::AcquireResponse* resp) {
   v1::AcquireRequest req;
   req.set_name(name);
   req.set_owner(owner);
-  *req.mutable_lease_ttl() = Dur(absl::Seconds(60));
-  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = Dur(wait);
+  *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(60));
+  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(wait);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(30)));
   return stub.Acquire(&ctx, req, resp);
@@ -120,7 +114,7 @@ TEST(ZooKeeperReplicasTest, KilledReplicaFreesItsLocksWithinTheSessionTimeout) {
   v1::ReleaseResponse rel_resp;
   grpc::ClientContext ctx;
   grpc::Status s = stub_b->Release(&ctx, rel, &rel_resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
   EXPECT_EQ((*b)->process().Stop(), 0) << (*b)->process().Log();
 }
 

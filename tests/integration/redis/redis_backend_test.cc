@@ -16,10 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/redis/keys.h"
-#include "backends/redis/redis_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
 namespace {
@@ -227,7 +229,7 @@ TEST_F(RedisBackendTest, ScriptsComeBackAfterScriptFlush) {
 TEST_F(RedisBackendTest, KeyOfAnotherTypeIsInternalNamingTheLock) {
   ASSERT_EQ(cli_->Str({"SET", Keys("strange").lock, "not a hash"}), "OK");
   absl::StatusOr<AcquireResult> r = SyncAcquire(*backend_, Acq("strange", "alice"));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(r.status().message(), HasSubstr("\"strange\""));
 }
 
@@ -364,7 +366,7 @@ TEST_F(RedisBackendTest, ChannelIsSubscribedExactlyWhileWaitersWait) {
   std::thread t([&] {
     absl::StatusOr<AcquireResult> c =
         SyncAcquire(*backend_, Acq("sub", "carol", absl::Seconds(30), absl::Seconds(30)), cancel);
-    EXPECT_EQ(c.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(c, StatusIs(absl::StatusCode::kCancelled));
   });
   ASSERT_TRUE(WaitFor([&] { return cli_->Subscribers(channel) == 1; }, absl::Seconds(5)));
   cancel->Cancel();
@@ -398,7 +400,7 @@ TEST_F(RedisBackendTest, TooManyWaitersIsResourceExhausted) {
       absl::Seconds(5)));
   absl::StatusOr<AcquireResult> r =
       SyncAcquire(*b, Acq("full", "carol", absl::Seconds(30), absl::Seconds(1)));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kResourceExhausted));
   t.join();
 }
 
@@ -416,7 +418,7 @@ TEST(RedisBackendOptionsTest, InvalidOptionsNameTheOption) {
   EXPECT_THAT(NewRedisBackend(o).status().message(), HasSubstr("redis.pool_size"));
   o = RedisOptions();
   o.username = "user";
-  EXPECT_EQ(NewRedisBackend(o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(NewRedisBackend(o), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(RedisBackendOptionsTest, UnreachableServerFailsStartWithUnavailable) {
@@ -424,7 +426,7 @@ TEST(RedisBackendOptionsTest, UnreachableServerFailsStartWithUnavailable) {
   o.addresses = absl::StrCat("127.0.0.1:", FreePort());
   o.connect_timeout = absl::Milliseconds(300);
   absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST(RedisBackendAuthTest, PasswordAndAclUser) {
@@ -438,12 +440,12 @@ TEST(RedisBackendAuthTest, PasswordAndAclUser) {
   RedisOptions o = FastOptions(**server, "auth");
   // No password where one is required.
   absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(b.status().message(), HasSubstr("authentication failed"));
   // A wrong password.
   o.password = "wrong-secret-3";
   b = NewRedisBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(b.status().message(), HasSubstr("authentication failed"));
   EXPECT_THAT(b.status().message(), Not(HasSubstr("wrong-secret-3")));
   // The default user's password.
@@ -498,22 +500,19 @@ TEST_F(RedisOutageTest, CallsFailFastWhileDownAndEverythingRecoversByItself) {
   for (int i = 0; i < 3; ++i) {
     absl::Time start = absl::Now();
     absl::StatusOr<AcquireResult> a = SyncAcquire(*backend_, Acq("o", "bob"));
-    EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable) << a.status();
+    EXPECT_THAT(a, StatusIs(absl::StatusCode::kUnavailable));
     EXPECT_THAT(a.status().message(), HasSubstr("\"o\""));
     // Well under the 500 ms connect and command timeouts: nothing waited on
     // the network.
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(250)) << "not failing fast";
   }
-  EXPECT_EQ(SyncRelease(*backend_, Rel("o", "alice")).status().code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SyncRenew(*backend_, RenewParams{{"default", "o"}, "alice", absl::Seconds(5)})
-                .status()
-                .code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SyncDescribe(*backend_, LockKey{"default", "o"}).status().code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SyncList(*backend_, ListParams{"default", "", 10, ""}).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(SyncRelease(*backend_, Rel("o", "alice")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncRenew(*backend_, RenewParams{{"default", "o"}, "alice", absl::Seconds(5)}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncDescribe(*backend_, LockKey{"default", "o"}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncList(*backend_, ListParams{"default", "", 10, ""}),
+              StatusIs(absl::StatusCode::kUnavailable));
 
   ASSERT_TRUE(server_->Restart().ok());
   ASSERT_TRUE(EventuallyHealthy(true)) << backend_->Health();
@@ -540,7 +539,7 @@ TEST_F(RedisOutageTest, ParkedWaiterStaysParkedUntilItsDeadline) {
   waiter.join();
   absl::Duration waited = absl::Now() - start;
   EXPECT_GE(waited, absl::Milliseconds(1900)) << "the outage ended the wait early";
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(RedisOutageTest, ParkedWaiterGetsTheLockAfterRedisRestartsWithoutData) {
@@ -561,8 +560,8 @@ TEST_F(RedisOutageTest, ParkedWaiterGetsTheLockAfterRedisRestartsWithoutData) {
   EXPECT_TRUE(r->acquired) << "re-subscribing should retry the waiter";
   EXPECT_GT(r->fencing_token, held->fencing_token);
   // The holder learns that its lock is gone.
-  EXPECT_TRUE(IsLockNotHeld(
-      SyncRenew(*backend_, RenewParams{{"default", "q"}, "alice", absl::Seconds(5)}).status()));
+  EXPECT_THAT(SyncRenew(*backend_, RenewParams{{"default", "q"}, "alice", absl::Seconds(5)}),
+              IsLockNotHeld());
 }
 
 TEST(RedisPersistenceTest, RestartWithPersistenceKeepsTheLockAndTheFence) {
@@ -654,7 +653,7 @@ TEST_F(RedisOutageTest, HungServerTimesOutAsUnavailableAndRecovers) {
   server_->Pause();
   absl::Time start = absl::Now();
   absl::StatusOr<LockState> d = SyncDescribe(*backend_, LockKey{"default", "h"});
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable) << d.status();
+  EXPECT_THAT(d, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "command timeout not applied";
   EXPECT_TRUE(EventuallyHealthy(false));
   server_->Resume();

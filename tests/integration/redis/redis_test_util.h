@@ -1,13 +1,12 @@
 // Test helpers for the redis backend's tests (header-only, test code only):
-// blocking calls into a Backend, and a plain hiredis connection to inspect
-// what the backend left in Redis.
+// a plain hiredis connection to inspect what the backend left in Redis, and
+// (from tests/support/sync_backend.h) blocking calls into a Backend.
 
-#ifndef LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
-#define LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
+#ifndef LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
+#define LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
 
 #include <hiredis/hiredis.h>
 
-#include <future>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,61 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "backends/backend.h"
 #include "backends/redis/redis_client.h"
+#include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
-
-template <typename T, typename Start>
-absl::StatusOr<T> Await(Start start) {
-  auto promise = std::make_shared<std::promise<absl::StatusOr<T>>>();
-  std::future<absl::StatusOr<T>> future = promise->get_future();
-  start([promise](absl::StatusOr<T> r) mutable { promise->set_value(std::move(r)); });
-  return future.get();
-}
-
-inline absl::StatusOr<AcquireResult> SyncAcquire(Backend& b, AcquireParams p,
-                                                 std::shared_ptr<CancelSignal> cancel = nullptr) {
-  return Await<AcquireResult>([&](Callback<AcquireResult> done) {
-    b.Acquire(std::move(p), std::move(cancel), std::move(done));
-  });
-}
-
-inline absl::StatusOr<ReleaseResult> SyncRelease(Backend& b, ReleaseParams p) {
-  return Await<ReleaseResult>(
-      [&](Callback<ReleaseResult> done) { b.Release(std::move(p), std::move(done)); });
-}
-
-inline absl::StatusOr<RenewResult> SyncRenew(Backend& b, RenewParams p) {
-  return Await<RenewResult>(
-      [&](Callback<RenewResult> done) { b.Renew(std::move(p), std::move(done)); });
-}
-
-inline absl::StatusOr<LockState> SyncDescribe(Backend& b, LockKey key) {
-  return Await<LockState>(
-      [&](Callback<LockState> done) { b.Describe(std::move(key), std::move(done)); });
-}
-
-inline absl::StatusOr<ListResult> SyncList(Backend& b, ListParams p) {
-  return Await<ListResult>(
-      [&](Callback<ListResult> done) { b.List(std::move(p), std::move(done)); });
-}
-
-inline AcquireParams Acq(const std::string& name, const std::string& owner,
-                         absl::Duration ttl = absl::Seconds(30),
-                         absl::Duration wait = absl::ZeroDuration(),
-                         const std::string& request_id = "") {
-  AcquireParams p;
-  p.key = LockKey{"default", name};
-  p.owner = owner;
-  p.ttl = ttl;
-  p.wait = wait;
-  p.request_id = request_id;
-  return p;
-}
-
-inline ReleaseParams Rel(const std::string& name, const std::string& owner,
-                         const std::string& request_id = "") {
-  return ReleaseParams{LockKey{"default", name}, owner, request_id};
-}
 
 // A blocking hiredis connection for looking at Redis from a test.
 class RedisCli {
@@ -156,4 +103,4 @@ class RedisCli {
 
 }  // namespace lockd::testing
 
-#endif  // LOCKD_BACKENDS_REDIS_REDIS_TEST_UTIL_H_
+#endif  // LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
