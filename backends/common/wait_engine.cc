@@ -101,7 +101,7 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     // live already: one retry now closes the gap since the attempt.
     StartHeadLocked(key, k, deferred);
   } else {
-    ScheduleLocked(key, k, strategy_->NextTry(key, r));
+    ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kFirst, r));
   }
   if (r.result->current.held) ReenterOwnerLocked(key, k, r.result->current.owner, deferred);
 }
@@ -224,17 +224,19 @@ void WaitEngine::OnHeadResult(Waiter w, TryResult r) {
         // The owner's other calls re-enter; the rest are served on a wake, or
         // when the strategy wants to look again (the new lease's end).
         ReenterOwnerLocked(key, k, w.params.owner, deferred);
-        if (table_.Count(key) > 0) ScheduleLocked(key, k, strategy_->NextTry(key, r));
+        if (table_.Count(key) > 0)
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
         Finish(key, std::move(w.done), std::move(r.result), deferred);
       } else if (!res.ok() && res.status().code() != absl::StatusCode::kUnavailable) {
         Finish(key, std::move(w.done), res.status(), deferred);
-        if (table_.Count(key) > 0) ScheduleLocked(key, k, strategy_->NextTry(key, r));
+        if (table_.Count(key) > 0)
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
       } else {
         // Lost, or the server is unreachable: back to the front.
         if (!ReparkLocked(w, deferred) || k.wake_pending) {
           StartHeadLocked(key, k, deferred);
         } else {
-          ScheduleLocked(key, k, strategy_->NextTry(key, r));
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
         }
         if (res.ok() && res->current.held) {
           ReenterOwnerLocked(key, k, res->current.owner, deferred);
@@ -266,7 +268,7 @@ void WaitEngine::OnReentrantResult(Waiter w, TryResult r) {
       KeyState& k = it->second;
       ReparkLocked(w, deferred);
       if (!res.ok()) {
-        ScheduleLocked(key, k, strategy_->NextTry(key, r));
+        ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kReentrant, r));
       } else if (k.head_in_flight) {
         k.wake_pending = true;
       } else {
@@ -335,6 +337,7 @@ void WaitEngine::ObserveLocked(KeyState& k, const TryResult& r) {
 }
 
 void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
+  if (closed_) return;  // the strategy may be stopping; nothing waits any more
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& k = it->second;
@@ -350,7 +353,7 @@ Callback<AcquireResult> WaitEngine::Admitted(LockKey key, Callback<AcquireResult
     {
       absl::MutexLock l(&mu_);
       --admitted_;
-      if (!closed_) ForgetIfIdleLocked(key);
+      ForgetIfIdleLocked(key);
     }
     std::move(done)(std::move(r));
   };
@@ -370,21 +373,21 @@ void WaitEngine::Finish(const LockKey& key, Callback<AcquireResult> done,
 
 void WaitEngine::OnTimeout(Waiter w) {
   const LockKey key = w.params.key;
-  strategy_->Describe(key,
-                      [this, key, done = std::move(w.done)](absl::StatusOr<LockState> s) mutable {
-                        absl::StatusOr<AcquireResult> r = AcquireResult{};
-                        if (s.ok()) {
-                          r->current = *std::move(s);
-                        } else {
-                          r = s.status();
-                        }
-                        Deferred deferred;
-                        {
-                          absl::MutexLock l(&mu_);
-                          Finish(key, std::move(done), std::move(r), deferred);
-                        }
-                        RunAll(deferred);
-                      });
+  strategy_->Current(key,
+                     [this, key, done = std::move(w.done)](absl::StatusOr<LockState> s) mutable {
+                       absl::StatusOr<AcquireResult> r = AcquireResult{};
+                       if (s.ok()) {
+                         r->current = *std::move(s);
+                       } else {
+                         r = s.status();
+                       }
+                       Deferred deferred;
+                       {
+                         absl::MutexLock l(&mu_);
+                         Finish(key, std::move(done), std::move(r), deferred);
+                       }
+                       RunAll(deferred);
+                     });
 }
 
 }  // namespace lockd

@@ -22,7 +22,7 @@
 //     call of O as a reentrant acquire at once (TryKind::kReentrant attempts,
 //     out of line), as does OwnerHolds(): a call never waits on its own owner.
 //   - The wait ends at the deadline (OK, acquired=false, the lock's state from
-//     LockStrategy::Describe), on cancel (kCancelled), on an attempt error
+//     LockStrategy::Current), on cancel (kCancelled), on an attempt error
 //     other than kUnavailable (that error), or at Shutdown (kUnavailable).
 //     kUnavailable from an attempt only means "try again later".
 //
@@ -32,10 +32,10 @@
 //
 // Threading: thread-safe. One mutex (mu_) guards the per-lock state; the
 // WaiterTable has its own. Lock order: mu_, then the WaiterTable's. The
-// strategy's TryOnce and Describe and every `done` are called with no engine
+// strategy's TryOnce and Current and every `done` are called with no engine
 // lock held; NextTry, KeyActive and KeyIdle are called with mu_ held (so a
 // lock's activations and idlings reach the strategy in order) and must not
-// call into the engine or block. Callbacks of TryOnce/Describe may run on any
+// call into the engine or block. Callbacks of TryOnce/Current may run on any
 // thread, inline included.
 
 #ifndef LOCKD_BACKENDS_COMMON_WAIT_ENGINE_H_
@@ -91,13 +91,14 @@ class LockStrategy {
 
   // The lock's current state, for a call whose wait ended. `waiters` need
   // not be filled (the engine fills it).
-  virtual void Describe(const LockKey& key, Callback<LockState> done) = 0;
+  virtual void Current(const LockKey& key, Callback<LockState> done) = 0;
 
-  // After an attempt on `key` that is not the end of the line (a lost head, a
-  // first park, a grant with calls still parked): how long until the head
-  // should try again if no Wake() comes first. InfiniteDuration: only on a
-  // Wake(). An earlier pending retry is kept.
-  virtual absl::Duration NextTry(const LockKey& key, const TryResult& last) = 0;
+  // After an attempt of kind `after` on `key` that is not the end of the line
+  // (a first park: kFirst, also for kBehind; a lost head; a grant with calls
+  // still parked; a failed re-entry): how long until the head should try
+  // again if no Wake() comes first. InfiniteDuration: only on a Wake(). An
+  // earlier pending retry is kept.
+  virtual absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) = 0;
 
   // `key` gets its first waiting call / loses its last one. Called with the
   // engine's mutex held: record or queue work (subscribe to a channel), do

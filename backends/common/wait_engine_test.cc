@@ -32,7 +32,7 @@ class ScriptedStrategy final : public LockStrategy {
     attempts_.push_back(Attempt{params, kind, std::move(done)});
   }
 
-  void Describe(const LockKey& key, Callback<LockState> done) override {
+  void Current(const LockKey& key, Callback<LockState> done) override {
     LockState s;
     s.key = key;
     s.held = true;
@@ -40,7 +40,7 @@ class ScriptedStrategy final : public LockStrategy {
     std::move(done)(s);
   }
 
-  absl::Duration NextTry(const LockKey& key, const TryResult& last) override {
+  absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
     absl::MutexLock l(&mu_);
     return next_try_;
   }
