@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "backends/common/errors.h"
 
 namespace lockd {
 
@@ -30,11 +30,8 @@ absl::Status WaiterTable::Park(Waiter& w, bool front) {
   {
     absl::MutexLock l(&mu_);
     if (closed_) return ShuttingDownError();
-    if (w.cancel && w.cancel->cancelled()) return absl::CancelledError("acquire cancelled");
-    if (total_ >= max_waiters_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("too many waiting acquires (max_waiters = ", max_waiters_, ")"));
-    }
+    if (w.cancel && w.cancel->cancelled()) return AcquireCancelledError();
+    if (total_ >= max_waiters_) return TooManyWaitersError(max_waiters_);
     id = next_id_++;
     LockKey key = w.params.key;
     auto anchor = anchor_;
@@ -157,7 +154,7 @@ void WaiterTable::OnDeadline(const LockKey& key, uint64_t id) {
 
 void WaiterTable::OnCancel(const LockKey& key, uint64_t id) {
   std::optional<Waiter> w = Remove(key, id);
-  if (w) std::move(w->done)(absl::CancelledError("acquire cancelled"));
+  if (w) std::move(w->done)(AcquireCancelledError());
 }
 
 }  // namespace lockd

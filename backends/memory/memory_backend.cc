@@ -10,6 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "backends/common/deferred.h"
+#include "backends/common/errors.h"
+#include "backends/common/list_pages.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/waiter_table.h"
 
@@ -17,13 +20,6 @@ namespace lockd {
 namespace {
 
 using Clock = SteadyClock;
-// Callbacks collected under the mutex and run after it is released.
-using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
-
-void RunAll(Deferred& deferred) {
-  for (auto& fn : deferred) std::move(fn)();
-  deferred.clear();
-}
 
 struct Lock {
   std::string owner;
@@ -46,6 +42,12 @@ struct FreedBy {
 };
 using FreedKey = std::pair<LockKey, std::string>;  // lock, owner
 
+// Waiting uses the WaiterTable directly, not the WaitEngine: the locks live
+// under this class's own mutex, so a release hands the lock to the first
+// waiter in the same critical section (no attempt to make, nothing in flight,
+// no retry timer). The engine's "try once, then retry the head" would add an
+// asynchronous round for nothing. The rules are the same: FIFO per lock,
+// max_waiters counts every waiting call, the same error texts (errors.h).
 class MemoryBackend final : public Backend {
  public:
   explicit MemoryBackend(const MemoryOptions& options)
@@ -151,9 +153,9 @@ class MemoryBackend final : public Backend {
         ExpireIfDue(params.key, now, deferred);
         auto it = locks_.find(params.key);
         if (it == locks_.end()) {
-          result = LockNotHeldError(params.key, "the lock is free (released or lease expired)");
+          result = LockFreeError(params.key);
         } else if (it->second.owner != params.owner) {
-          result = LockNotHeldError(params.key, "the lock is held by another owner");
+          result = HeldByOtherError(params.key);
         } else {
           it->second.expires = now + absl::ToChronoNanoseconds(params.ttl);
           result = RenewResult{params.ttl, it->second.token};
@@ -282,9 +284,7 @@ class MemoryBackend final : public Backend {
           return ReleaseResult{true, 0};
         }
       }
-      return LockNotHeldError(p.key, it == locks_.end()
-                                         ? "the lock is free (released or lease expired)"
-                                         : "the lock is held by another owner");
+      return it == locks_.end() ? LockFreeError(p.key) : HeldByOtherError(p.key);
     }
     Lock& lock = it->second;
     if (!p.request_id.empty() && lock.last_kind == Lock::Kind::kRelease &&
@@ -358,9 +358,8 @@ class MemoryBackend final : public Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
       if (w->cancel && w->cancel->cancelled()) {
-        deferred.push_back([done = std::move(w->done)]() mutable {
-          std::move(done)(absl::CancelledError("acquire cancelled"));
-        });
+        deferred.push_back(
+            [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
         continue;
       }
       AcquireResult r = Grant(w->params, now);
@@ -380,7 +379,7 @@ class MemoryBackend final : public Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[key];
     for (WaiterTable::Waiter& w : waiters_.PopOwner(key, lock.owner)) {
-      absl::StatusOr<AcquireResult> r = absl::CancelledError("acquire cancelled");
+      absl::StatusOr<AcquireResult> r = AcquireCancelledError();
       if (!w.cancel || !w.cancel->cancelled()) r = Reenter(lock, w.params, now);
       deferred.push_back([done = std::move(w.done), r = std::move(r)]() mutable {
         std::move(done)(std::move(r));
@@ -443,21 +442,17 @@ class MemoryBackend final : public Backend {
   }
 
   ListResult ListLocked(const ListParams& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ListResult out;
+    std::vector<LockState> held;
     Clock::time_point now = Clock::now();
     auto it = p.page_token.empty() || p.page_token < p.prefix
                   ? locks_.lower_bound(LockKey{p.ns, p.prefix})
                   : locks_.upper_bound(LockKey{p.ns, p.page_token});
-    for (; it != locks_.end(); ++it) {
+    for (; it != locks_.end() && held.size() <= p.page_size; ++it) {
       if (it->first.ns != p.ns || !absl::StartsWith(it->first.name, p.prefix)) break;
       if (it->second.expires <= now) continue;
-      if (out.locks.size() == p.page_size) {
-        out.next_page_token = out.locks.back().key.name;
-        break;
-      }
-      out.locks.push_back(StateOf(it->first, &it->second, now));
+      held.push_back(StateOf(it->first, &it->second, now));
     }
-    return out;
+    return PageOf(std::move(held), p.page_size);
   }
 
   const MemoryOptions options_;

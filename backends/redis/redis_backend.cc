@@ -6,17 +6,20 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/common/errors.h"
+#include "backends/common/list_pages.h"
 #include "backends/common/log.h"
+#include "backends/common/millis.h"
 #include "backends/common/timer_queue.h"
-#include "backends/common/waiter_table.h"
+#include "backends/common/wait_engine.h"
 #include "backends/redis/keys.h"
 #include "backends/redis/redis_client.h"
+#include "backends/redis/replies.h"
 #include "backends/redis/scripts.h"
 
 namespace lockd {
@@ -24,14 +27,6 @@ namespace {
 
 using redis::Command;
 using redis::ReplyPtr;
-
-// Callbacks collected under the mutex and run after it is released.
-using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
-
-void RunAll(Deferred& deferred) {
-  for (auto& fn : deferred) std::move(fn)();
-  deferred.clear();
-}
 
 // When a retry of a waiter failed because Redis was unreachable.
 constexpr absl::Duration kErrorRetryDelay = absl::Milliseconds(250);
@@ -43,80 +38,8 @@ constexpr absl::Duration kNoTtlRecheck = absl::Seconds(1);
 constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
-// Leases and memories are sent in whole milliseconds, rounded up.
-int64_t CeilMillis(absl::Duration d) {
-  int64_t us = absl::ToInt64Microseconds(d);
-  return std::max<int64_t>(1, (us + 999) / 1000);
-}
-
 std::string Context(absl::string_view op, const LockKey& key) {
-  return absl::StrCat(op, " lock \"", key.name, "\" in namespace \"", key.ns, "\"");
-}
-
-bool IntAt(const redisReply* r, size_t i, int64_t* out) {
-  if (i >= r->elements) return false;
-  const redisReply* e = r->element[i];
-  if (e->type == REDIS_REPLY_INTEGER) {
-    *out = e->integer;
-    return true;
-  }
-  if (e->type == REDIS_REPLY_STRING) {
-    return absl::SimpleAtoi(absl::string_view(e->str, e->len), out);
-  }
-  return false;
-}
-
-bool TokenAt(const redisReply* r, size_t i, uint64_t* out) {
-  if (i >= r->elements) return false;
-  const redisReply* e = r->element[i];
-  if (e->type == REDIS_REPLY_INTEGER) {
-    *out = static_cast<uint64_t>(e->integer);
-    return true;
-  }
-  if (e->type == REDIS_REPLY_STRING) {
-    return absl::SimpleAtoi(absl::string_view(e->str, e->len), out);
-  }
-  return false;
-}
-
-bool StringAt(const redisReply* r, size_t i, std::string* out) {
-  if (i >= r->elements) return false;
-  const redisReply* e = r->element[i];
-  if (e->type != REDIS_REPLY_STRING && e->type != REDIS_REPLY_STATUS) return false;
-  out->assign(e->str, e->len);
-  return true;
-}
-
-// The reply of the acquire script.
-struct AcquireReply {
-  bool granted = false;
-  std::string owner;
-  int64_t hold_count = 0;
-  uint64_t token = 0;
-  int64_t ms = 0;  // lease in force when granted; the holder's PTTL otherwise
-};
-
-absl::StatusOr<AcquireReply> ParseAcquire(absl::string_view context,
-                                          absl::StatusOr<ReplyPtr>& reply) {
-  if (!reply.ok()) return reply.status();
-  const redisReply* r = reply->get();
-  AcquireReply a;
-  int64_t granted = 0;
-  if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &granted) || !StringAt(r, 1, &a.owner) ||
-      !IntAt(r, 2, &a.hold_count) || !TokenAt(r, 3, &a.token) || !IntAt(r, 4, &a.ms)) {
-    return redis::RedisError(context, nullptr, r);
-  }
-  a.granted = granted == 1;
-  return a;
-}
-
-AcquireResult Granted(const AcquireReply& a) {
-  AcquireResult r;
-  r.acquired = true;
-  r.fencing_token = a.token;
-  r.hold_count = static_cast<uint32_t>(a.hold_count);
-  r.ttl = absl::Milliseconds(a.ms);
-  return r;
+  return absl::StrCat(op, " lock ", LockName(key));
 }
 
 struct Scripts {
@@ -131,7 +54,15 @@ struct Scripts {
   }
 };
 
-class RedisBackend final : public Backend, private redis::Subscriber::Listener {
+// Waiting is the WaitEngine's; this class supplies its attempts (the acquire
+// script), and wakes it on release messages, grant messages and releases made
+// through this process. A lock's release channel is subscribed while the
+// engine has waiters on it (KeyActive/KeyIdle); the subscription's
+// confirmation wakes the lock, so that a release between a failed attempt and
+// the subscription is not missed.
+class RedisBackend final : public Backend,
+                           private LockStrategy,
+                           private redis::Subscriber::Listener {
  public:
   RedisBackend(const RedisOptions& options, redis::ConnectionOptions connection,
                std::unique_ptr<Scripts> scripts)
@@ -139,8 +70,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
         keys_(options.key_prefix),
         scripts_(std::move(scripts)),
         timers_(std::make_unique<TimerQueue>()),
-        waiters_(timers_.get(), options.max_waiters,
-                 [this](WaiterTable::Waiter w) { OnWaitTimeout(std::move(w)); }),
+        engine_(static_cast<LockStrategy*>(this), timers_.get(), options.max_waiters),
         pool_(std::make_unique<redis::CommandPool>(connection, scripts_->All(), options.pool_size,
                                                    options.reconnect_backoff_min,
                                                    options.reconnect_backoff_max)),
@@ -170,39 +100,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
-    char mode = 'n';
-    bool down;
-    {
-      absl::MutexLock l(&mu_);
-      down = shutdown_;
-      // Waiters of this process are served first come, first served: while
-      // some are queued, a newcomer may only re-enter a lock it holds.
-      if (params.wait > absl::ZeroDuration() && locals_.contains(params.key)) mode = 'r';
-    }
-    if (down) {
-      std::move(done)(ShuttingDownError());
-      return;
-    }
-    Command cmd = AcquireCommand(params, mode);
-    if (params.wait <= absl::ZeroDuration()) {
-      cmd.done = [this, key = params.key,
-                  done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-        absl::StatusOr<AcquireReply> a = ParseAcquire("acquire", reply);
-        if (!a.ok()) {
-          std::move(done)(a.status());
-        } else if (a->granted) {
-          std::move(done)(Granted(*a));
-        } else {
-          std::move(done)(NotAcquired(key, *a));
-        }
-      };
-    } else {
-      SteadyClock::time_point deadline = SteadyAfter(params.wait);
-      cmd.done = [this, w = WaiterTable::Waiter{std::move(params), std::move(cancel),
-                                                std::move(done), deadline}](
-                     absl::StatusOr<ReplyPtr> reply) mutable { OnFirstTry(std::move(w), reply); };
-    }
-    Send(cmd);
+    engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
@@ -221,42 +119,31 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     cmd.context = Context("release", key);
     cmd.done = [this, key, done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       uint64_t freed_token = 0;
-      absl::StatusOr<ReleaseResult> result = ParseRelease(key, reply, &freed_token);
-      if (result.ok() && result->released) {
-        // The publish will say the same, a little later; whichever comes
-        // first wakes the first local waiter.
-        Deferred deferred;
-        {
-          absl::MutexLock l(&mu_);
-          if (!shutdown_) WakeLocked(key, deferred, freed_token);
-        }
-        RunAll(deferred);
-      }
+      absl::StatusOr<ReleaseResult> result = redis::ParseRelease(key, reply, &freed_token);
+      // The publish will say the same, a little later; whichever comes first
+      // wakes the first local waiter.
+      if (result.ok() && result->released && !IsShutdown()) engine_.Wake(key, freed_token);
       std::move(done)(std::move(result));
     };
     // With waiters here, their first one's retry goes out right behind the
     // release, on the same connection: when the release frees the lock, the
     // hand-off costs no extra round trip. (If it does not, the retry just
     // loses and the waiter stays first in line.)
-    std::optional<Command> attempt;
-    Deferred deferred;
-    {
-      absl::MutexLock l(&mu_);
-      auto it = locals_.find(key);
-      if (!shutdown_ && it != locals_.end() && !it->second.attempting &&
-          it->second.sub == Local::Sub::kActive) {
-        attempt = TakeAttemptLocked(key, it->second, deferred);
-      }
-    }
-    RunAll(deferred);
-    if (!attempt.has_value()) {
+    std::optional<WaitEngine::Head> head;
+    if (!IsShutdown()) head = engine_.TakeHead(key);
+    if (!head.has_value()) {
       Send(cmd);
       return;
     }
-    absl::Status s = pool_->Submit(cmd, *attempt);
+    Command attempt = AcquireCommand(head->params(), TryKind::kHead);
+    attempt.done = [this, key, context = attempt.context,
+                    head = *std::move(head)](absl::StatusOr<ReplyPtr> reply) mutable {
+      engine_.FinishHead(std::move(head), redis::ParseAcquire(key, context, reply));
+    };
+    absl::Status s = pool_->Submit(cmd, attempt);
     if (!s.ok()) {
       std::move(cmd.done)(s);
-      std::move(attempt->done)(s);
+      std::move(attempt.done)(s);
     }
   }
 
@@ -271,22 +158,7 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     cmd.context = Context("renew", params.key);
     cmd.done = [key = std::move(params.key), ms, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      if (!reply.ok()) {
-        std::move(done)(reply.status());
-        return;
-      }
-      const redisReply* r = reply->get();
-      int64_t code = 0;
-      std::string token;
-      uint64_t t = 0;
-      if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &code) || !StringAt(r, 1, &token) ||
-          (code == 1 && !absl::SimpleAtoi(token, &t))) {
-        std::move(done)(redis::RedisError(context, nullptr, r));
-      } else if (code == 1) {
-        std::move(done)(RenewResult{absl::Milliseconds(ms), t});
-      } else {
-        std::move(done)(NotHeld(key, code));
-      }
+      std::move(done)(redis::ParseRenew(key, ms, context, reply));
     };
     Send(cmd);
   }
@@ -300,58 +172,28 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     cmd.context = Context("force release", params.key);
     cmd.done = [this, key = params.key, want = params.fencing_token, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      absl::StatusOr<LockState> previous = ParseDescribe(key, context, reply);
-      if (!previous.ok()) {
-        std::move(done)(previous.status());
-        return;
+      absl::StatusOr<ForceReleaseResult> r = redis::ParseForceRelease(key, want, context, reply);
+      if (r.ok()) {
+        r->previous.waiters = engine_.Waiting(key);
+        if (r->released && !IsShutdown()) engine_.Wake(key, r->previous.fencing_token);
       }
-      ForceReleaseResult result;
-      result.previous = *std::move(previous);
-      if (result.previous.held) {
-        int64_t code = 0;
-        if (!IntAt(reply->get(), 4, &code)) {
-          std::move(done)(redis::RedisError(context, nullptr, reply->get()));
-          return;
-        }
-        if (code != 1) {
-          std::move(done)(FencingTokenMismatchError(key, want, result.previous.fencing_token));
-          return;
-        }
-        result.released = true;
-        Deferred deferred;
-        {
-          absl::MutexLock l(&mu_);
-          if (!shutdown_) WakeLocked(key, deferred, result.previous.fencing_token);
-        }
-        RunAll(deferred);
-      }
-      std::move(done)(std::move(result));
+      std::move(done)(std::move(r));
     };
     Send(cmd);
   }
 
-  void Describe(LockKey key, Callback<LockState> done) override {
-    Command cmd = DescribeCommand(key);
-    cmd.done = [this, key = std::move(key), context = cmd.context,
-                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      std::move(done)(ParseDescribe(key, context, reply));
-    };
-    Send(cmd);
-  }
+  void Describe(LockKey key, Callback<LockState> done) override { Current(key, std::move(done)); }
 
   void List(ListParams params, Callback<ListResult> done) override {
-    auto job = std::make_shared<ListJob>();
+    auto job = std::make_shared<ListScan>();
     job->params = std::move(params);
     job->done = std::move(done);
     job->pattern = keys_.LockKeyPattern(job->params.ns, job->params.prefix);
-    ListScan(std::move(job), "0");
+    Scan(std::move(job), "0");
   }
 
   absl::Status Health() const override {
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) return ShuttingDownError();
-    }
+    if (IsShutdown()) return ShuttingDownError();
     if (!subscriber_->connected()) {
       return absl::UnavailableError(absl::StrCat("redis subscriber connection is down: ",
                                                  subscriber_->last_error().message()));
@@ -369,51 +211,31 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
       if (shutdown_) return;
       shutdown_ = true;
     }
-    for (WaiterTable::Waiter& w : waiters_.Close()) std::move(w.done)(ShuttingDownError());
-    // No listener calls after this; then in-flight commands finish (their
-    // callbacks see shutdown_), then the timer thread is joined.
+    engine_.Shutdown();
+    // No listener calls after this; then in-flight commands finish (the
+    // engine delivers their grants, anything else ends with the shutdown),
+    // then the timer thread is joined.
     subscriber_->Stop();
     pool_->Stop();
     timers_.reset();
   }
 
  private:
-  // This process's view of a lock it has waiters on. Exists exactly while
-  // waiters are parked on the lock or one is being retried.
-  struct Local {
-    enum class Sub { kNone, kRequested, kActive };
-    // The release channel: requested when the first waiter parks, active once
-    // the subscriber confirms it (then a retry cannot miss a release).
-    Sub sub = Sub::kNone;
-    // The first waiter is out of the table, running the acquire script.
-    bool attempting = false;
-    // Waiters out of the table re-entering a lock their owner came to hold.
-    int reentering = 0;
-    // A wake-up came while attempting: if the attempt loses, retry at once.
-    bool retry = false;
-    TimerQueue::TimerId timer = 0;  // the next retry (lease end, error backoff)
-    uint64_t timer_gen = 0;
-    // The largest fencing token seen in a reply for this lock. A release of
-    // an older holding is stale news: the lock has been granted since.
-    uint64_t seen_token = 0;
-  };
-
-  // A List call in progress: SCAN pages, then the states of candidates.
-  struct ListJob {
+  // A List call's SCAN of key names.
+  struct ListScan {
     ListParams params;
     Callback<ListResult> done;
     std::string pattern;
     std::vector<std::string> names;  // matching, > page_token
-    size_t next = 0;                 // first name not described yet
-    ListResult result;
-    absl::Mutex mu;
-    size_t outstanding ABSL_GUARDED_BY(mu) = 0;
-    std::vector<std::optional<LockState>> chunk ABSL_GUARDED_BY(mu);
-    absl::Status error ABSL_GUARDED_BY(mu);
   };
 
+  bool IsShutdown() const {
+    absl::MutexLock l(&mu_);
+    return shutdown_;
+  }
+
   // Queues `cmd`; if that fails, finishes it with the error (inline).
-  // REQUIRES: mu_ not held.
+  // REQUIRES: no engine or backend mutex held.
   void Send(Command& cmd) {
     absl::Status s = pool_->Submit(cmd);
     if (!s.ok()) std::move(cmd.done)(s);
@@ -424,7 +246,10 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     return absl::StrCat(lease_ms + CeilMillis(options_.fence_retention));
   }
 
-  Command AcquireCommand(const AcquireParams& p, char mode) const {
+  // The acquire script for `p`: mode 'n' may take a free lock, mode 'r' only
+  // re-enters (or replays) while others of this process wait in line.
+  Command AcquireCommand(const AcquireParams& p, TryKind kind) const {
+    char mode = kind == TryKind::kFirst || kind == TryKind::kHead ? 'n' : 'r';
     redis::LockKeys k = keys_.KeysFor(p.key);
     int64_t ms = CeilMillis(p.ttl);
     Command cmd;
@@ -446,354 +271,49 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
     return cmd;
   }
 
-  static absl::Status NotHeld(const LockKey& key, int64_t code) {
-    return LockNotHeldError(key, code == -1 ? "the lock is free (released or lease expired)"
-                                            : "the lock is held by another owner");
-  }
+  // --- LockStrategy (the WaitEngine's side) ---
 
-  // `freed_token` is set to the token of the holding the release freed, when
-  // the script reports it.
-  static absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key,
-                                                    absl::StatusOr<ReplyPtr>& reply,
-                                                    uint64_t* freed_token) {
-    if (!reply.ok()) return reply.status();
-    const redisReply* r = reply->get();
-    int64_t code = 0;
-    int64_t count = 0;
-    if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &code) || !IntAt(r, 1, &count)) {
-      return redis::RedisError(Context("release", key), nullptr, r);
-    }
-    if (r->elements > 2 && !TokenAt(r, 2, freed_token)) *freed_token = 0;
-    if (code < 0) return NotHeld(key, code);
-    return ReleaseResult{code == 1, static_cast<uint32_t>(count)};  // 0, 2: still held
-  }
-
-  absl::StatusOr<LockState> ParseDescribe(const LockKey& key, absl::string_view context,
-                                          absl::StatusOr<ReplyPtr>& reply) const {
-    if (!reply.ok()) return reply.status();
-    const redisReply* r = reply->get();
-    LockState s;
-    s.key = key;
-    s.waiters = LocalWaiters(key);
-    if (r->type != REDIS_REPLY_ARRAY) return redis::RedisError(context, nullptr, r);
-    if (r->elements == 0) return s;
-    int64_t count = 0;
-    int64_t pttl = 0;
-    if (!StringAt(r, 0, &s.owner) || !IntAt(r, 1, &count) || !TokenAt(r, 2, &s.fencing_token) ||
-        !IntAt(r, 3, &pttl)) {
-      return redis::RedisError(context, nullptr, r);
-    }
-    s.held = true;
-    s.hold_count = static_cast<uint32_t>(count);
-    s.ttl_remaining = absl::Milliseconds(std::max<int64_t>(0, pttl));
-    return s;
-  }
-
-  AcquireResult NotAcquired(const LockKey& key, const AcquireReply& a) const {
-    absl::MutexLock l(&mu_);
-    return NotAcquiredLocked(key, a);
-  }
-
-  AcquireResult NotAcquiredLocked(const LockKey& key, const AcquireReply& a) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    AcquireResult r;
-    r.current.key = key;
-    r.current.waiters = LocalWaitersLocked(key);
-    if (a.owner.empty()) return r;
-    r.current.held = true;
-    r.current.owner = a.owner;
-    r.current.hold_count = static_cast<uint32_t>(a.hold_count);
-    r.current.fencing_token = a.token;
-    r.current.ttl_remaining = absl::Milliseconds(std::max<int64_t>(0, a.ms));
-    return r;
-  }
-
-  uint32_t LocalWaiters(const LockKey& key) const {
-    absl::MutexLock l(&mu_);
-    return LocalWaitersLocked(key);
-  }
-
-  uint32_t LocalWaitersLocked(const LockKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = locals_.find(key);
-    size_t n = waiters_.Count(key) + (it != locals_.end() && it->second.attempting ? 1 : 0);
-    return static_cast<uint32_t>(n);
-  }
-
-  // Every parked waiter's `done` goes through this, so that the lock's local
-  // state is dropped (and its channel unsubscribed) when its last waiter
-  // finishes, however it finishes (grant, timeout, cancel, shutdown).
-  Callback<AcquireResult> Tracked(LockKey key, Callback<AcquireResult> done) {
-    return [this, key = std::move(key),
-            done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
-      {
-        absl::MutexLock l(&mu_);
-        --waiting_;
-        if (!shutdown_) ForgetIfIdleLocked(key);
-      }
-      std::move(done)(std::move(r));
-    };
-  }
-
-  void ForgetIfIdleLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = locals_.find(key);
-    if (it == locals_.end() || it->second.attempting || it->second.reentering > 0 ||
-        waiters_.Count(key) > 0) {
+  void TryOnce(const AcquireParams& params, TryKind kind,
+               absl::AnyInvocable<void(TryResult) &&> done) override {
+    if (IsShutdown()) {
+      std::move(done)(TryResult{ShuttingDownError()});
       return;
     }
-    if (it->second.timer != 0) timers_->Cancel(it->second.timer);
-    if (it->second.sub != Local::Sub::kNone) subscriber_->Unsubscribe(keys_.ChannelFor(key));
-    locals_.erase(it);
-  }
-
-  void ArmTimerLocked(const LockKey& key, Local& local, absl::Duration delay)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (local.timer != 0) timers_->Cancel(local.timer);
-    uint64_t gen = ++local.timer_gen;
-    local.timer = timers_->Schedule(delay, [this, key, gen] { OnTimer(key, gen); });
-  }
-
-  // Arms the retry for a lock whose holder has `pttl_ms` left.
-  void ArmLeaseTimerLocked(const LockKey& key, Local& local, int64_t pttl_ms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ArmTimerLocked(key, local,
-                   pttl_ms >= 0 ? absl::Milliseconds(pttl_ms) + kExpirySlack : kNoTtlRecheck);
-  }
-
-  void OnTimer(const LockKey& key, uint64_t gen) {
-    Deferred deferred;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) return;
-      auto it = locals_.find(key);
-      if (it == locals_.end()) return;
-      if (it->second.timer_gen == gen) it->second.timer = 0;
-      WakeLocked(key, deferred);
-    }
-    RunAll(deferred);
-  }
-
-  // The lock may have become free: runs the acquire script for the first
-  // live local waiter (only one at a time per lock, and only once the
-  // release channel is subscribed). `released_token`, when known, is the
-  // token of the holding whose release caused the wake-up.
-  void WakeLocked(const LockKey& key, Deferred& deferred, uint64_t released_token = 0)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = locals_.find(key);
-    if (it == locals_.end()) return;
-    Local& local = it->second;
-    if (released_token != 0 && released_token < local.seen_token) return;
-    if (local.attempting) {
-      local.retry = true;
-      return;
-    }
-    if (local.sub != Local::Sub::kActive) return;  // its confirmation wakes
-    std::optional<Command> cmd = TakeAttemptLocked(key, local, deferred);
-    if (!cmd.has_value()) return;
-    absl::Status s = pool_->Submit(*cmd);
-    if (!s.ok()) {
-      deferred.push_back([done = std::move(cmd->done), s]() mutable { std::move(done)(s); });
-    }
-  }
-
-  // Takes the first live waiter out of the table (finishing cancelled ones
-  // through `deferred`) and returns the command that retries it; nullopt if
-  // there is none. REQUIRES: !local.attempting.
-  std::optional<Command> TakeAttemptLocked(const LockKey& key, Local& local, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
-      if (w->cancel && w->cancel->cancelled()) {
-        deferred.push_back([done = std::move(w->done)]() mutable {
-          std::move(done)(absl::CancelledError("acquire cancelled"));
-        });
-        continue;
-      }
-      local.attempting = true;
-      local.retry = false;
-      Command cmd = AcquireCommand(w->params, 'n');
-      cmd.done = [this, w = std::move(*w)](absl::StatusOr<ReplyPtr> reply) mutable {
-        OnAttempt(std::move(w), reply);
-      };
-      return cmd;
-    }
-    return std::nullopt;
-  }
-
-  // The reply to a waiting Acquire's first try.
-  void OnFirstTry(WaiterTable::Waiter w, absl::StatusOr<ReplyPtr>& reply) {
-    absl::StatusOr<AcquireReply> a = ParseAcquire("acquire", reply);
-    if (!a.ok()) {
-      std::move(w.done)(a.status());
-      return;
-    }
-    if (a->granted) {
-      std::move(w.done)(Granted(*a));
-      return;
-    }
-    const LockKey key = w.params.key;
-    Deferred deferred;
-    std::optional<absl::StatusOr<AcquireResult>> finish;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        finish = ShuttingDownError();
-      } else if (SteadyClock::now() >= w.deadline) {
-        finish = NotAcquiredLocked(key, *a);
-      } else if (waiting_ >= options_.max_waiters) {
-        finish = absl::ResourceExhaustedError(
-            absl::StrCat("too many waiting acquires (max_waiters = ", options_.max_waiters, ")"));
-      } else {
-        Local& local = locals_[key];
-        if (!a->owner.empty()) local.seen_token = std::max(local.seen_token, a->token);
-        bool first = !local.attempting && waiters_.Count(key) == 0;
-        ++waiting_;
-        w.done = Tracked(key, std::move(w.done));
-        absl::Status parked = waiters_.Park(w);
-        if (!parked.ok()) {
-          deferred.push_back(
-              [done = std::move(w.done), parked]() mutable { std::move(done)(parked); });
-        } else {
-          if (local.sub == Local::Sub::kNone) {
-            // Subscribe, then retry (on the confirmation): a release between
-            // the failed try and the subscription cannot be missed.
-            local.sub = Local::Sub::kRequested;
-            subscriber_->Subscribe(keys_.ChannelFor(key));
-          } else if (local.sub == Local::Sub::kActive && first) {
-            // Nobody ahead will be woken for us; the channel is live, so one
-            // retry now closes the gap since the try.
-            WakeLocked(key, deferred);
-          }
-          if (!a->owner.empty() && !local.attempting) ArmLeaseTimerLocked(key, local, a->ms);
-        }
-        if (!a->owner.empty()) ReenterOwnerLocked(key, local, a->owner, deferred);
-      }
-    }
-    RunAll(deferred);
-    if (finish.has_value()) std::move(w.done)(*std::move(finish));
-  }
-
-  // The reply to a parked waiter's retry.
-  void OnAttempt(WaiterTable::Waiter w, absl::StatusOr<ReplyPtr>& reply) {
-    absl::StatusOr<AcquireReply> a = ParseAcquire("acquire", reply);
-    const LockKey key = w.params.key;
-    Deferred deferred;
-    std::optional<absl::StatusOr<AcquireResult>> finish;
-    {
-      absl::MutexLock l(&mu_);
-      auto it = locals_.find(key);
-      Local* local = it == locals_.end() ? nullptr : &it->second;
-      if (local != nullptr) {
-        local->attempting = false;
-        if (a.ok() && !a->owner.empty()) local->seen_token = std::max(local->seen_token, a->token);
-      }
-      if (shutdown_ || local == nullptr) {
-        // A grant is still the caller's (the service gives back grants it
-        // cannot deliver); anything else ends with the shutdown.
-        if (a.ok() && a->granted) {
-          finish = Granted(*a);
-        } else {
-          finish = ShuttingDownError();
-        }
-      } else if (!a.ok() && a.status().code() != absl::StatusCode::kUnavailable) {
-        finish = a.status();
-      } else if (a.ok() && a->granted) {
-        local->retry = false;
-        finish = Granted(*a);
-        // The waiters behind are served when this holder releases, or when
-        // its lease ends without a release.
-        if (waiters_.Count(key) > 0) ArmLeaseTimerLocked(key, *local, a->ms);
-      } else {
-        // Lost, or Redis is unreachable: back to the head of the queue until
-        // the next wake-up or the waiter's own deadline.
-        absl::Status parked = waiters_.Park(w, /*front=*/true);
-        if (!parked.ok()) finish = parked;
-        if (!a.ok()) {
-          ArmTimerLocked(key, *local, kErrorRetryDelay);
-        } else if (local->retry || a->owner.empty()) {
-          local->retry = false;
-          WakeLocked(key, deferred);
-        } else {
-          ArmLeaseTimerLocked(key, *local, a->ms);
-        }
-        if (a.ok() && !a->owner.empty()) ReenterOwnerLocked(key, *local, a->owner, deferred);
-      }
-    }
-    RunAll(deferred);
-    if (finish.has_value()) std::move(w.done)(*std::move(finish));
-  }
-
-  // `owner` holds `key` (a grant message or a reply said so): its parked
-  // waiters are reentrant acquires now. Each re-enters with mode 'r', out of
-  // the queue, without waiting for the head of the line.
-  void ReenterOwnerLocked(const LockKey& key, Local& local, const std::string& owner,
-                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (WaiterTable::Waiter& w : waiters_.PopOwner(key, owner)) {
-      if (w.cancel && w.cancel->cancelled()) {
-        deferred.push_back([done = std::move(w.done)]() mutable {
-          std::move(done)(absl::CancelledError("acquire cancelled"));
-        });
-        continue;
-      }
-      ++local.reentering;
-      Command cmd = AcquireCommand(w.params, 'r');
-      cmd.done = [this, w = std::move(w)](absl::StatusOr<ReplyPtr> reply) mutable {
-        OnReenter(std::move(w), reply);
-      };
-      absl::Status s = pool_->Submit(cmd);
-      if (!s.ok()) {
-        deferred.push_back([done = std::move(cmd.done), s]() mutable { std::move(done)(s); });
-      }
-    }
-  }
-
-  // The reply to a waiter's re-entry. If its owner no longer holds the lock
-  // (released meanwhile), it goes back to the head of the queue.
-  void OnReenter(WaiterTable::Waiter w, absl::StatusOr<ReplyPtr>& reply) {
-    absl::StatusOr<AcquireReply> a = ParseAcquire("acquire", reply);
-    const LockKey key = w.params.key;
-    Deferred deferred;
-    std::optional<absl::StatusOr<AcquireResult>> finish;
-    {
-      absl::MutexLock l(&mu_);
-      auto it = locals_.find(key);
-      Local* local = it == locals_.end() ? nullptr : &it->second;
-      if (local != nullptr) --local->reentering;
-      if (a.ok() && a->granted) {
-        finish = Granted(*a);
-      } else if (shutdown_ || local == nullptr) {
-        finish = ShuttingDownError();
-      } else if (!a.ok() && a.status().code() != absl::StatusCode::kUnavailable) {
-        finish = a.status();
-      } else {
-        absl::Status parked = waiters_.Park(w, /*front=*/true);
-        if (!parked.ok()) finish = parked;
-        if (a.ok()) {
-          WakeLocked(key, deferred);
-        } else {
-          ArmTimerLocked(key, *local, kErrorRetryDelay);
-        }
-      }
-    }
-    RunAll(deferred);
-    if (finish.has_value()) std::move(w.done)(*std::move(finish));
-  }
-
-  void OnWaitTimeout(WaiterTable::Waiter w) {
-    Command cmd = DescribeCommand(w.params.key);
-    cmd.done = [this, w = std::move(w),
-                context = cmd.context](absl::StatusOr<ReplyPtr> reply) mutable {
-      absl::StatusOr<LockState> s = ParseDescribe(w.params.key, context, reply);
-      if (!s.ok()) {
-        std::move(w.done)(s.status());
-        return;
-      }
-      AcquireResult r;
-      r.current = *std::move(s);
-      std::move(w.done)(std::move(r));
+    Command cmd = AcquireCommand(params, kind);
+    cmd.done = [key = params.key, context = cmd.context,
+                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
+      std::move(done)(redis::ParseAcquire(key, context, reply));
     };
     Send(cmd);
   }
 
-  void ListScan(std::shared_ptr<ListJob> job, std::string cursor) {
+  void Current(const LockKey& key, Callback<LockState> done) override {
+    Command cmd = DescribeCommand(key);
+    cmd.done = [this, key, context = cmd.context,
+                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
+      absl::StatusOr<LockState> s = redis::ParseDescribe(key, context, reply);
+      if (s.ok()) s->waiters = engine_.Waiting(key);
+      std::move(done)(std::move(s));
+    };
+    Send(cmd);
+  }
+
+  // Retries come from release messages; the timer covers what sends none: a
+  // lease that ends without a release, and an unreachable Redis.
+  absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
+    if (!last.result.ok()) return kErrorRetryDelay;
+    if (last.result->acquired) return last.result->ttl + kExpirySlack;
+    if (!last.result->current.held) return absl::ZeroDuration();
+    if (last.holder_remaining == absl::InfiniteDuration()) return kNoTtlRecheck;
+    return last.holder_remaining + kExpirySlack;
+  }
+
+  void KeyActive(const LockKey& key) override { subscriber_->Subscribe(keys_.ChannelFor(key)); }
+  void KeyIdle(const LockKey& key) override { subscriber_->Unsubscribe(keys_.ChannelFor(key)); }
+
+  // --- List ---
+
+  void Scan(std::shared_ptr<ListScan> job, std::string cursor) {
     Command cmd;
     cmd.args = {"SCAN",       std::move(cursor), "MATCH",
                 job->pattern, "COUNT",           absl::StrCat(kScanCount)};
@@ -803,15 +323,13 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
         std::move(job->done)(reply.status());
         return;
       }
-      const redisReply* r = reply->get();
       std::string next;
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !StringAt(r, 0, &next) ||
-          r->element[1]->type != REDIS_REPLY_ARRAY) {
-        std::move(job->done)(redis::RedisError(context, nullptr, r));
+      const redisReply* keys = nullptr;
+      if (!redis::ParseScan(reply->get(), &next, &keys)) {
+        std::move(job->done)(redis::RedisError(context, nullptr, reply->get()));
         return;
       }
       const ListParams& p = job->params;
-      const redisReply* keys = r->element[1];
       for (size_t i = 0; i < keys->elements; ++i) {
         const redisReply* k = keys->element[i];
         if (k->type != REDIS_REPLY_STRING) continue;
@@ -821,141 +339,51 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
         job->names.push_back(std::move(key->name));
       }
       if (next != "0") {
-        ListScan(std::move(job), std::move(next));
+        Scan(std::move(job), std::move(next));
         return;
       }
       // SCAN may return a key more than once.
       std::sort(job->names.begin(), job->names.end());
       job->names.erase(std::unique(job->names.begin(), job->names.end()), job->names.end());
-      ListDescribe(std::move(job));
+      ListByDescribing(
+          std::move(job->params.ns), std::move(job->names), job->params.page_size,
+          [this](const LockKey& key, Callback<LockState> done) { Current(key, std::move(done)); },
+          std::move(job->done));
     };
     Send(cmd);
-  }
-
-  // Describes the next candidates (as many as the page still needs, plus
-  // one to know whether another page follows), pipelined.
-  void ListDescribe(std::shared_ptr<ListJob> job) {
-    const size_t want = job->params.page_size + 1;
-    if (job->result.locks.size() >= want || job->next >= job->names.size()) {
-      ListResult out = std::move(job->result);
-      if (out.locks.size() > job->params.page_size) {
-        out.locks.resize(job->params.page_size);
-        out.next_page_token = out.locks.back().key.name;
-      }
-      std::move(job->done)(std::move(out));
-      return;
-    }
-    size_t n = std::min(want - job->result.locks.size(), job->names.size() - job->next);
-    size_t first = job->next;
-    job->next += n;
-    {
-      absl::MutexLock l(&job->mu);
-      job->outstanding = n;
-      job->chunk.assign(n, std::nullopt);
-      job->error = absl::OkStatus();
-    }
-    for (size_t i = 0; i < n; ++i) {
-      LockKey key{job->params.ns, job->names[first + i]};
-      Command cmd = DescribeCommand(key);
-      cmd.done = [this, job, i, key,
-                  context = cmd.context](absl::StatusOr<ReplyPtr> reply) mutable {
-        absl::StatusOr<LockState> s = ParseDescribe(key, context, reply);
-        bool last;
-        {
-          absl::MutexLock l(&job->mu);
-          if (!s.ok()) {
-            if (job->error.ok()) job->error = s.status();
-          } else if (s->held) {
-            job->chunk[i] = *std::move(s);
-          }
-          last = --job->outstanding == 0;
-        }
-        if (!last) return;
-        absl::Status error;
-        {
-          absl::MutexLock l(&job->mu);
-          error = job->error;
-          for (auto& c : job->chunk) {
-            if (c.has_value()) job->result.locks.push_back(*std::move(c));
-          }
-        }
-        if (!error.ok()) {
-          std::move(job->done)(error);
-          return;
-        }
-        ListDescribe(std::move(job));
-      };
-      Send(cmd);
-    }
   }
 
   // --- Subscriber::Listener (on the subscriber thread) ---
 
   void OnSubscribed(const std::string& channel) override {
+    // The retry after subscribing; after a reconnect it also catches the
+    // releases published while the connection was down.
     std::optional<LockKey> key = keys_.ParseChannel(channel);
-    if (!key.has_value()) return;
-    Deferred deferred;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) return;
-      auto it = locals_.find(*key);
-      if (it == locals_.end() || it->second.sub == Local::Sub::kNone) return;
-      it->second.sub = Local::Sub::kActive;
-      // The retry after subscribing; after a reconnect it also catches the
-      // releases published while the connection was down.
-      WakeLocked(*key, deferred);
-    }
-    RunAll(deferred);
+    if (key.has_value()) engine_.Wake(*key);
   }
 
   void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
     if (absl::ConsumePrefix(&message, "g")) {
-      OnGrantMessage(*key, message);
+      // "g<token> <owner>": the lock was granted to owner.
+      size_t space = message.find(' ');
+      uint64_t token = 0;
+      if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
+        return;
+      }
+      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token);
       return;
     }
     uint64_t released_token = 0;  // 0 (unknown) if the message is not a token
     if (!absl::SimpleAtoi(message, &released_token)) released_token = 0;
-    Deferred deferred;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) return;
-      WakeLocked(*key, deferred, released_token);
-    }
-    RunAll(deferred);
-  }
-
-  // "<token> <owner>": the lock was granted to owner.
-  void OnGrantMessage(const LockKey& key, absl::string_view message) {
-    size_t space = message.find(' ');
-    uint64_t token = 0;
-    if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
-      return;
-    }
-    Deferred deferred;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) return;
-      auto it = locals_.find(key);
-      if (it == locals_.end()) return;
-      it->second.seen_token = std::max(it->second.seen_token, token);
-      ReenterOwnerLocked(key, it->second, std::string(message.substr(space + 1)), deferred);
-    }
-    RunAll(deferred);
+    engine_.Wake(*key, released_token);
   }
 
   void OnConnectionLost(const absl::Status& why) override {
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) return;
-      for (auto& [key, local] : locals_) {
-        if (local.sub == Local::Sub::kActive) local.sub = Local::Sub::kRequested;
-      }
-    }
     // Idle command connections to a server that went away would fail their
     // next command; replace them now.
-    pool_->ResetConnections();
+    if (!IsShutdown()) pool_->ResetConnections();
   }
 
   // Constant after construction.
@@ -965,13 +393,10 @@ class RedisBackend final : public Backend, private redis::Subscriber::Listener {
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<LockKey, Local> locals_ ABSL_GUARDED_BY(mu_);
-  // Waiting Acquire calls between their first park and their answer.
-  size_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // Reset (thread joined) by Shutdown(); unused once shutdown_ is set.
+  // Reset (thread joined) by Shutdown(), after the engine is shut down.
   std::unique_ptr<TimerQueue> timers_;
-  WaiterTable waiters_;
+  WaitEngine engine_;
   const std::unique_ptr<redis::CommandPool> pool_;
   const std::unique_ptr<redis::Subscriber> subscriber_;
 };

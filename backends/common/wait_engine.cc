@@ -1,0 +1,393 @@
+#include "backends/common/wait_engine.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "backends/common/errors.h"
+
+namespace lockd {
+
+WaitEngine::WaitEngine(LockStrategy* strategy, TimerQueue* timers, size_t max_waiters)
+    : strategy_(strategy),
+      timers_(timers),
+      max_waiters_(max_waiters),
+      // Capacity is the engine's (parked plus in flight), so that a head
+      // that lost can always go back to the front.
+      table_(timers, std::numeric_limits<size_t>::max(),
+             [this](Waiter w) { OnTimeout(std::move(w)); }) {}
+
+WaitEngine::~WaitEngine() { Shutdown(); }
+
+void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+                         Callback<AcquireResult> done) {
+  TryKind kind = TryKind::kFirst;
+  bool closed;
+  {
+    absl::MutexLock l(&mu_);
+    closed = closed_;
+    // Calls of this process are served first come, first served: while some
+    // wait, a newcomer that would wait too may only re-enter or replay.
+    auto it = keys_.find(params.key);
+    if (params.wait > absl::ZeroDuration() && it != keys_.end() &&
+        (it->second.head_in_flight || table_.Count(params.key) > 0)) {
+      kind = TryKind::kBehind;
+    }
+  }
+  if (closed) {
+    std::move(done)(ShuttingDownError());
+    return;
+  }
+  SteadyClock::time_point deadline = SteadyAfter(params.wait);
+  Try(Waiter{std::move(params), std::move(cancel), std::move(done), deadline}, kind,
+      &WaitEngine::OnFirstTry);
+}
+
+void WaitEngine::Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, TryResult)) {
+  // The waiter stays where it is (on the heap) while the attempt runs, so
+  // that the strategy may read `params` until it calls `done`.
+  auto owned = std::make_unique<Waiter>(std::move(w));
+  const AcquireParams& p = owned->params;
+  strategy_->TryOnce(p, kind, [this, then, owned = std::move(owned)](TryResult r) mutable {
+    (this->*then)(std::move(*owned), std::move(r));
+  });
+}
+
+void WaitEngine::OnFirstTry(Waiter w, TryResult r) {
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    ParseFirstLocked(w, r, deferred);
+  }
+  RunAll(deferred);
+}
+
+void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
+  const LockKey key = w.params.key;
+  if (!r.result.ok() || r.result->acquired || w.params.wait <= absl::ZeroDuration()) {
+    Finish(key, std::move(w.done), std::move(r.result), deferred);
+    return;
+  }
+  if (closed_) {
+    Finish(key, std::move(w.done), ShuttingDownError(), deferred);
+    return;
+  }
+  if (SteadyClock::now() >= w.deadline) {
+    Finish(key, std::move(w.done), std::move(r.result), deferred);
+    return;
+  }
+  if (admitted_ >= max_waiters_) {
+    Finish(key, std::move(w.done), TooManyWaitersError(max_waiters_), deferred);
+    return;
+  }
+  auto [it, inserted] = keys_.try_emplace(key);
+  KeyState& k = it->second;
+  if (inserted) strategy_->KeyActive(key);
+  ObserveLocked(k, r);
+  const bool first = !k.head_in_flight && table_.Count(key) == 0;
+  ++admitted_;
+  w.done = Admitted(key, std::move(w.done));
+  absl::Status parked = table_.Park(w);
+  if (!parked.ok()) {
+    Finish(key, std::move(w.done), parked, deferred);
+    return;
+  }
+  if (k.head_in_flight) {
+    // The head may have looked before the release this attempt saw.
+    if (!r.result->current.held) k.wake_pending = true;
+  } else if (first && !inserted) {
+    // Nobody ahead will be woken for this call, and the lock's wake-ups are
+    // live already: one retry now closes the gap since the attempt.
+    StartHeadLocked(key, k, deferred);
+  } else {
+    ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kFirst, r));
+  }
+  if (r.result->current.held) ReenterOwnerLocked(key, k, r.result->current.owner, deferred);
+}
+
+void WaitEngine::Wake(const LockKey& key, uint64_t released_token) {
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return;
+    KeyState& k = it->second;
+    if (released_token != 0 && released_token < k.seen_token) return;
+    if (k.head_in_flight) {
+      k.wake_pending = true;
+    } else {
+      StartHeadLocked(key, k, deferred);
+    }
+  }
+  RunAll(deferred);
+}
+
+void WaitEngine::OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token) {
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return;
+    it->second.seen_token = std::max(it->second.seen_token, token);
+    ReenterOwnerLocked(key, it->second, owner, deferred);
+  }
+  RunAll(deferred);
+}
+
+std::optional<WaitEngine::Head> WaitEngine::TakeHead(const LockKey& key) {
+  Deferred deferred;
+  std::optional<Waiter> w;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = keys_.find(key);
+    if (!closed_ && it != keys_.end()) w = PopHeadLocked(key, it->second, deferred);
+  }
+  RunAll(deferred);
+  if (!w.has_value()) return std::nullopt;
+  return Head(*std::move(w));
+}
+
+void WaitEngine::FinishHead(Head head, TryResult r) {
+  OnHeadResult(std::move(head.w_), std::move(r));
+}
+
+uint32_t WaitEngine::Waiting(const LockKey& key) const {
+  absl::MutexLock l(&mu_);
+  auto it = keys_.find(key);
+  size_t n = table_.Count(key) + (it != keys_.end() && it->second.head_in_flight ? 1 : 0);
+  return static_cast<uint32_t>(n);
+}
+
+void WaitEngine::Shutdown() {
+  std::vector<Waiter> parked;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [key, k] : keys_) {
+      if (k.timer != 0) timers_->Cancel(k.timer);
+      k.timer = 0;
+    }
+    parked = table_.Close();
+  }
+  for (Waiter& w : parked) std::move(w.done)(ShuttingDownError());
+}
+
+std::optional<WaiterTable::Waiter> WaitEngine::PopHeadLocked(const LockKey& key, KeyState& k,
+                                                             Deferred& deferred) {
+  if (k.head_in_flight) return std::nullopt;
+  while (std::optional<Waiter> w = table_.PopFront(key)) {
+    if (w->cancel && w->cancel->cancelled()) {
+      deferred.push_back(
+          [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
+      continue;
+    }
+    k.head_in_flight = true;
+    k.wake_pending = false;
+    if (k.timer != 0) {
+      timers_->Cancel(k.timer);
+      k.timer = 0;
+    }
+    return w;
+  }
+  return std::nullopt;
+}
+
+void WaitEngine::StartHeadLocked(const LockKey& key, KeyState& k, Deferred& deferred) {
+  std::optional<Waiter> w = PopHeadLocked(key, k, deferred);
+  if (!w.has_value()) return;
+  deferred.push_back([this, w = *std::move(w)]() mutable {
+    Try(std::move(w), TryKind::kHead, &WaitEngine::OnHeadResult);
+  });
+}
+
+void WaitEngine::OnHeadResult(Waiter w, TryResult r) {
+  const LockKey key = w.params.key;
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = keys_.find(key);
+    if (closed_ || it == keys_.end()) {
+      // A grant is still the caller's; anything else ends with the shutdown.
+      if (!r.result.ok() || !r.result->acquired) r.result = ShuttingDownError();
+      Finish(key, std::move(w.done), std::move(r.result), deferred);
+    } else {
+      KeyState& k = it->second;
+      k.head_in_flight = false;
+      ObserveLocked(k, r);
+      const absl::StatusOr<AcquireResult>& res = r.result;
+      if (res.ok() && res->acquired) {
+        k.wake_pending = false;
+        // The owner's other calls re-enter; the rest are served on a wake, or
+        // when the strategy wants to look again (the new lease's end).
+        ReenterOwnerLocked(key, k, w.params.owner, deferred);
+        if (table_.Count(key) > 0)
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
+        Finish(key, std::move(w.done), std::move(r.result), deferred);
+      } else if (!res.ok() && res.status().code() != absl::StatusCode::kUnavailable) {
+        Finish(key, std::move(w.done), res.status(), deferred);
+        if (table_.Count(key) > 0)
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
+      } else {
+        // Lost, or the server is unreachable: back to the front.
+        if (!ReparkLocked(w, deferred) || k.wake_pending) {
+          StartHeadLocked(key, k, deferred);
+        } else {
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
+        }
+        if (res.ok() && res->current.held) {
+          ReenterOwnerLocked(key, k, res->current.owner, deferred);
+        }
+      }
+    }
+    ForgetIfIdleLocked(key);
+  }
+  RunAll(deferred);
+}
+
+void WaitEngine::OnReentrantResult(Waiter w, TryResult r) {
+  const LockKey key = w.params.key;
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = keys_.find(key);
+    if (it != keys_.end()) --it->second.reentering;
+    const absl::StatusOr<AcquireResult>& res = r.result;
+    if (res.ok() && res->acquired) {
+      Finish(key, std::move(w.done), std::move(r.result), deferred);
+    } else if (closed_ || it == keys_.end()) {
+      Finish(key, std::move(w.done), ShuttingDownError(), deferred);
+    } else if (!res.ok() && res.status().code() != absl::StatusCode::kUnavailable) {
+      Finish(key, std::move(w.done), res.status(), deferred);
+    } else {
+      // The owner no longer holds the lock (released meanwhile): back to the
+      // front, and the lock may well be free.
+      KeyState& k = it->second;
+      ReparkLocked(w, deferred);
+      if (!res.ok()) {
+        ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kReentrant, r));
+      } else if (k.head_in_flight) {
+        k.wake_pending = true;
+      } else {
+        StartHeadLocked(key, k, deferred);
+      }
+    }
+    ForgetIfIdleLocked(key);
+  }
+  RunAll(deferred);
+}
+
+bool WaitEngine::ReparkLocked(Waiter& w, Deferred& deferred) {
+  absl::Status parked = table_.Park(w, /*front=*/true);
+  if (parked.ok()) return true;
+  deferred.push_back(
+      [done = std::move(w.done), parked]() mutable { std::move(done)(std::move(parked)); });
+  return false;
+}
+
+void WaitEngine::ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay) {
+  if (delay == absl::InfiniteDuration()) return;
+  SteadyClock::time_point at = SteadyAfter(std::max(delay, absl::ZeroDuration()));
+  if (k.timer != 0) {
+    if (k.timer_at <= at) return;  // an earlier retry is already due
+    timers_->Cancel(k.timer);
+  }
+  k.timer_at = at;
+  // The generation tells a timer that was replaced while it started to run.
+  uint64_t gen = ++k.timer_gen;
+  k.timer = timers_->ScheduleAt(at, [this, key, gen] { OnRetryTimer(key, gen); });
+}
+
+void WaitEngine::OnRetryTimer(const LockKey& key, uint64_t gen) {
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    auto it = keys_.find(key);
+    if (it == keys_.end() || it->second.timer_gen != gen) return;
+    it->second.timer = 0;
+    StartHeadLocked(key, it->second, deferred);
+  }
+  RunAll(deferred);
+}
+
+void WaitEngine::ReenterOwnerLocked(const LockKey& key, KeyState& k, const std::string& owner,
+                                    Deferred& deferred) {
+  if (owner.empty()) return;
+  for (Waiter& w : table_.PopOwner(key, owner)) {
+    if (w.cancel && w.cancel->cancelled()) {
+      deferred.push_back(
+          [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
+      continue;
+    }
+    ++k.reentering;
+    deferred.push_back([this, w = std::move(w)]() mutable {
+      Try(std::move(w), TryKind::kReentrant, &WaitEngine::OnReentrantResult);
+    });
+  }
+}
+
+void WaitEngine::ObserveLocked(KeyState& k, const TryResult& r) {
+  if (!r.result.ok()) return;
+  uint64_t token = r.result->acquired ? r.result->fencing_token : r.result->current.fencing_token;
+  k.seen_token = std::max(k.seen_token, token);
+}
+
+void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
+  if (closed_) return;  // the strategy may be stopping; nothing waits any more
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return;
+  KeyState& k = it->second;
+  if (k.head_in_flight || k.reentering > 0 || table_.Count(key) > 0) return;
+  if (k.timer != 0) timers_->Cancel(k.timer);
+  keys_.erase(it);
+  strategy_->KeyIdle(key);
+}
+
+Callback<AcquireResult> WaitEngine::Admitted(LockKey key, Callback<AcquireResult> done) {
+  return [this, key = std::move(key),
+          done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
+    {
+      absl::MutexLock l(&mu_);
+      --admitted_;
+      ForgetIfIdleLocked(key);
+    }
+    std::move(done)(std::move(r));
+  };
+}
+
+void WaitEngine::Finish(const LockKey& key, Callback<AcquireResult> done,
+                        absl::StatusOr<AcquireResult> r, Deferred& deferred) {
+  if (r.ok() && !r->acquired) {
+    auto it = keys_.find(key);
+    r->current.key = key;
+    r->current.waiters = static_cast<uint32_t>(
+        table_.Count(key) + (it != keys_.end() && it->second.head_in_flight ? 1 : 0));
+  }
+  deferred.push_back(
+      [done = std::move(done), r = std::move(r)]() mutable { std::move(done)(std::move(r)); });
+}
+
+void WaitEngine::OnTimeout(Waiter w) {
+  const LockKey key = w.params.key;
+  strategy_->Current(key,
+                     [this, key, done = std::move(w.done)](absl::StatusOr<LockState> s) mutable {
+                       absl::StatusOr<AcquireResult> r = AcquireResult{};
+                       if (s.ok()) {
+                         r->current = *std::move(s);
+                       } else {
+                         r = s.status();
+                       }
+                       Deferred deferred;
+                       {
+                         absl::MutexLock l(&mu_);
+                         Finish(key, std::move(done), std::move(r), deferred);
+                       }
+                       RunAll(deferred);
+                     });
+}
+
+}  // namespace lockd

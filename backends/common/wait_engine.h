@@ -1,0 +1,223 @@
+// The waiting half of Backend::Acquire, written once for every backend whose
+// locks live on a server it can only ask ("try to take this lock now"): it
+// parks calls that found the lock held, retries the first of them when the
+// lock may have become free, and answers each call exactly once. The backend
+// supplies a LockStrategy (one attempt, and the lock's state) and calls
+// Wake() when it learns that a lock may be free (a release it made, a
+// published release, a lease-expiry timer of its own). Userver's dist_lock
+// Locker over its strategies is the model.
+//
+// Per lock, in arrival order (FIFO):
+//   - A new Acquire makes one attempt (TryKind::kFirst, or kBehind while
+//     others of this process wait for the lock, so that it cannot overtake
+//     them: then only a reentrant or replayed acquire is granted).
+//   - If that is not granted and params.wait > 0, the call is parked. At most
+//     one parked call per lock, the head, has an attempt in flight
+//     (TryKind::kHead). It is started by Wake(), by the retry timer (the
+//     delay the strategy asks for through NextTry), or by the backend itself
+//     through TakeHead()/FinishHead() (e.g. riding on a release).
+//   - A head that loses goes back to the front. Wakes that arrive while its
+//     attempt is in flight are coalesced into one immediate retry.
+//   - An attempt that reports the lock held by owner O grants every parked
+//     call of O as a reentrant acquire at once (TryKind::kReentrant attempts,
+//     out of line), as does OwnerHolds(): a call never waits on its own owner.
+//   - The wait ends at the deadline (OK, acquired=false, the lock's state from
+//     LockStrategy::Current), on cancel (kCancelled), on an attempt error
+//     other than kUnavailable (that error), or at Shutdown (kUnavailable).
+//     kUnavailable from an attempt only means "try again later".
+//
+// Capacity, for every backend: at most `max_waiters` calls are waiting at
+// once, counting parked calls and calls whose retry is in flight; one more is
+// answered kResourceExhausted (TooManyWaitersError) when it would park.
+//
+// Threading: thread-safe. One mutex (mu_) guards the per-lock state; the
+// WaiterTable has its own. Lock order: mu_, then the WaiterTable's. The
+// strategy's TryOnce and Current and every `done` are called with no engine
+// lock held; NextTry, KeyActive and KeyIdle are called with mu_ held (so a
+// lock's activations and idlings reach the strategy in order) and must not
+// call into the engine or block. Callbacks of TryOnce/Current may run on any
+// thread, inline included.
+
+#ifndef LOCKD_BACKENDS_COMMON_WAIT_ENGINE_H_
+#define LOCKD_BACKENDS_COMMON_WAIT_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backends/backend.h"
+#include "backends/common/deferred.h"
+#include "backends/common/timer_queue.h"
+#include "backends/common/waiter_table.h"
+
+namespace lockd {
+
+// What one attempt found.
+struct TryResult {
+  // OK and acquired: granted (fencing_token, hold_count, ttl filled).
+  // OK and !acquired: not granted; `current` is the lock's state as far as
+  //   the attempt saw it (held=false: it looked free but was not taken, e.g.
+  //   deferred to other waiters). current.waiters is filled by the engine.
+  // kUnavailable: the server could not be asked; a parked call tries again.
+  // Any other error ends the call with that error.
+  absl::StatusOr<AcquireResult> result;
+  // Not granted and held: how long the holder's lease has left, if known.
+  absl::Duration holder_remaining = absl::InfiniteDuration();
+};
+
+enum class TryKind {
+  kFirst,      // a new call, nobody of this process waits: may take a free lock
+  kBehind,     // a new call while others wait: only re-enter or replay
+  kHead,       // the first parked call, retrying: may take a free lock
+  kReentrant,  // a parked call whose owner was seen holding the lock
+};
+
+// What a backend supplies. Implementations are thread-safe.
+class LockStrategy {
+ public:
+  virtual ~LockStrategy() = default;
+
+  // Starts one acquire attempt for `params`; calls `done` exactly once.
+  // `params` stays valid until `done` is called (not after).
+  virtual void TryOnce(const AcquireParams& params, TryKind kind,
+                       absl::AnyInvocable<void(TryResult) &&> done) = 0;
+
+  // The lock's current state, for a call whose wait ended. `waiters` need
+  // not be filled (the engine fills it).
+  virtual void Current(const LockKey& key, Callback<LockState> done) = 0;
+
+  // After an attempt of kind `after` on `key` that is not the end of the line
+  // (a first park: kFirst, also for kBehind; a lost head; a grant with calls
+  // still parked; a failed re-entry): how long until the head should try
+  // again if no Wake() comes first. InfiniteDuration: only on a Wake(). An
+  // earlier pending retry is kept.
+  virtual absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) = 0;
+
+  // `key` gets its first waiting call / loses its last one. Called with the
+  // engine's mutex held: record or queue work (subscribe to a channel), do
+  // not call into the engine. A strategy that learns of releases only after
+  // KeyActive (a subscription) calls Wake(key) once it is sure to see them.
+  virtual void KeyActive(const LockKey& key) {}
+  virtual void KeyIdle(const LockKey& key) {}
+};
+
+class WaitEngine {
+ public:
+  // `strategy` and `timers` must outlive the engine; the timer queue must be
+  // stopped (destroyed) before the engine is. max_waiters > 0.
+  WaitEngine(LockStrategy* strategy, TimerQueue* timers, size_t max_waiters);
+  // Finishes what is still parked with ShuttingDownError().
+  ~WaitEngine();
+  WaitEngine(const WaitEngine&) = delete;
+  WaitEngine& operator=(const WaitEngine&) = delete;
+
+  // Backend::Acquire: tries once, then waits as described above. `done` is
+  // called exactly once, with no engine lock held. After Shutdown():
+  // ShuttingDownError(), inline.
+  void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+               Callback<AcquireResult> done);
+
+  // `key` may be free: the head tries now (or right after its attempt in
+  // flight). `released_token`, when non-zero, is the token of the holding
+  // whose end caused the wake: if an attempt already saw a larger token (the
+  // lock was granted since), the news is stale and ignored.
+  void Wake(const LockKey& key, uint64_t released_token = 0);
+
+  // `owner` holds `key` with `token` (a grant the backend heard of): its
+  // parked calls are granted as reentrant acquires.
+  void OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token);
+
+  // The head of `key`, taken out of line for an attempt the backend makes
+  // itself (e.g. in the same transaction or pipeline as a release). The
+  // backend must call FinishHead() exactly once with its result.
+  class Head {
+   public:
+    const AcquireParams& params() const { return w_.params; }
+
+   private:
+    friend class WaitEngine;
+    explicit Head(WaiterTable::Waiter w) : w_(std::move(w)) {}
+    WaiterTable::Waiter w_;
+  };
+  // nullopt if `key` has no parked call, its head is already trying, or the
+  // engine is shut down.
+  std::optional<Head> TakeHead(const LockKey& key);
+  void FinishHead(Head head, TryResult r);
+
+  // Calls waiting on `key`: parked, plus the head whose attempt is in flight
+  // (LockState::waiters).
+  uint32_t Waiting(const LockKey& key) const;
+
+  // Finishes every parked call with ShuttingDownError() and answers later
+  // Acquires so. Attempts in flight still finish: a grant is delivered (the
+  // service gives back grants it cannot use), anything else becomes
+  // ShuttingDownError(). Idempotent.
+  void Shutdown();
+
+ private:
+  struct KeyState {
+    bool head_in_flight = false;
+    bool wake_pending = false;  // a Wake() came while the head was trying
+    int reentering = 0;         // calls out of line on a kReentrant attempt
+    TimerQueue::TimerId timer = 0;
+    uint64_t timer_gen = 0;
+    SteadyClock::time_point timer_at;
+    uint64_t seen_token = 0;  // the largest token an attempt reported
+  };
+  using Waiter = WaiterTable::Waiter;
+
+  // Runs one attempt for `w`, then (this->*then)(w, result).
+  void Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, TryResult));
+  void OnFirstTry(Waiter w, TryResult r);
+  void ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnHeadResult(Waiter w, TryResult r);
+  void OnReentrantResult(Waiter w, TryResult r);
+  void OnRetryTimer(const LockKey& key, uint64_t gen);
+  void OnTimeout(Waiter w);
+
+  // Pops the first live call of `key` (finishing cancelled ones) and marks it
+  // in flight; nullopt if none or one is in flight already.
+  std::optional<Waiter> PopHeadLocked(const LockKey& key, KeyState& k, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartHeadLocked(const LockKey& key, KeyState& k, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parks `w` at the front again; finishes it through `deferred` if that
+  // fails (deadline passed, cancelled). Returns whether it was parked.
+  bool ReparkLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReenterOwnerLocked(const LockKey& key, KeyState& k, const std::string& owner,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ObserveLocked(KeyState& k, const TryResult& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetIfIdleLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wraps an admitted call's `done` so that finishing it frees its capacity
+  // and forgets an idle lock.
+  Callback<AcquireResult> Admitted(LockKey key, Callback<AcquireResult> done);
+  // `done` with `current.waiters` filled for a not-granted result.
+  void Finish(const LockKey& key, Callback<AcquireResult> done, absl::StatusOr<AcquireResult> r,
+              Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  LockStrategy* const strategy_;
+  TimerQueue* const timers_;
+  const size_t max_waiters_;
+
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t admitted_ ABSL_GUARDED_BY(mu_) = 0;  // calls between first park and answer
+  absl::flat_hash_map<LockKey, KeyState> keys_ ABSL_GUARDED_BY(mu_);
+  // Constructed after the above; its timeouts call OnTimeout.
+  WaiterTable table_;
+};
+
+}  // namespace lockd
+
+#endif  // LOCKD_BACKENDS_COMMON_WAIT_ENGINE_H_

@@ -1,0 +1,351 @@
+// The wait engine against a scripted, in-process "try once": each attempt is
+// queued for the test, which answers it (granted, held by someone, error).
+
+#include "backends/common/wait_engine.h"
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace lockd {
+namespace {
+
+const LockKey kKey{"default", "x"};
+
+class ScriptedStrategy final : public LockStrategy {
+ public:
+  struct Attempt {
+    AcquireParams params;
+    TryKind kind;
+    absl::AnyInvocable<void(TryResult) &&> done;
+  };
+
+  void TryOnce(const AcquireParams& params, TryKind kind,
+               absl::AnyInvocable<void(TryResult) &&> done) override {
+    absl::MutexLock l(&mu_);
+    attempts_.push_back(Attempt{params, kind, std::move(done)});
+  }
+
+  void Current(const LockKey& key, Callback<LockState> done) override {
+    LockState s;
+    s.key = key;
+    s.held = true;
+    s.owner = "holder";
+    std::move(done)(s);
+  }
+
+  absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
+    absl::MutexLock l(&mu_);
+    return next_try_;
+  }
+  void KeyActive(const LockKey& key) override {
+    absl::MutexLock l(&mu_);
+    ++active_;
+  }
+  void KeyIdle(const LockKey& key) override {
+    absl::MutexLock l(&mu_);
+    ++idle_;
+  }
+
+  // Waits (up to 5 s) until an attempt is queued and takes the oldest.
+  Attempt Next() {
+    absl::MutexLock l(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !attempts_.empty(); };
+    EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(5)));
+    if (attempts_.empty()) return Attempt{};
+    Attempt a = std::move(attempts_.front());
+    attempts_.pop_front();
+    return a;
+  }
+  size_t Pending() {
+    absl::MutexLock l(&mu_);
+    return attempts_.size();
+  }
+  void SetNextTry(absl::Duration d) {
+    absl::MutexLock l(&mu_);
+    next_try_ = d;
+  }
+  int active() {
+    absl::MutexLock l(&mu_);
+    return active_;
+  }
+  int idle() {
+    absl::MutexLock l(&mu_);
+    return idle_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<Attempt> attempts_ ABSL_GUARDED_BY(mu_);
+  absl::Duration next_try_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TryResult Granted(uint64_t token) {
+  AcquireResult r;
+  r.acquired = true;
+  r.fencing_token = token;
+  r.hold_count = 1;
+  r.ttl = absl::Seconds(10);
+  return TryResult{r};
+}
+
+TryResult HeldBy(const std::string& owner, uint64_t token = 1) {
+  AcquireResult r;
+  r.current.key = kKey;
+  r.current.held = true;
+  r.current.owner = owner;
+  r.current.fencing_token = token;
+  return TryResult{r, absl::Seconds(10)};
+}
+
+class WaitEngineTest : public ::testing::Test {
+ protected:
+  struct Slot {
+    absl::StatusOr<AcquireResult> result;
+    absl::Notification done;
+    bool Wait() { return done.WaitForNotificationWithTimeout(absl::Seconds(5)); }
+  };
+
+  Slot* Acquire(const std::string& owner, absl::Duration wait,
+                std::shared_ptr<CancelSignal> cancel = nullptr) {
+    Slot* slot = &slots_.emplace_back();
+    AcquireParams p;
+    p.key = kKey;
+    p.owner = owner;
+    p.ttl = absl::Seconds(10);
+    p.wait = wait;
+    engine_->Acquire(std::move(p), std::move(cancel), [slot](absl::StatusOr<AcquireResult> r) {
+      slot->result = std::move(r);
+      slot->done.Notify();
+    });
+    return slot;
+  }
+
+  // Acquire(owner) whose first attempt finds the lock held: parked.
+  Slot* Park(const std::string& owner, absl::Duration wait = absl::Seconds(30)) {
+    Slot* s = Acquire(owner, wait);
+    std::move(strategy_.Next().done)(HeldBy("holder"));
+    return s;
+  }
+
+  // Declared so that the engine goes first, then the timers, then the slots.
+  std::deque<Slot> slots_;
+  ScriptedStrategy strategy_;
+  std::unique_ptr<TimerQueue> timers_ = std::make_unique<TimerQueue>();
+  std::unique_ptr<WaitEngine> engine_ =
+      std::make_unique<WaitEngine>(&strategy_, timers_.get(), /*max_waiters=*/3);
+
+  ~WaitEngineTest() override {
+    engine_->Shutdown();
+    // Answer attempts still out so that no callback is left dangling.
+    while (strategy_.Pending() > 0)
+      std::move(strategy_.Next().done)(TryResult{ShuttingDownError()});
+    timers_.reset();
+  }
+};
+
+TEST_F(WaitEngineTest, FirstAttemptGrantedAnswersAtOnce) {
+  Slot* s = Acquire("a", absl::Seconds(1));
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.kind, TryKind::kFirst);
+  std::move(a.done)(Granted(7));
+  ASSERT_TRUE(s->Wait());
+  ASSERT_TRUE(s->result.ok());
+  EXPECT_TRUE(s->result->acquired);
+  EXPECT_EQ(s->result->fencing_token, 7u);
+  EXPECT_EQ(strategy_.active(), 0);
+}
+
+TEST_F(WaitEngineTest, TryOnceCallDoesNotWait) {
+  Slot* s = Acquire("a", absl::ZeroDuration());
+  std::move(strategy_.Next().done)(HeldBy("holder"));
+  ASSERT_TRUE(s->Wait());
+  ASSERT_TRUE(s->result.ok());
+  EXPECT_FALSE(s->result->acquired);
+  EXPECT_EQ(s->result->current.owner, "holder");
+  EXPECT_EQ(s->result->current.waiters, 0u);
+}
+
+TEST_F(WaitEngineTest, ParkedCallIsGrantedOnWake) {
+  Slot* s = Park("a");
+  EXPECT_EQ(strategy_.active(), 1);
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.kind, TryKind::kHead);
+  EXPECT_EQ(a.params.owner, "a");
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);  // in flight counts
+  std::move(a.done)(Granted(2));
+  ASSERT_TRUE(s->Wait());
+  EXPECT_TRUE(s->result->acquired);
+  EXPECT_EQ(engine_->Waiting(kKey), 0u);
+  EXPECT_EQ(strategy_.idle(), 1);
+}
+
+TEST_F(WaitEngineTest, WakesDuringAnAttemptCoalesceIntoOneRetryOfTheSameHead) {
+  Slot* a = Park("a");
+  Slot* b = Park("b");
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt first = strategy_.Next();
+  engine_->Wake(kKey);
+  engine_->Wake(kKey);
+  engine_->Wake(kKey);
+  EXPECT_EQ(strategy_.Pending(), 0u);  // one attempt in flight per lock
+  std::move(first.done)(HeldBy("holder"));
+  // Lost, and wakes came meanwhile: the same head (back at the front) tries
+  // once more, at once.
+  ScriptedStrategy::Attempt second = strategy_.Next();
+  EXPECT_EQ(second.params.owner, "a");
+  EXPECT_EQ(second.kind, TryKind::kHead);
+  std::move(second.done)(HeldBy("holder"));
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  EXPECT_FALSE(a->done.HasBeenNotified());
+  EXPECT_FALSE(b->done.HasBeenNotified());
+  EXPECT_EQ(engine_->Waiting(kKey), 2u);
+}
+
+TEST_F(WaitEngineTest, NewcomerBehindWaitersMayOnlyReenter) {
+  Park("a");
+  Acquire("b", absl::Seconds(30));
+  EXPECT_EQ(strategy_.Next().kind, TryKind::kBehind);
+  // A call that does not wait is never held back.
+  Acquire("c", absl::ZeroDuration());
+  EXPECT_EQ(strategy_.Next().kind, TryKind::kFirst);
+}
+
+TEST_F(WaitEngineTest, NextTryArmsARetryWithoutWake) {
+  strategy_.SetNextTry(absl::Milliseconds(20));
+  Slot* s = Park("a");
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.kind, TryKind::kHead);
+  std::move(a.done)(Granted(3));
+  ASSERT_TRUE(s->Wait());
+  EXPECT_TRUE(s->result->acquired);
+}
+
+TEST_F(WaitEngineTest, DeadlineEndsTheWaitWithTheLocksState) {
+  Slot* s = Park("a", absl::Milliseconds(30));
+  ASSERT_TRUE(s->Wait());
+  ASSERT_TRUE(s->result.ok());
+  EXPECT_FALSE(s->result->acquired);
+  EXPECT_EQ(s->result->current.owner, "holder");
+  EXPECT_EQ(engine_->Waiting(kKey), 0u);
+  EXPECT_EQ(strategy_.idle(), 1);
+}
+
+TEST_F(WaitEngineTest, CancelEndsTheWait) {
+  auto cancel = std::make_shared<CancelSignal>();
+  Slot* s = Acquire("a", absl::Seconds(30), cancel);
+  std::move(strategy_.Next().done)(HeldBy("holder"));
+  cancel->Cancel();
+  ASSERT_TRUE(s->Wait());
+  EXPECT_EQ(s->result.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(WaitEngineTest, CapacityCountsParkedAndInFlightCalls) {
+  Park("a");
+  Park("b");
+  engine_->Wake(kKey);  // "a" is in flight, out of the table
+  ScriptedStrategy::Attempt head = strategy_.Next();
+  Park("c");
+  Slot* d = Park("d");
+  ASSERT_TRUE(d->Wait());
+  EXPECT_EQ(d->result.status().code(), absl::StatusCode::kResourceExhausted);
+  // A head that lost always goes back, whatever the count.
+  std::move(head.done)(HeldBy("holder"));
+  EXPECT_EQ(engine_->Waiting(kKey), 3u);
+}
+
+TEST_F(WaitEngineTest, UnavailableAttemptKeepsWaitingOtherErrorsEnd) {
+  Slot* a = Park("a");
+  Slot* b = Park("b");
+  engine_->Wake(kKey);
+  std::move(strategy_.Next().done)(TryResult{absl::UnavailableError("down")});
+  EXPECT_FALSE(a->done.HasBeenNotified());
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt again = strategy_.Next();
+  EXPECT_EQ(again.params.owner, "a");
+  std::move(again.done)(TryResult{absl::InternalError("bad reply")});
+  ASSERT_TRUE(a->Wait());
+  EXPECT_EQ(a->result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(b->done.HasBeenNotified());
+}
+
+TEST_F(WaitEngineTest, ParkedCallOfTheHolderIsGrantedAsReentrant) {
+  Slot* a = Park("a");
+  Slot* o = Park("o");
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt head = strategy_.Next();
+  EXPECT_EQ(head.params.owner, "a");
+  std::move(head.done)(HeldBy("o", 5));  // "o" came to hold the lock elsewhere
+  ScriptedStrategy::Attempt re = strategy_.Next();
+  EXPECT_EQ(re.kind, TryKind::kReentrant);
+  EXPECT_EQ(re.params.owner, "o");
+  AcquireResult r;
+  r.acquired = true;
+  r.hold_count = 2;
+  r.fencing_token = 5;
+  std::move(re.done)(TryResult{r});
+  ASSERT_TRUE(o->Wait());
+  EXPECT_EQ(o->result->hold_count, 2u);
+  EXPECT_FALSE(a->done.HasBeenNotified());
+}
+
+TEST_F(WaitEngineTest, OwnerHoldsGrantsItsParkedCalls) {
+  Park("a");
+  Slot* o = Park("o");
+  engine_->OwnerHolds(kKey, "o", 9);
+  ScriptedStrategy::Attempt re = strategy_.Next();
+  EXPECT_EQ(re.kind, TryKind::kReentrant);
+  std::move(re.done)(Granted(9));
+  ASSERT_TRUE(o->Wait());
+  EXPECT_TRUE(o->result->acquired);
+  // A release of an older holding is stale news now.
+  engine_->Wake(kKey, 8);
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  engine_->Wake(kKey, 9);
+  EXPECT_EQ(strategy_.Next().params.owner, "a");
+}
+
+TEST_F(WaitEngineTest, BackendMayRunTheHeadsAttemptItself) {
+  Slot* a = Park("a");
+  std::optional<WaitEngine::Head> head = engine_->TakeHead(kKey);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->params().owner, "a");
+  EXPECT_FALSE(engine_->TakeHead(kKey).has_value());  // one at a time
+  engine_->Wake(kKey);                                // coalesced
+  engine_->FinishHead(*std::move(head), HeldBy("holder"));
+  ScriptedStrategy::Attempt again = strategy_.Next();
+  std::move(again.done)(Granted(4));
+  ASSERT_TRUE(a->Wait());
+  EXPECT_TRUE(a->result->acquired);
+}
+
+TEST_F(WaitEngineTest, ShutdownDrainsParkedCallsAndKeepsGrantsInFlight) {
+  Slot* a = Park("a");
+  Slot* b = Park("b");
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt head = strategy_.Next();
+  engine_->Shutdown();
+  ASSERT_TRUE(b->Wait());
+  EXPECT_EQ(b->result.status().code(), absl::StatusCode::kUnavailable);
+  std::move(head.done)(Granted(6));
+  ASSERT_TRUE(a->Wait());
+  EXPECT_TRUE(a->result->acquired);
+  Slot* c = Acquire("c", absl::Seconds(1));
+  ASSERT_TRUE(c->Wait());
+  EXPECT_EQ(c->result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace lockd

@@ -1,0 +1,40 @@
+// The MySQL backend's housekeeping, run by one replica job at a time: deletes
+// lock rows whose lease ended, lapsed demand rows, and (every tenth of
+// fence_retention) idle fencing counters. Its first statement doubles as the
+// health probe (it connects even while connects fail fast).
+//
+// Not thread-safe: the backend runs one sweep at a time.
+
+#ifndef LOCKD_BACKENDS_MYSQL_MYSQL_SWEEPER_H_
+#define LOCKD_BACKENDS_MYSQL_MYSQL_SWEEPER_H_
+
+#include "absl/time/time.h"
+#include "backends/mysql/mysql_backend.h"
+#include "backends/mysql/mysql_schema.h"
+#include "backends/mysql/mysql_session.h"
+
+namespace lockd::mysql {
+
+class Sweeper {
+ public:
+  // `options` and `schema` must outlive the sweeper.
+  Sweeper(const MysqlOptions* options, const MysqlSchema* schema)
+      : options_(options), schema_(schema) {}
+
+  // One sweep on `s`. Each DELETE names the rows it saw by identity (ns,
+  // name, token) and re-checks `expires_at < NOW(6)` on the locked row, so a
+  // lease renewed or re-granted after the SELECT survives. Failures are
+  // logged (warnings) or left to the health state; never returned.
+  void Run(Session& s);
+
+ private:
+  void DeleteExpired(Session& s);
+
+  const MysqlOptions* const options_;
+  const MysqlSchema* const schema_;
+  absl::Time next_collect_ = absl::InfinitePast();
+};
+
+}  // namespace lockd::mysql
+
+#endif  // LOCKD_BACKENDS_MYSQL_MYSQL_SWEEPER_H_
