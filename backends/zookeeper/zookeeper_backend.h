@@ -42,9 +42,9 @@
 // until ZooKeeper deletes the empty lock node (its container check interval,
 // 60 s by default) or someone else takes the lock.
 //
-// Thread-safe: all state is guarded by one mutex; ZooKeeper callbacks run on
-// the C client's completion thread and timers on a TimerQueue thread, and
-// neither blocks.
+// Thread-safe: each part (zookeeper_backend.cc lists them) guards its own
+// state; ZooKeeper callbacks run on the C client's completion thread and
+// timers on a TimerQueue thread, and neither blocks.
 
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
