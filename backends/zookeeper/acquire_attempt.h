@@ -54,8 +54,8 @@
 #include "backends/zookeeper/lease_tracker.h"
 #include "backends/zookeeper/node_deleter.h"
 #include "backends/zookeeper/waiter_slots.h"
-#include "backends/zookeeper/zk_client.h"
 #include "backends/zookeeper/zk_common.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
@@ -65,7 +65,7 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
   // backend closes the client, which runs every pending callback, first).
   struct Deps {
     const Paths* paths = nullptr;
-    Client* zk = nullptr;
+    Transport* zk = nullptr;
     ContenderListing* listing = nullptr;
     LeaseTracker* leases = nullptr;
     NodeDeleter* deleter = nullptr;

@@ -28,8 +28,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
-#include "backends/zookeeper/zk_client.h"
 #include "backends/zookeeper/zk_codec.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
@@ -51,7 +51,7 @@ class ContenderListing {
  public:
   // `zk` must outlive this object. `sent`, if not null, counts listings
   // sent to ZooKeeper.
-  explicit ContenderListing(Client* zk, std::atomic<uint64_t>* sent = nullptr)
+  explicit ContenderListing(Transport* zk, std::atomic<uint64_t>* sent = nullptr)
       : zk_(zk), sent_(sent) {}
   ContenderListing(const ContenderListing&) = delete;
   ContenderListing& operator=(const ContenderListing&) = delete;
@@ -63,7 +63,7 @@ class ContenderListing {
  private:
   void Send(const std::string& lock_path, std::vector<ListingCb> batch);
 
-  Client* const zk_;
+  Transport* const zk_;
   std::atomic<uint64_t>* const sent_;
   absl::Mutex mu_;
   // Lock nodes with a listing in flight, and the callbacks that wait for the

@@ -24,15 +24,15 @@
 #include "backends/backend.h"
 #include "backends/zookeeper/lease_tracker.h"
 #include "backends/zookeeper/node_deleter.h"
-#include "backends/zookeeper/zk_client.h"
 #include "backends/zookeeper/zk_common.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
 class HolderWrites {
  public:
   // Every pointer must outlive this object.
-  HolderWrites(const Paths* paths, Client* zk, LeaseTracker* leases, NodeDeleter* deleter)
+  HolderWrites(const Paths* paths, Transport* zk, LeaseTracker* leases, NodeDeleter* deleter)
       : paths_(paths), zk_(zk), leases_(leases), deleter_(deleter) {}
   HolderWrites(const HolderWrites&) = delete;
   HolderWrites& operator=(const HolderWrites&) = delete;
@@ -76,7 +76,7 @@ class HolderWrites {
   void ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op);
 
   const Paths* const paths_;
-  Client* const zk_;
+  Transport* const zk_;
   LeaseTracker* const leases_;
   NodeDeleter* const deleter_;
 };

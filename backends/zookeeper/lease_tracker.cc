@@ -9,7 +9,7 @@
 
 namespace lockd::zk {
 
-LeaseTracker::LeaseTracker(Options options, const Paths* paths, Client* zk,
+LeaseTracker::LeaseTracker(Options options, const Paths* paths, Transport* zk,
                            ContenderListing* listing, NodeDeleter* deleter, TimerQueue* timers,
                            absl::AnyInvocable<bool(const LockKey&) const> has_local_waiters,
                            absl::AnyInvocable<bool() const> serving)

@@ -42,9 +42,9 @@
 #include "backends/common/timer_queue.h"
 #include "backends/zookeeper/contender_listing.h"
 #include "backends/zookeeper/node_deleter.h"
-#include "backends/zookeeper/zk_client.h"
 #include "backends/zookeeper/zk_codec.h"
 #include "backends/zookeeper/zk_common.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
@@ -86,7 +86,7 @@ class LeaseTracker {
   // Every pointer must outlive this object. `has_local_waiters(key)` says
   // whether this replica has parked Acquire calls on `key`; `serving()`
   // whether the session serves (the reaper scans only then).
-  LeaseTracker(Options options, const Paths* paths, Client* zk, ContenderListing* listing,
+  LeaseTracker(Options options, const Paths* paths, Transport* zk, ContenderListing* listing,
                NodeDeleter* deleter, TimerQueue* timers,
                absl::AnyInvocable<bool(const LockKey&) const> has_local_waiters,
                absl::AnyInvocable<bool() const> serving);
@@ -207,7 +207,7 @@ class LeaseTracker {
   // Constant after construction.
   const Options options_;
   const Paths* const paths_;
-  Client* const zk_;
+  Transport* const zk_;
   ContenderListing* const listing_;
   NodeDeleter* const deleter_;
   TimerQueue* const timers_;  // used only with mu_ held and !stopped_

@@ -24,14 +24,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
-#include "backends/zookeeper/zk_client.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
 class NodeDeleter {
  public:
   // `zk` must outlive this object.
-  explicit NodeDeleter(Client* zk) : zk_(zk) {}
+  explicit NodeDeleter(Transport* zk) : zk_(zk) {}
   NodeDeleter(const NodeDeleter&) = delete;
   NodeDeleter& operator=(const NodeDeleter&) = delete;
 
@@ -73,7 +73,7 @@ class NodeDeleter {
 
   void Done(const std::string& path, int rc);
 
-  Client* const zk_;
+  Transport* const zk_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Nodes being deleted (count of deletes in flight), and who waits for the

@@ -31,7 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "backends/common/timer_queue.h"
-#include "backends/zookeeper/zk_client.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
@@ -58,7 +58,7 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // The client whose state events OnState() receives. Must outlive this.
-  void Attach(Client* zk) { zk_ = zk; }
+  void Attach(Transport* zk) { zk_ = zk; }
 
   // Opens the first session and waits up to connect_wait until it serves.
   // kInvalidArgument for an unusable connect string; kInternal (naming the
@@ -86,7 +86,7 @@ class Session {
   const Options options_;
   TimerQueue* const timers_;  // used only with mu_ held and !stopped_
   Listener listener_;
-  Client* zk_ = nullptr;
+  Transport* zk_ = nullptr;
 
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

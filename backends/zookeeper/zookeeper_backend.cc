@@ -33,6 +33,7 @@
 #include "backends/zookeeper/zk_codec.h"
 #include "backends/zookeeper/zk_common.h"
 #include "backends/zookeeper/zk_session.h"
+#include "backends/zookeeper/zookeeper_backend_internal.h"
 
 namespace lockd {
 namespace {
@@ -42,7 +43,7 @@ using zk::Result;
 
 class ZooKeeperBackend final : public Backend {
  public:
-  explicit ZooKeeperBackend(const ZooKeeperOptions& options);
+  ZooKeeperBackend(const ZooKeeperOptions& options, zk::TransportFactory make_transport);
   ~ZooKeeperBackend() override { Shutdown(); }
 
   absl::Status Start() {
@@ -157,22 +158,19 @@ class ZooKeeperBackend final : public Backend {
   std::unique_ptr<zk::Session> session_;
   zk::AcquireAttempt::Deps deps_;
   // Last: its callbacks use everything above.
-  std::unique_ptr<zk::Client> zk_;
+  std::unique_ptr<zk::Transport> zk_;
 };
 
-ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options)
+ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
+                                   zk::TransportFactory make_transport)
     : options_(options),
       hooks_(options.test_hooks),
       paths_(options.root),
       timers_(std::make_unique<TimerQueue>()) {
-  zk::Client::Options zo;
-  zo.hosts = options.hosts;
-  zo.session_timeout = options.session_timeout;
-  zo.digest = options.digest;
-  zk_ = std::make_unique<zk::Client>(
-      std::move(zo), [this](zk::SessionState s, uint64_t gen) { session_->OnState(s, gen); },
+  zk_ = make_transport(
+      [this](zk::SessionState s, uint64_t gen) { session_->OnState(s, gen); },
       [this](uint64_t id, int type, absl::string_view path) { OnWatch(id, type, path); });
-  zk::Client* zk = zk_.get();
+  zk::Transport* zk = zk_.get();
   deleter_ = std::make_unique<zk::NodeDeleter>(zk);
   listing_ = std::make_unique<zk::ContenderListing>(
       zk, hooks_ != nullptr ? &hooks_->contender_listings : nullptr);
@@ -344,7 +342,8 @@ void ZooKeeperBackend::ListChunkDone(const std::shared_ptr<ListOp>& op) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOptions& options) {
+absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
+    const ZooKeeperOptions& options, zk::TransportFactory make_transport) {
   if (options.hosts.empty()) {
     return absl::InvalidArgumentError("zookeeper.hosts: must name at least one host:port");
   }
@@ -366,9 +365,19 @@ absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOpti
     return absl::InvalidArgumentError("zookeeper.reap_interval: must be positive");
   }
   if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters must be positive");
-  auto backend = std::make_unique<ZooKeeperBackend>(options);
+  auto backend = std::make_unique<ZooKeeperBackend>(options, std::move(make_transport));
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOptions& options) {
+  return NewZooKeeperBackendOn(options, [options](zk::StateFn on_state, zk::WatchFn on_watch) {
+    zk::Client::Options zo;
+    zo.hosts = options.hosts;
+    zo.session_timeout = options.session_timeout;
+    zo.digest = options.digest;
+    return std::make_unique<zk::Client>(std::move(zo), std::move(on_state), std::move(on_watch));
+  });
 }
 
 }  // namespace lockd
