@@ -83,13 +83,6 @@ void AcquireAttempt::CreateNode() {
   deps_->zk->Submit(Op::Create(absl::StrCat(lock_path, "/", prefix),
                                EncodeNodeData(InitialData(params_)), ZOO_EPHEMERAL_SEQUENTIAL,
                                [self](Result r) {
-                                 if (r.rc == ZOK && self->DropThisCreateReply()) {
-                                   LogInfo(
-                                       "zookeeper backend: test hook dropped the reply to "
-                                       "creating ",
-                                       r.value);
-                                   r.rc = ZCONNECTIONLOSS;
-                                 }
                                  absl::MutexLock l(&self->mu_);
                                  self->create_rc_ = r.rc;
                                  if (r.rc != ZOK) return;
@@ -99,15 +92,6 @@ void AcquireAttempt::CreateNode() {
                                  self->session_ = r.stat.ephemeralOwner;
                                }));
   deps_->listing->List(lock_path, [self](ListingPtr l) { self->OnCreated(*l); });
-}
-
-bool AcquireAttempt::DropThisCreateReply() {
-  std::atomic<int>* drop = deps_->drop_create_replies;
-  if (drop == nullptr) return false;
-  int n = drop->load();
-  while (n > 0 && !drop->compare_exchange_weak(n, n - 1)) {
-  }
-  return n > 0;
 }
 
 void AcquireAttempt::OnCreated(const Listing& children) {

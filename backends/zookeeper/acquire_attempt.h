@@ -40,7 +40,6 @@
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ACQUIRE_ATTEMPT_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_ACQUIRE_ATTEMPT_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -70,9 +69,6 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
     LeaseTracker* leases = nullptr;
     NodeDeleter* deleter = nullptr;
     WaiterSlots* slots = nullptr;
-    // Tests only: while positive, each successful create is treated as if
-    // its reply had been lost (and the count is decremented).
-    std::atomic<int>* drop_create_replies = nullptr;
   };
 
   enum class State {
@@ -166,7 +162,6 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
   bool Stopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return state_ == State::kStopCancel || state_ == State::kStopDeadline;
   }
-  bool DropThisCreateReply();
 
   // Constant after construction (id_ after Begin()).
   const Deps* const deps_;

@@ -29,7 +29,6 @@ void ContenderListing::List(const std::string& lock_path, ListingCb cb) {
 }
 
 void ContenderListing::Send(const std::string& lock_path, std::vector<ListingCb> batch) {
-  if (sent_ != nullptr) sent_->fetch_add(1);
   zk_->Submit(
       Op::Children(lock_path, [this, lock_path, batch = std::move(batch)](Result r) mutable {
         auto listing = std::make_shared<Listing>();

@@ -19,7 +19,6 @@
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_CONTENDER_LISTING_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_CONTENDER_LISTING_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,10 +48,8 @@ size_t FindContender(const std::vector<Contender>& queue, absl::string_view name
 
 class ContenderListing {
  public:
-  // `zk` must outlive this object. `sent`, if not null, counts listings
-  // sent to ZooKeeper.
-  explicit ContenderListing(Transport* zk, std::atomic<uint64_t>* sent = nullptr)
-      : zk_(zk), sent_(sent) {}
+  // `zk` must outlive this object.
+  explicit ContenderListing(Transport* zk) : zk_(zk) {}
   ContenderListing(const ContenderListing&) = delete;
   ContenderListing& operator=(const ContenderListing&) = delete;
 
@@ -64,7 +61,6 @@ class ContenderListing {
   void Send(const std::string& lock_path, std::vector<ListingCb> batch);
 
   Transport* const zk_;
-  std::atomic<uint64_t>* const sent_;
   absl::Mutex mu_;
   // Lock nodes with a listing in flight, and the callbacks that wait for the
   // next one.

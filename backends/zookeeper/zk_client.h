@@ -77,7 +77,7 @@ class Client final : public Transport {
   // The current session's generation (0 before Open()).
   uint64_t generation() const override;
   // The current session's id and password (secret); false if there is none.
-  bool ClientId(int64_t* id, std::string* password) const override;
+  bool ClientId(int64_t* id, std::string* password) const;
 
   // Sends `ops` in order on the current session. See the class comment for
   // where callbacks run.

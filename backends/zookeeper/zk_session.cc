@@ -93,7 +93,6 @@ void Session::OnState(SessionState state, uint64_t generation) {
     absl::MutexLock l(&mu_);
     if (!stopped_) timers_->Schedule(reopen_after, [this] { Reopen(); });
   }
-  if (state == SessionState::kConnected && listener_.on_connected) listener_.on_connected();
   if (ensure_root) EnsureRoot(generation);
   if (serving && listener_.on_serving) listener_.on_serving();
 }

@@ -48,8 +48,6 @@ class Session {
     absl::AnyInvocable<void()> on_serving;
     // The session ended (expired or refused): its ephemeral nodes are gone.
     absl::AnyInvocable<void()> on_lost;
-    // A session connected (tests only: to learn its id).
-    absl::AnyInvocable<void()> on_connected;
   };
 
   // `timers` must outlive Stop(); Attach() a client before Start().

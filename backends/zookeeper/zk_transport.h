@@ -119,12 +119,6 @@ class Transport {
   virtual bool connected() const = 0;
   // The current session's generation (0 before Open()).
   virtual uint64_t generation() const = 0;
-  // The current session's id and password (secret); false if there is none.
-  virtual bool ClientId(int64_t* id, std::string* password) const {
-    (void)id;
-    (void)password;
-    return false;
-  }
 
   // Sends `ops` in order on the current session.
   virtual void Submit(std::vector<Op> ops) = 0;

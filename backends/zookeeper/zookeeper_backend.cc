@@ -144,7 +144,6 @@ class ZooKeeperBackend final : public Backend {
 
   // Constant after construction.
   const ZooKeeperOptions options_;
-  const std::shared_ptr<ZooKeeperTestHooks> hooks_;
   const zk::Paths paths_;
   std::atomic<bool> shut_down_{false};
 
@@ -163,17 +162,13 @@ class ZooKeeperBackend final : public Backend {
 
 ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
                                    zk::TransportFactory make_transport)
-    : options_(options),
-      hooks_(options.test_hooks),
-      paths_(options.root),
-      timers_(std::make_unique<TimerQueue>()) {
+    : options_(options), paths_(options.root), timers_(std::make_unique<TimerQueue>()) {
   zk_ = make_transport(
       [this](zk::SessionState s, uint64_t gen) { session_->OnState(s, gen); },
       [this](uint64_t id, int type, absl::string_view path) { OnWatch(id, type, path); });
   zk::Transport* zk = zk_.get();
   deleter_ = std::make_unique<zk::NodeDeleter>(zk);
-  listing_ = std::make_unique<zk::ContenderListing>(
-      zk, hooks_ != nullptr ? &hooks_->contender_listings : nullptr);
+  listing_ = std::make_unique<zk::ContenderListing>(zk);
   slots_ = std::make_unique<zk::WaiterSlots>(options.max_waiters, timers_.get());
   zk::LeaseTracker::Options lo;
   lo.observer_grace = options.observer_grace;
@@ -187,16 +182,6 @@ ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
   zk::Session::Listener listener;
   listener.on_serving = [this] { deleter_->DeleteOrphans(); };
   listener.on_lost = [this] { OnSessionLost(); };
-  listener.on_connected = [this] {
-    if (hooks_ == nullptr) return;
-    int64_t id;
-    std::string password;
-    if (zk_->ClientId(&id, &password)) {
-      absl::MutexLock l(&hooks_->mu);
-      hooks_->session_id = id;
-      hooks_->session_password = std::move(password);
-    }
-  };
   session_ = std::make_unique<zk::Session>(
       zk::Session::Options{options.hosts, options.root, options.connect_wait}, timers_.get(),
       std::move(listener));
@@ -207,7 +192,6 @@ ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
   deps_.leases = leases_.get();
   deps_.deleter = deleter_.get();
   deps_.slots = slots_.get();
-  deps_.drop_create_replies = hooks_ != nullptr ? &hooks_->drop_create_replies : nullptr;
 }
 
 void ZooKeeperBackend::Shutdown() {
@@ -237,7 +221,6 @@ void ZooKeeperBackend::OnSessionLost() {
 }
 
 void ZooKeeperBackend::OnWatch(uint64_t id, int type, absl::string_view path) {
-  if (hooks_ != nullptr) hooks_->predecessor_watch_events.fetch_add(1);
   if (std::shared_ptr<zk::AcquireAttempt> a = slots_->Find(id); a != nullptr) {
     a->OnWatch(type, path);
   }

@@ -1,12 +1,15 @@
 // The zookeeper backend in-process against a real ZooKeeper server: protocol
 // properties the conformance suite cannot see (no herd, one node per
 // contender even when a create reply is lost, nothing left behind) and
-// server failures (restart, session expiry), using ZooKeeperTestHooks.
+// server failures (restart, session expiry). The backend runs on the real
+// client wrapped in ObservedTransport (below), which counts and disturbs
+// what the tests need; lockd itself has no test hooks.
 
 #include "backends/zookeeper/zookeeper_backend.h"
 
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <iostream>
@@ -24,6 +27,8 @@
 #include "absl/time/time.h"
 #include "backends/backend.h"
 #include "backends/zookeeper/zk_client.h"
+#include "backends/zookeeper/zk_transport.h"
+#include "backends/zookeeper/zookeeper_backend_internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
@@ -185,12 +190,88 @@ int64_t ServerWatches(const ZooKeeperServer& server) {
   return n;
 }
 
+// What the tests observe of, and do to, the backend's session.
+struct Observed {
+  // Events delivered to predecessor watches (no herd: one per release).
+  std::atomic<uint64_t> predecessor_watch_events{0};
+  // While positive, each successful contender create is answered as if its
+  // reply had been lost to a connection loss (and the count decremented).
+  std::atomic<int> drop_create_replies{0};
+  // Listings of a lock node's contenders sent (<root>/<ns>/<lock>).
+  std::atomic<uint64_t> contender_listings{0};
+  std::string root;  // set before the backend starts
+  // The current session's id and password, for ExpireSession().
+  absl::Mutex mu;
+  int64_t session_id ABSL_GUARDED_BY(mu) = 0;
+  std::string session_password ABSL_GUARDED_BY(mu);
+};
+
+// The real client, decorated (leveldb's EnvWrapper idea): forwards every
+// call and records or disturbs what Observed describes.
+class ObservedTransport final : public zk::Transport {
+ public:
+  ObservedTransport(zk::Client::Options o, std::shared_ptr<Observed> obs, zk::StateFn on_state,
+                    zk::WatchFn on_watch)
+      : obs_(std::move(obs)) {
+    client_ = std::make_unique<zk::Client>(
+        std::move(o),
+        [this, on_state = std::move(on_state)](zk::SessionState s, uint64_t gen) {
+          if (s == zk::SessionState::kConnected) {
+            int64_t id;
+            std::string password;
+            if (client_->ClientId(&id, &password)) {
+              absl::MutexLock l(&obs_->mu);
+              obs_->session_id = id;
+              obs_->session_password = std::move(password);
+            }
+          }
+          on_state(s, gen);
+        },
+        [obs = obs_, on_watch = std::move(on_watch)](uint64_t id, int type,
+                                                     absl::string_view path) {
+          obs->predecessor_watch_events.fetch_add(1);
+          on_watch(id, type, path);
+        });
+  }
+
+  absl::Status Open() override { return client_->Open(); }
+  absl::Status Reopen() override { return client_->Reopen(); }
+  void Close() override { client_->Close(); }
+  bool connected() const override { return client_->connected(); }
+  uint64_t generation() const override { return client_->generation(); }
+
+  void Submit(std::vector<zk::Op> ops) override {
+    for (zk::Op& op : ops) Observe(op);
+    client_->Submit(std::move(ops));
+  }
+
+ private:
+  void Observe(zk::Op& op) {
+    if (op.kind == zk::Op::Kind::kChildren && absl::StartsWith(op.path, obs_->root + "/") &&
+        std::count(op.path.begin() + obs_->root.size(), op.path.end(), '/') == 2) {
+      obs_->contender_listings.fetch_add(1);
+    }
+    if (op.kind == zk::Op::Kind::kCreate && op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL) {
+      op.done = [obs = obs_, done = std::move(op.done)](zk::Result r) mutable {
+        int n = obs->drop_create_replies.load();
+        while (r.rc == ZOK && n > 0 && !obs->drop_create_replies.compare_exchange_weak(n, n - 1)) {
+        }
+        if (r.rc == ZOK && n > 0) r.rc = ZCONNECTIONLOSS;
+        std::move(done)(std::move(r));
+      };
+    }
+  }
+
+  const std::shared_ptr<Observed> obs_;
+  std::unique_ptr<zk::Client> client_;  // last: its callbacks use obs_
+};
+
 // Ends the backend's session from outside, as ZooKeeper's own tests do: a
 // second handle on the same session id and password, closed. The backend's
 // client reconnects at once and may take the session back before the close
 // is sent (zookeeper_close only ends a session it is connected to), so this
 // repeats until the backend is on a new session.
-void ExpireSession(const std::string& hosts, ZooKeeperTestHooks& hooks) {
+void ExpireSession(const std::string& hosts, Observed& hooks) {
   clientid_t id{};
   {
     absl::MutexLock l(&hooks.mu);
@@ -244,19 +325,27 @@ class ZooKeeperBackendTest : public ::testing::Test {
     o.root = root_;
     o.session_timeout = absl::Seconds(4);
     o.reap_interval = absl::Milliseconds(200);
-    o.test_hooks = hooks_;
     return o;
   }
 
   std::unique_ptr<Backend> NewBackend(const ZooKeeperOptions& o) {
-    auto b = NewZooKeeperBackend(o);
+    hooks_->root = o.root;
+    auto b =
+        NewZooKeeperBackendOn(o, [o, obs = hooks_](zk::StateFn on_state, zk::WatchFn on_watch) {
+          zk::Client::Options co;
+          co.hosts = o.hosts;
+          co.session_timeout = o.session_timeout;
+          co.digest = o.digest;
+          return std::make_unique<ObservedTransport>(std::move(co), obs, std::move(on_state),
+                                                     std::move(on_watch));
+        });
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
 
   static ZooKeeperServer* server_;
   std::string root_;
-  std::shared_ptr<ZooKeeperTestHooks> hooks_ = std::make_shared<ZooKeeperTestHooks>();
+  std::shared_ptr<Observed> hooks_ = std::make_shared<Observed>();
 };
 
 ZooKeeperServer* ZooKeeperBackendTest::server_ = nullptr;
