@@ -113,6 +113,9 @@ class FakeTransport final : public Transport {
     queue_.push_back(std::move(item));
   }
 
+  // Wakes the thread to look at the queue again (after Resume()).
+  void Poke() { absl::MutexLock l(&mu_); }
+
   int64_t session() const {
     absl::MutexLock l(&mu_);
     return session_;
@@ -145,8 +148,9 @@ class FakeTransport final : public Transport {
       bool closed;
       {
         absl::MutexLock l(&mu_);
-        auto ready = [this]()
-                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || !queue_.empty(); };
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return closed_ || (!queue_.empty() && !server_->paused_.load());
+        };
         mu_.Await(absl::Condition(&ready));
         if (queue_.empty()) return;
         item = std::move(queue_.front());
@@ -221,6 +225,14 @@ void FakeZooKeeper::Forget(FakeTransport* t) {
   absl::MutexLock l(&mu_);
   for (auto& p : transports_) {
     if (p == t) p = nullptr;
+  }
+}
+
+void FakeZooKeeper::Resume() {
+  paused_ = false;
+  absl::MutexLock l(&mu_);
+  for (FakeTransport* t : transports_) {
+    if (t != nullptr) t->Poke();
   }
 }
 

@@ -65,6 +65,11 @@ class FakeZooKeeper {
   // kExpired and fails everything until Reopen().
   void Expire(int i);
 
+  // While paused, no session handles anything: operations and events queue
+  // up (so a test can make requests overlap). Resume() lets them run.
+  void Pause() { paused_ = true; }
+  void Resume();
+
   // Children of `path` (names, sorted); empty if it does not exist.
   std::vector<std::string> Children(const std::string& path) const;
   bool Exists(const std::string& path) const;
@@ -105,6 +110,7 @@ class FakeZooKeeper {
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0x1000;
   std::map<std::string, std::set<Watch>> watches_ ABSL_GUARDED_BY(mu_);
   std::vector<FakeTransport*> transports_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> paused_{false};
   std::atomic<int> drop_create_replies_{0};
   std::atomic<uint64_t> listings_{0};
   std::atomic<uint64_t> watch_events_{0};

@@ -31,6 +31,7 @@
 #include "backends/zookeeper/zookeeper_backend_internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/zookeeper/observed_transport.h"
 #include "tests/support/process.h"
 #include "tests/support/zookeeper_server.h"
 
@@ -190,82 +191,6 @@ int64_t ServerWatches(const ZooKeeperServer& server) {
   return n;
 }
 
-// What the tests observe of, and do to, the backend's session.
-struct Observed {
-  // Events delivered to predecessor watches (no herd: one per release).
-  std::atomic<uint64_t> predecessor_watch_events{0};
-  // While positive, each successful contender create is answered as if its
-  // reply had been lost to a connection loss (and the count decremented).
-  std::atomic<int> drop_create_replies{0};
-  // Listings of a lock node's contenders sent (<root>/<ns>/<lock>).
-  std::atomic<uint64_t> contender_listings{0};
-  std::string root;  // set before the backend starts
-  // The current session's id and password, for ExpireSession().
-  absl::Mutex mu;
-  int64_t session_id ABSL_GUARDED_BY(mu) = 0;
-  std::string session_password ABSL_GUARDED_BY(mu);
-};
-
-// The real client, decorated (leveldb's EnvWrapper idea): forwards every
-// call and records or disturbs what Observed describes.
-class ObservedTransport final : public zk::Transport {
- public:
-  ObservedTransport(zk::Client::Options o, std::shared_ptr<Observed> obs, zk::StateFn on_state,
-                    zk::WatchFn on_watch)
-      : obs_(std::move(obs)) {
-    client_ = std::make_unique<zk::Client>(
-        std::move(o),
-        [this, on_state = std::move(on_state)](zk::SessionState s, uint64_t gen) {
-          if (s == zk::SessionState::kConnected) {
-            int64_t id;
-            std::string password;
-            if (client_->ClientId(&id, &password)) {
-              absl::MutexLock l(&obs_->mu);
-              obs_->session_id = id;
-              obs_->session_password = std::move(password);
-            }
-          }
-          on_state(s, gen);
-        },
-        [obs = obs_, on_watch = std::move(on_watch)](uint64_t id, int type,
-                                                     absl::string_view path) {
-          obs->predecessor_watch_events.fetch_add(1);
-          on_watch(id, type, path);
-        });
-  }
-
-  absl::Status Open() override { return client_->Open(); }
-  absl::Status Reopen() override { return client_->Reopen(); }
-  void Close() override { client_->Close(); }
-  bool connected() const override { return client_->connected(); }
-  uint64_t generation() const override { return client_->generation(); }
-
-  void Submit(std::vector<zk::Op> ops) override {
-    for (zk::Op& op : ops) Observe(op);
-    client_->Submit(std::move(ops));
-  }
-
- private:
-  void Observe(zk::Op& op) {
-    if (op.kind == zk::Op::Kind::kChildren && absl::StartsWith(op.path, obs_->root + "/") &&
-        std::count(op.path.begin() + obs_->root.size(), op.path.end(), '/') == 2) {
-      obs_->contender_listings.fetch_add(1);
-    }
-    if (op.kind == zk::Op::Kind::kCreate && op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL) {
-      op.done = [obs = obs_, done = std::move(op.done)](zk::Result r) mutable {
-        int n = obs->drop_create_replies.load();
-        while (r.rc == ZOK && n > 0 && !obs->drop_create_replies.compare_exchange_weak(n, n - 1)) {
-        }
-        if (r.rc == ZOK && n > 0) r.rc = ZCONNECTIONLOSS;
-        std::move(done)(std::move(r));
-      };
-    }
-  }
-
-  const std::shared_ptr<Observed> obs_;
-  std::unique_ptr<zk::Client> client_;  // last: its callbacks use obs_
-};
-
 // Ends the backend's session from outside, as ZooKeeper's own tests do: a
 // second handle on the same session id and password, closed. The backend's
 // client reconnects at once and may take the session back before the close
@@ -329,9 +254,9 @@ class ZooKeeperBackendTest : public ::testing::Test {
   }
 
   std::unique_ptr<Backend> NewBackend(const ZooKeeperOptions& o) {
-    hooks_->root = o.root;
+    observed_->root = o.root;
     auto b =
-        NewZooKeeperBackendOn(o, [o, obs = hooks_](zk::StateFn on_state, zk::WatchFn on_watch) {
+        NewZooKeeperBackendOn(o, [o, obs = observed_](zk::StateFn on_state, zk::WatchFn on_watch) {
           zk::Client::Options co;
           co.hosts = o.hosts;
           co.session_timeout = o.session_timeout;
@@ -345,7 +270,7 @@ class ZooKeeperBackendTest : public ::testing::Test {
 
   static ZooKeeperServer* server_;
   std::string root_;
-  std::shared_ptr<Observed> hooks_ = std::make_shared<Observed>();
+  std::shared_ptr<Observed> observed_ = std::make_shared<Observed>();
 };
 
 ZooKeeperServer* ZooKeeperBackendTest::server_ = nullptr;
@@ -369,12 +294,12 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   // holds no other watch.
   ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(30)))
       << server_->Command("wchs").value_or("?");
-  const uint64_t base = hooks_->predecessor_watch_events.load();
+  const uint64_t base = observed_->predecessor_watch_events.load();
   EXPECT_EQ(base, 0u);
 
   std::string holder = "holder";
   for (int i = 0; i < kWaiters; ++i) {
-    uint64_t before = hooks_->predecessor_watch_events.load();
+    uint64_t before = observed_->predecessor_watch_events.load();
     auto rel = Release(*b, "herd", holder);
     ASSERT_TRUE(rel.ok()) << rel.status();
     ASSERT_TRUE(rel->released);
@@ -382,7 +307,7 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
     ASSERT_TRUE(got.ok()) << i << ": " << got.status();
     ASSERT_TRUE(got->acquired) << i;
     // Only the next waiter was woken: one watch event for this release.
-    EXPECT_EQ(hooks_->predecessor_watch_events.load() - before, 1u) << "release " << i;
+    EXPECT_EQ(observed_->predecessor_watch_events.load() - before, 1u) << "release " << i;
     holder = absl::StrCat("w", i);
     // Everyone behind it is still parked.
     if (i + 1 < kWaiters) {
@@ -391,7 +316,7 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   }
   ASSERT_TRUE(Release(*b, "herd", holder).value().released);
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(hooks_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
+  EXPECT_EQ(observed_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
       << "a release woke more than one waiter";
   EXPECT_EQ(ServerWatches(*server_), 0);
 }
@@ -404,7 +329,7 @@ TEST_F(ZooKeeperBackendTest, ThousandsOfWaitersShareListingsAndAreGrantedInFifoO
   // Started back to back, as a burst of RPCs would be: each creates its node
   // and needs a listing of the queue while others' listings are in flight.
   constexpr int kWaiters = 2000;
-  const uint64_t listings_before = hooks_->contender_listings.load();
+  const uint64_t listings_before = observed_->contender_listings.load();
   std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
   for (int i = 0; i < kWaiters; ++i) {
     waiters.push_back(StartAcquire(*b, Params("crowd", absl::StrCat("w", i), absl::Seconds(300))));
@@ -413,7 +338,7 @@ TEST_F(ZooKeeperBackendTest, ThousandsOfWaitersShareListingsAndAreGrantedInFifoO
   // lists too).
   ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(120)))
       << server_->Command("wchs").value_or("?");
-  const uint64_t listings = hooks_->contender_listings.load() - listings_before;
+  const uint64_t listings = observed_->contender_listings.load() - listings_before;
   std::cout << kWaiters << " waiters parked with " << listings << " listings of the queue\n";
   // One listing per waiter would read 2,000 lists of up to 2,000 names.
   EXPECT_LT(listings, static_cast<uint64_t>(kWaiters / 4));
@@ -452,7 +377,7 @@ TEST_F(ZooKeeperBackendTest, WaitersTimingOutTogetherShareListingsAndLeaveNothin
   // Each waiter that gives up deletes its node and reads the lock's state,
   // and the deletion wakes its successor, which reads the queue again.
   constexpr int kWaiters = 1000;
-  const uint64_t listings_before = hooks_->contender_listings.load();
+  const uint64_t listings_before = observed_->contender_listings.load();
   std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
   for (int i = 0; i < kWaiters; ++i) {
     waiters.push_back(StartAcquire(*b, Params("storm", absl::StrCat("w", i), absl::Seconds(2))));
@@ -464,7 +389,7 @@ TEST_F(ZooKeeperBackendTest, WaitersTimingOutTogetherShareListingsAndLeaveNothin
     EXPECT_TRUE(got->current.held) << i;
     EXPECT_EQ(got->current.owner, "holder") << i;
   }
-  const uint64_t listings = hooks_->contender_listings.load() - listings_before;
+  const uint64_t listings = observed_->contender_listings.load() - listings_before;
   std::cout << kWaiters << " waiters timed out with " << listings << " listings of the queue\n";
   // Unshared, that is two listings per waiter (its own and its successor's).
   EXPECT_LT(listings, static_cast<uint64_t>(kWaiters));
@@ -488,28 +413,28 @@ TEST_F(ZooKeeperBackendTest, LostCreateReplyLeavesExactlyOneContenderNode) {
 
   // A free lock: the create happened, its reply "was lost"; the backend
   // finds its node by attempt id and is granted the lock with it.
-  hooks_->drop_create_replies = 1;
+  observed_->drop_create_replies = 1;
   auto first = Acquire(*b, Params("lost", "alice"));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->acquired);
-  EXPECT_EQ(hooks_->drop_create_replies.load(), 0) << "the hook was not exercised";
+  EXPECT_EQ(observed_->drop_create_replies.load(), 0) << "the hook was not exercised";
   EXPECT_EQ(zk.Contenders(root_).size(), 1u);
 
   // A waiter whose create reply is lost queues with exactly one node.
-  hooks_->drop_create_replies = 1;
+  observed_->drop_create_replies = 1;
   auto bob = StartAcquire(*b, Params("lost", "bob", absl::Seconds(30)));
   ASSERT_TRUE(
       WaitFor([&] { return Describe(*b, "lost").value().waiters == 1; }, absl::Seconds(20)));
-  EXPECT_EQ(hooks_->drop_create_replies.load(), 0);
+  EXPECT_EQ(observed_->drop_create_replies.load(), 0);
   EXPECT_EQ(zk.Contenders(root_).size(), 2u);
 
   // A try-once Acquire whose create reply is lost gives its one node back.
-  hooks_->drop_create_replies = 1;
+  observed_->drop_create_replies = 1;
   auto carol = Acquire(*b, Params("lost", "carol"));
   ASSERT_TRUE(carol.ok()) << carol.status();
   EXPECT_FALSE(carol->acquired);
   EXPECT_EQ(carol->current.owner, "alice");
-  EXPECT_EQ(hooks_->drop_create_replies.load(), 0);
+  EXPECT_EQ(observed_->drop_create_replies.load(), 0);
   EXPECT_EQ(zk.Contenders(root_).size(), 2u);
 
   ASSERT_TRUE(Release(*b, "lost", "alice").value().released);
@@ -735,19 +660,19 @@ TEST_F(ZooKeeperBackendTest, SessionExpiryLosesItsLocksAndServesAgainWithoutRest
       WaitFor([&] { return Describe(*b, "owned").value().waiters == 1; }, absl::Seconds(20)));
   int64_t old_session;
   {
-    absl::MutexLock l(&hooks_->mu);
-    old_session = hooks_->session_id;
+    absl::MutexLock l(&observed_->mu);
+    old_session = observed_->session_id;
   }
 
-  ExpireSession(server_->hosts(), *hooks_);
+  ExpireSession(server_->hosts(), *observed_);
 
   // The parked waiter's node went with the session: it is told to retry.
   auto got = waiter->Wait(absl::Seconds(20));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
   ASSERT_TRUE(WaitFor([&] { return b->Health().ok(); }, absl::Seconds(20))) << b->Health();
   {
-    absl::MutexLock l(&hooks_->mu);
-    EXPECT_NE(hooks_->session_id, old_session) << "no new session";
+    absl::MutexLock l(&observed_->mu);
+    EXPECT_NE(observed_->session_id, old_session) << "no new session";
   }
   // alice's lock lived in the old session.
   auto rel = Release(*b, "owned", "alice");
