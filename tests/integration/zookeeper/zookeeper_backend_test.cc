@@ -196,18 +196,18 @@ int64_t ServerWatches(const ZooKeeperServer& server) {
 // client reconnects at once and may take the session back before the close
 // is sent (zookeeper_close only ends a session it is connected to), so this
 // repeats until the backend is on a new session.
-void ExpireSession(const std::string& hosts, Observed& hooks) {
+void ExpireSession(const std::string& hosts, Observed& observed) {
   clientid_t id{};
   {
-    absl::MutexLock l(&hooks.mu);
-    ASSERT_NE(hooks.session_id, 0);
-    id.client_id = hooks.session_id;
-    ASSERT_EQ(hooks.session_password.size(), sizeof(id.passwd));
-    memcpy(id.passwd, hooks.session_password.data(), sizeof(id.passwd));
+    absl::MutexLock l(&observed.mu);
+    ASSERT_NE(observed.session_id, 0);
+    id.client_id = observed.session_id;
+    ASSERT_EQ(observed.session_password.size(), sizeof(id.passwd));
+    memcpy(id.passwd, observed.session_password.data(), sizeof(id.passwd));
   }
   auto moved_on = [&] {
-    absl::MutexLock l(&hooks.mu);
-    return hooks.session_id != id.client_id;
+    absl::MutexLock l(&observed.mu);
+    return observed.session_id != id.client_id;
   };
   for (int attempt = 0; attempt < 20 && !moved_on(); ++attempt) {
     zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, &id, nullptr, 0);
