@@ -261,6 +261,7 @@ void FakeZooKeeper::DropWatches(FakeTransport* t) {
 
 void FakeZooKeeper::EndSession(int64_t session) {
   if (session == 0) return;
+  ended_.insert(session);
   std::vector<std::string> gone;
   for (const auto& [path, node] : tree_) {
     if (node.owner == session) gone.push_back(path);
@@ -282,6 +283,10 @@ void FakeZooKeeper::Fire(const std::string& path, int type) {
 Result FakeZooKeeper::Execute(FakeTransport* t, const Op& op, int64_t session) {
   Result r;
   absl::MutexLock l(&mu_);
+  if (ended_.count(session) != 0) {
+    r.rc = ZSESSIONEXPIRED;
+    return r;
+  }
   if (op.kind == Op::Kind::kChildren) listings_.fetch_add(1);
   if (op.kind != Op::Kind::kMulti) {
     r.rc = Apply(tree_, op, session, &r);

@@ -110,6 +110,8 @@ class FakeZooKeeper {
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0x1000;
   std::map<std::string, std::set<Watch>> watches_ ABSL_GUARDED_BY(mu_);
   std::vector<FakeTransport*> transports_ ABSL_GUARDED_BY(mu_);
+  // Sessions that ended: an operation of theirs still in a queue fails.
+  std::set<int64_t> ended_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> paused_{false};
   std::atomic<int> drop_create_replies_{0};
   std::atomic<uint64_t> listings_{0};
