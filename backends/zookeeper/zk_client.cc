@@ -30,113 +30,6 @@ std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
 
-bool IsTransient(int rc) {
-  switch (rc) {
-    case ZCONNECTIONLOSS:
-    case ZOPERATIONTIMEOUT:
-    case ZCLOSING:
-    case ZSESSIONEXPIRED:
-    case ZSESSIONMOVED:
-    case ZINVALIDSTATE:
-    case ZTHROTTLEDOP:
-    case ZNOTREADONLY:
-      return true;
-    default:
-      return false;
-  }
-}
-
-absl::Status ZkError(absl::string_view context, int rc) {
-  if (rc == ZOK) return absl::OkStatus();
-  if (IsTransient(rc)) {
-    return absl::UnavailableError(
-        absl::StrCat("ZooKeeper unavailable during ", context, ": ", zerror(rc), " (", rc, ")"));
-  }
-  if (rc == ZNOAUTH || rc == ZAUTHFAILED) {
-    return absl::InternalError(
-        absl::StrCat("ZooKeeper refused access during ", context, ": ", zerror(rc), " (", rc,
-                     "); check zookeeper.auth_file and the ACLs under zookeeper.root"));
-  }
-  return absl::InternalError(
-      absl::StrCat("unexpected ZooKeeper reply during ", context, ": ", zerror(rc), " (", rc, ")"));
-}
-
-absl::string_view SessionStateName(SessionState s) {
-  switch (s) {
-    case SessionState::kConnecting:
-      return "connecting";
-    case SessionState::kConnected:
-      return "connected";
-    case SessionState::kExpired:
-      return "expired";
-    case SessionState::kAuthFailed:
-      return "authentication failed";
-  }
-  return "?";
-}
-
-Op Op::Create(std::string path, std::string data, int mode, Done done) {
-  Op op;
-  op.kind = Kind::kCreate;
-  op.path = std::move(path);
-  op.data = std::move(data);
-  op.create_mode = mode;
-  op.done = std::move(done);
-  return op;
-}
-
-Op Op::Delete(std::string path, int version, Done done) {
-  Op op;
-  op.kind = Kind::kDelete;
-  op.path = std::move(path);
-  op.version = version;
-  op.done = std::move(done);
-  return op;
-}
-
-Op Op::Get(std::string path, Done done, uint64_t watch_id) {
-  Op op;
-  op.kind = Kind::kGet;
-  op.path = std::move(path);
-  op.watch_id = watch_id;
-  op.done = std::move(done);
-  return op;
-}
-
-Op Op::Set(std::string path, std::string data, int version, Done done) {
-  Op op;
-  op.kind = Kind::kSet;
-  op.path = std::move(path);
-  op.data = std::move(data);
-  op.version = version;
-  op.done = std::move(done);
-  return op;
-}
-
-Op Op::Children(std::string path, Done done) {
-  Op op;
-  op.kind = Kind::kChildren;
-  op.path = std::move(path);
-  op.done = std::move(done);
-  return op;
-}
-
-Op Op::Check(std::string path, int version) {
-  Op op;
-  op.kind = Kind::kCheck;
-  op.path = std::move(path);
-  op.version = version;
-  return op;
-}
-
-Op Op::Multi(std::vector<Op> ops, Done done) {
-  Op op;
-  op.kind = Kind::kMulti;
-  op.ops = std::move(ops);
-  op.done = std::move(done);
-  return op;
-}
-
 // One session's C handle. Lives until CloseHandle(); `pending` holds every
 // operation whose callback has not run, so that none is lost when the C
 // client drops them at close.
@@ -310,12 +203,6 @@ bool Client::ClientId(int64_t* id, std::string* password) const {
 
 struct ACL_vector* Client::acl() const {
   return options_.digest.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
-}
-
-void Client::Submit(Op op) {
-  std::vector<Op> ops;
-  ops.push_back(std::move(op));
-  Submit(std::move(ops));
 }
 
 void Client::Submit(std::vector<Op> ops) {

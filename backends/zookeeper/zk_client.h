@@ -38,112 +38,51 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
-// Translates a ZooKeeper return code into a Status whose message names the
-// operation (`context`, which should include the lock). The one place where
-// ZooKeeper codes become Status codes:
-//   connection loss, operation timeout, closing, session expired/moved,
-//   throttled, invalid handle state        -> kUnavailable
-//   anything else (including ZNOAUTH)      -> kInternal
-absl::Status ZkError(absl::string_view context, int rc);
-
-// True for the codes ZkError maps to kUnavailable.
-bool IsTransient(int rc);
-
-// The outcome of one operation.
-struct Result {
-  int rc = ZOK;
-  struct Stat stat = {};              // create, get, set, children (the parent's)
-  std::string value;                  // get: the data; create: the created path
-  std::vector<std::string> children;  // children
-  std::vector<int> multi;             // multi: each sub-operation's code
-};
-
-using Done = absl::AnyInvocable<void(Result) &&>;
-
-struct Op {
-  enum class Kind { kCreate, kDelete, kGet, kSet, kChildren, kCheck, kMulti };
-
-  Kind kind = Kind::kGet;
-  std::string path;
-  std::string data;       // create, set
-  int version = -1;       // delete, set, check; -1 matches any version
-  int create_mode = 0;    // create: ZOO_PERSISTENT, ZOO_EPHEMERAL_SEQUENTIAL, ...
-  bool open_acl = false;  // create: world-accessible even with digest auth
-  uint64_t watch_id = 0;  // get: if nonzero, also sets a data watch reported
-                          // to the WatchFn with this id
-  std::vector<Op> ops;    // multi: kDelete, kSet and kCheck sub-operations
-  Done done;              // not used for sub-operations of a multi
-
-  static Op Create(std::string path, std::string data, int mode, Done done);
-  static Op Delete(std::string path, int version, Done done);
-  static Op Get(std::string path, Done done, uint64_t watch_id = 0);
-  static Op Set(std::string path, std::string data, int version, Done done);
-  static Op Children(std::string path, Done done);
-  static Op Check(std::string path, int version);  // multi only
-  static Op Multi(std::vector<Op> ops, Done done);
-};
-
-enum class SessionState {
-  kConnecting,  // no connection; a session may or may not still exist
-  kConnected,
-  kExpired,     // the session is gone (its ephemeral nodes too); Reopen()
-  kAuthFailed,  // the server refused the credentials; Reopen() to retry
-};
-
-absl::string_view SessionStateName(SessionState s);
-
-class Client {
+class Client final : public Transport {
  public:
   struct Options {
     std::string hosts;  // "host:port,host:port[/chroot]"
     absl::Duration session_timeout = absl::Seconds(10);
     std::string digest;  // "user:password" for digest auth, or empty. Secret.
   };
-  // `generation` counts sessions (1 for the first); an event of an older
-  // generation is stale.
-  using StateFn = absl::AnyInvocable<void(SessionState state, uint64_t generation) const>;
-  // A watch set by a Get with watch_id fired for the node `path`; `type` is
-  // ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ... Session events are not
-  // reported here.
-  using WatchFn =
-      absl::AnyInvocable<void(uint64_t watch_id, int type, absl::string_view path) const>;
 
   Client(Options options, StateFn on_state, WatchFn on_watch);
   // Close()s.
-  ~Client();
+  ~Client() override;
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // Starts the first session (connecting in the background; on_state reports
   // kConnected). kInvalidArgument if the connect string is unusable.
-  absl::Status Open();
+  absl::Status Open() override;
 
   // Replaces the current session by a new one: closes the old handle (its
   // pending callbacks run with an error), then connects anew. For an expired
   // or auth-failed session. Blocks while the old handle's threads are
   // joined, so it must not run on a ZooKeeper callback thread.
-  absl::Status Reopen();
+  absl::Status Reopen() override;
 
   // Ends the session (the server deletes its ephemeral nodes at once) and
   // joins the C client's threads; every pending callback has run when it
   // returns. Later Submit()s fail with ZCLOSING. Idempotent. Must not run on
   // a ZooKeeper callback thread.
-  void Close();
+  void Close() override;
 
   // True while the session is connected.
-  bool connected() const;
+  bool connected() const override;
   // The current session's generation (0 before Open()).
-  uint64_t generation() const;
+  uint64_t generation() const override;
   // The current session's id and password (secret); false if there is none.
   bool ClientId(int64_t* id, std::string* password) const;
 
   // Sends `ops` in order on the current session. See the class comment for
   // where callbacks run.
-  void Submit(std::vector<Op> ops);
-  void Submit(Op op);
+  void Submit(std::vector<Op> ops) override;
+  using Transport::Submit;
 
   // The ACL new nodes get: creator-only when digest auth is configured,
   // otherwise open.

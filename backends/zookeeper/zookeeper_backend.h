@@ -42,14 +42,13 @@
 // until ZooKeeper deletes the empty lock node (its container check interval,
 // 60 s by default) or someone else takes the lock.
 //
-// Thread-safe: all state is guarded by one mutex; ZooKeeper callbacks run on
-// the C client's completion thread and timers on a TimerQueue thread, and
-// neither blocks.
+// Thread-safe: each part (zookeeper_backend.cc lists them) guards its own
+// state; ZooKeeper callbacks run on the C client's completion thread and
+// timers on a TimerQueue thread, and neither blocks.
 
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_ZOOKEEPER_BACKEND_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,29 +61,6 @@
 #include "backends/zookeeper/zookeeper_options.h"
 
 namespace lockd {
-
-// Hooks for tests that must observe or disturb the protocol. Production
-// configurations leave ZooKeeperOptions::test_hooks null; none of this is
-// reachable from lockd's configuration.
-struct ZooKeeperTestHooks {
-  // Incremented for every event delivered to a predecessor watch (node
-  // deleted or changed), so a test can check that a release wakes exactly one
-  // waiter (no herd).
-  std::atomic<uint64_t> predecessor_watch_events{0};
-  // While positive, each successful contender create is treated as if its
-  // reply had been lost to a connection loss (and the count is decremented):
-  // the backend must then find the node it made by its attempt id.
-  std::atomic<int> drop_create_replies{0};
-  // Incremented for every listing of a lock node's contenders sent to
-  // ZooKeeper, so a test can check that concurrent requests share one.
-  std::atomic<uint64_t> contender_listings{0};
-  // The current session's id and password, published by the backend each
-  // time a session connects, so that a test can expire the session the way
-  // ZooKeeper's own tests do: open a second handle on it and close that.
-  absl::Mutex mu;
-  int64_t session_id ABSL_GUARDED_BY(mu) = 0;
-  std::string session_password ABSL_GUARDED_BY(mu);
-};
 
 // Starts a backend: opens a ZooKeeper session and creates the root. Errors:
 // kInvalidArgument for unusable options (naming the field: hosts, root,

@@ -12,8 +12,6 @@
 
 namespace lockd {
 
-struct ZooKeeperTestHooks;  // zookeeper_backend.h
-
 struct ZooKeeperOptions {
   // Connect string: "host:port[,host:port...]" (an ensemble).
   std::string hosts = "127.0.0.1:2181";
@@ -43,8 +41,6 @@ struct ZooKeeperOptions {
   size_t max_waiters = kDefaultMaxWaiters;
   // How many locks the periodic reaper reads at once.
   int reap_parallelism = 32;
-
-  std::shared_ptr<ZooKeeperTestHooks> test_hooks;  // tests only
 };
 
 // The keys that configure ZooKeeperOptions, for service/config.cc. Resolve()

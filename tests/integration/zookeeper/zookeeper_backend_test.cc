@@ -1,12 +1,15 @@
 // The zookeeper backend in-process against a real ZooKeeper server: protocol
 // properties the conformance suite cannot see (no herd, one node per
 // contender even when a create reply is lost, nothing left behind) and
-// server failures (restart, session expiry), using ZooKeeperTestHooks.
+// server failures (restart, session expiry). The backend runs on the real
+// client wrapped in ObservedTransport (below), which counts and disturbs
+// what the tests need; lockd itself has no test hooks.
 
 #include "backends/zookeeper/zookeeper_backend.h"
 
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <iostream>
@@ -24,8 +27,11 @@
 #include "absl/time/time.h"
 #include "backends/backend.h"
 #include "backends/zookeeper/zk_client.h"
+#include "backends/zookeeper/zk_transport.h"
+#include "backends/zookeeper/zookeeper_backend_internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/zookeeper/observed_transport.h"
 #include "tests/support/process.h"
 #include "tests/support/zookeeper_server.h"
 
@@ -190,18 +196,18 @@ int64_t ServerWatches(const ZooKeeperServer& server) {
 // client reconnects at once and may take the session back before the close
 // is sent (zookeeper_close only ends a session it is connected to), so this
 // repeats until the backend is on a new session.
-void ExpireSession(const std::string& hosts, ZooKeeperTestHooks& hooks) {
+void ExpireSession(const std::string& hosts, Observed& observed) {
   clientid_t id{};
   {
-    absl::MutexLock l(&hooks.mu);
-    ASSERT_NE(hooks.session_id, 0);
-    id.client_id = hooks.session_id;
-    ASSERT_EQ(hooks.session_password.size(), sizeof(id.passwd));
-    memcpy(id.passwd, hooks.session_password.data(), sizeof(id.passwd));
+    absl::MutexLock l(&observed.mu);
+    ASSERT_NE(observed.session_id, 0);
+    id.client_id = observed.session_id;
+    ASSERT_EQ(observed.session_password.size(), sizeof(id.passwd));
+    memcpy(id.passwd, observed.session_password.data(), sizeof(id.passwd));
   }
   auto moved_on = [&] {
-    absl::MutexLock l(&hooks.mu);
-    return hooks.session_id != id.client_id;
+    absl::MutexLock l(&observed.mu);
+    return observed.session_id != id.client_id;
   };
   for (int attempt = 0; attempt < 20 && !moved_on(); ++attempt) {
     zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 10000, &id, nullptr, 0);
@@ -244,19 +250,27 @@ class ZooKeeperBackendTest : public ::testing::Test {
     o.root = root_;
     o.session_timeout = absl::Seconds(4);
     o.reap_interval = absl::Milliseconds(200);
-    o.test_hooks = hooks_;
     return o;
   }
 
   std::unique_ptr<Backend> NewBackend(const ZooKeeperOptions& o) {
-    auto b = NewZooKeeperBackend(o);
+    observed_->root = o.root;
+    auto b =
+        NewZooKeeperBackendOn(o, [o, obs = observed_](zk::StateFn on_state, zk::WatchFn on_watch) {
+          zk::Client::Options co;
+          co.hosts = o.hosts;
+          co.session_timeout = o.session_timeout;
+          co.digest = o.digest;
+          return std::make_unique<ObservedTransport>(std::move(co), obs, std::move(on_state),
+                                                     std::move(on_watch));
+        });
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
   }
 
   static ZooKeeperServer* server_;
   std::string root_;
-  std::shared_ptr<ZooKeeperTestHooks> hooks_ = std::make_shared<ZooKeeperTestHooks>();
+  std::shared_ptr<Observed> observed_ = std::make_shared<Observed>();
 };
 
 ZooKeeperServer* ZooKeeperBackendTest::server_ = nullptr;
@@ -280,12 +294,12 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   // holds no other watch.
   ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(30)))
       << server_->Command("wchs").value_or("?");
-  const uint64_t base = hooks_->predecessor_watch_events.load();
+  const uint64_t base = observed_->predecessor_watch_events.load();
   EXPECT_EQ(base, 0u);
 
   std::string holder = "holder";
   for (int i = 0; i < kWaiters; ++i) {
-    uint64_t before = hooks_->predecessor_watch_events.load();
+    uint64_t before = observed_->predecessor_watch_events.load();
     auto rel = Release(*b, "herd", holder);
     ASSERT_TRUE(rel.ok()) << rel.status();
     ASSERT_TRUE(rel->released);
@@ -293,7 +307,7 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
     ASSERT_TRUE(got.ok()) << i << ": " << got.status();
     ASSERT_TRUE(got->acquired) << i;
     // Only the next waiter was woken: one watch event for this release.
-    EXPECT_EQ(hooks_->predecessor_watch_events.load() - before, 1u) << "release " << i;
+    EXPECT_EQ(observed_->predecessor_watch_events.load() - before, 1u) << "release " << i;
     holder = absl::StrCat("w", i);
     // Everyone behind it is still parked.
     if (i + 1 < kWaiters) {
@@ -302,7 +316,7 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   }
   ASSERT_TRUE(Release(*b, "herd", holder).value().released);
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(hooks_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
+  EXPECT_EQ(observed_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
       << "a release woke more than one waiter";
   EXPECT_EQ(ServerWatches(*server_), 0);
 }
@@ -315,7 +329,7 @@ TEST_F(ZooKeeperBackendTest, ThousandsOfWaitersShareListingsAndAreGrantedInFifoO
   // Started back to back, as a burst of RPCs would be: each creates its node
   // and needs a listing of the queue while others' listings are in flight.
   constexpr int kWaiters = 2000;
-  const uint64_t listings_before = hooks_->contender_listings.load();
+  const uint64_t listings_before = observed_->contender_listings.load();
   std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
   for (int i = 0; i < kWaiters; ++i) {
     waiters.push_back(StartAcquire(*b, Params("crowd", absl::StrCat("w", i), absl::Seconds(300))));
@@ -324,7 +338,7 @@ TEST_F(ZooKeeperBackendTest, ThousandsOfWaitersShareListingsAndAreGrantedInFifoO
   // lists too).
   ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(120)))
       << server_->Command("wchs").value_or("?");
-  const uint64_t listings = hooks_->contender_listings.load() - listings_before;
+  const uint64_t listings = observed_->contender_listings.load() - listings_before;
   std::cout << kWaiters << " waiters parked with " << listings << " listings of the queue\n";
   // One listing per waiter would read 2,000 lists of up to 2,000 names.
   EXPECT_LT(listings, static_cast<uint64_t>(kWaiters / 4));
@@ -363,7 +377,7 @@ TEST_F(ZooKeeperBackendTest, WaitersTimingOutTogetherShareListingsAndLeaveNothin
   // Each waiter that gives up deletes its node and reads the lock's state,
   // and the deletion wakes its successor, which reads the queue again.
   constexpr int kWaiters = 1000;
-  const uint64_t listings_before = hooks_->contender_listings.load();
+  const uint64_t listings_before = observed_->contender_listings.load();
   std::vector<std::shared_ptr<Pending<AcquireResult>>> waiters;
   for (int i = 0; i < kWaiters; ++i) {
     waiters.push_back(StartAcquire(*b, Params("storm", absl::StrCat("w", i), absl::Seconds(2))));
@@ -375,7 +389,7 @@ TEST_F(ZooKeeperBackendTest, WaitersTimingOutTogetherShareListingsAndLeaveNothin
     EXPECT_TRUE(got->current.held) << i;
     EXPECT_EQ(got->current.owner, "holder") << i;
   }
-  const uint64_t listings = hooks_->contender_listings.load() - listings_before;
+  const uint64_t listings = observed_->contender_listings.load() - listings_before;
   std::cout << kWaiters << " waiters timed out with " << listings << " listings of the queue\n";
   // Unshared, that is two listings per waiter (its own and its successor's).
   EXPECT_LT(listings, static_cast<uint64_t>(kWaiters));
@@ -399,28 +413,28 @@ TEST_F(ZooKeeperBackendTest, LostCreateReplyLeavesExactlyOneContenderNode) {
 
   // A free lock: the create happened, its reply "was lost"; the backend
   // finds its node by attempt id and is granted the lock with it.
-  hooks_->drop_create_replies = 1;
+  observed_->drop_create_replies = 1;
   auto first = Acquire(*b, Params("lost", "alice"));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->acquired);
-  EXPECT_EQ(hooks_->drop_create_replies.load(), 0) << "the hook was not exercised";
+  EXPECT_EQ(observed_->drop_create_replies.load(), 0) << "the hook was not exercised";
   EXPECT_EQ(zk.Contenders(root_).size(), 1u);
 
   // A waiter whose create reply is lost queues with exactly one node.
-  hooks_->drop_create_replies = 1;
+  observed_->drop_create_replies = 1;
   auto bob = StartAcquire(*b, Params("lost", "bob", absl::Seconds(30)));
   ASSERT_TRUE(
       WaitFor([&] { return Describe(*b, "lost").value().waiters == 1; }, absl::Seconds(20)));
-  EXPECT_EQ(hooks_->drop_create_replies.load(), 0);
+  EXPECT_EQ(observed_->drop_create_replies.load(), 0);
   EXPECT_EQ(zk.Contenders(root_).size(), 2u);
 
   // A try-once Acquire whose create reply is lost gives its one node back.
-  hooks_->drop_create_replies = 1;
+  observed_->drop_create_replies = 1;
   auto carol = Acquire(*b, Params("lost", "carol"));
   ASSERT_TRUE(carol.ok()) << carol.status();
   EXPECT_FALSE(carol->acquired);
   EXPECT_EQ(carol->current.owner, "alice");
-  EXPECT_EQ(hooks_->drop_create_replies.load(), 0);
+  EXPECT_EQ(observed_->drop_create_replies.load(), 0);
   EXPECT_EQ(zk.Contenders(root_).size(), 2u);
 
   ASSERT_TRUE(Release(*b, "lost", "alice").value().released);
@@ -646,19 +660,19 @@ TEST_F(ZooKeeperBackendTest, SessionExpiryLosesItsLocksAndServesAgainWithoutRest
       WaitFor([&] { return Describe(*b, "owned").value().waiters == 1; }, absl::Seconds(20)));
   int64_t old_session;
   {
-    absl::MutexLock l(&hooks_->mu);
-    old_session = hooks_->session_id;
+    absl::MutexLock l(&observed_->mu);
+    old_session = observed_->session_id;
   }
 
-  ExpireSession(server_->hosts(), *hooks_);
+  ExpireSession(server_->hosts(), *observed_);
 
   // The parked waiter's node went with the session: it is told to retry.
   auto got = waiter->Wait(absl::Seconds(20));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
   ASSERT_TRUE(WaitFor([&] { return b->Health().ok(); }, absl::Seconds(20))) << b->Health();
   {
-    absl::MutexLock l(&hooks_->mu);
-    EXPECT_NE(hooks_->session_id, old_session) << "no new session";
+    absl::MutexLock l(&observed_->mu);
+    EXPECT_NE(observed_->session_id, old_session) << "no new session";
   }
   // alice's lock lived in the old session.
   auto rel = Release(*b, "owned", "alice");

@@ -1,0 +1,193 @@
+// One Acquire call that needs a contender node: the lock recipe of the
+// ZooKeeper backend (etcd's concurrency/mutex.go plays the same part).
+//
+// The recipe: create an ephemeral sequential contender node named
+// "c-<attempt id>-<seq>" under the lock node, list the queue, and
+//   - lowest: granted (the node is the holding; its czxid the token);
+//   - not lowest, try-once (wait == 0): delete the node, answer the holder;
+//   - not lowest, waiting: take a max_waiters slot (WaiterSlots) and watch
+//     the immediate predecessor (no herd); when it goes, list again, or,
+//     when everything below it is known gone (LeaseTracker floors), be
+//     granted without listing.
+// This owner already holding the lock (through any replica) makes it a
+// reentrant acquire: the holder node's data is rewritten with a version
+// check and the attempt's own node deleted.
+//
+// A create whose reply was lost to a connection loss is found again by the
+// attempt id in its name (never created twice); if the session is not back
+// its prefix is left to NodeDeleter as an orphan.
+//
+// States (one enum; every transition happens under mu_):
+//
+//   kRunning ──watch fires──▶ kRecheck ──watch set──▶ kRunning (list again)
+//   kRunning ──watch set, nothing meanwhile──▶ kWaiting
+//   kWaiting ──watch fires──▶ kRunning
+//   kRunning, kRecheck ──Stop()──▶ kStopCancel / kStopDeadline
+//   kWaiting ──Stop()──▶ kStopCancel / kStopDeadline, then abandoned at once
+//   kStop*   ──the operation in flight returns──▶ abandoned
+//   any      ──answered (granted, refused, error, session end)──▶ kDone
+//
+// "Abandoned" means: the node is deleted, then a cancelled call answers
+// kCancelled and one whose deadline passed answers not-acquired with the
+// lock's state read after the delete. kDone is final: the callback has run
+// (exactly once) and every later event is ignored.
+//
+// Thread-safe: the attempt's state is guarded by mu_. ZooKeeper callbacks
+// run on the client's completion thread, timers on the TimerQueue thread.
+// Lock order: mu_, then LeaseTracker's, NodeDeleter's, WaiterSlots'
+// mutexes. Never calls out (ZooKeeper, the caller's callback) with mu_ held.
+
+#ifndef LOCKD_BACKENDS_ZOOKEEPER_ACQUIRE_ATTEMPT_H_
+#define LOCKD_BACKENDS_ZOOKEEPER_ACQUIRE_ATTEMPT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "backends/backend.h"
+#include "backends/zookeeper/contender_listing.h"
+#include "backends/zookeeper/lease_tracker.h"
+#include "backends/zookeeper/node_deleter.h"
+#include "backends/zookeeper/waiter_slots.h"
+#include "backends/zookeeper/zk_common.h"
+#include "backends/zookeeper/zk_transport.h"
+
+namespace lockd::zk {
+
+class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
+ public:
+  // What an attempt works with; everything must outlive every attempt (the
+  // backend closes the client, which runs every pending callback, first).
+  struct Deps {
+    const Paths* paths = nullptr;
+    Transport* zk = nullptr;
+    ContenderListing* listing = nullptr;
+    LeaseTracker* leases = nullptr;
+    NodeDeleter* deleter = nullptr;
+    WaiterSlots* slots = nullptr;
+  };
+
+  enum class State {
+    kRunning,       // an operation of the attempt is in flight
+    kRecheck,       // kRunning, and the watched predecessor changed meanwhile
+    kStopCancel,    // kRunning, and the call was cancelled meanwhile
+    kStopDeadline,  // kRunning, and the deadline passed meanwhile
+    kWaiting,       // parked behind its predecessor's watch; nothing in flight
+    kDone,          // answered
+  };
+
+  AcquireAttempt(const Deps* deps, AcquireParams params, std::shared_ptr<CancelSignal> cancel,
+                 Callback<AcquireResult> done);
+  AcquireAttempt(const AcquireAttempt&) = delete;
+  AcquireAttempt& operator=(const AcquireAttempt&) = delete;
+
+  // Starts the attempt. With `known`, this replica's sighting of the same
+  // owner holding the lock, tries a reentrant acquire on it first (falling
+  // back to the recipe if that sighting is stale). The callback runs exactly
+  // once, on whatever thread settles it.
+  void Start(const std::optional<LeaseTracker::Known>& known);
+
+  // The predecessor watch of this attempt fired for `path` (`type` is
+  // ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ...). A watch set for an earlier
+  // node of the attempt is ignored.
+  void OnWatch(int type, absl::string_view path);
+
+  // The deadline passed (cancelled false) or the call was cancelled.
+  void Stop(bool cancelled);
+
+  // Answers `status` at once (the session ended, or shutdown); the node is
+  // left to the session. No-op if already answered.
+  void Fail(absl::Status status);
+
+  const LockKey& key() const { return params_.key; }
+
+ private:
+  using Ptr = std::shared_ptr<AcquireAttempt>;
+  struct WatchTarget {
+    std::string name;  // child name of the watched node
+    bool is_holder = false;
+    // The holder is watched in place of a predecessor of this same owner:
+    // its deletion says nothing about who is lowest now.
+    bool skips = false;
+    int32_t seq = 0;
+    int32_t lowest_seq = 0;  // of the queue the watch was chosen from
+    int64_t owner = 0;       // the watched node's session
+  };
+
+  void Begin();
+  void CreateNode();
+  void OnCreated(const Listing& children);
+  void EnsureParentsThenCreate();
+  void Recover();
+  void AdoptFound(const std::string& path, ListingPtr listing);
+  // What Evaluate() does next, decided under mu_.
+  struct Decision {
+    enum { kGone, kStop, kGranted, kTryOnce, kFull, kWait, kReenter } action = kGone;
+    std::string holder_path, pred_path;
+    AcquireResult granted;
+    size_t waiters = 0;
+    bool read_holder = true;
+    std::optional<int32_t> reap;
+    std::optional<LeaseTracker::Known> known;
+  };
+  void Evaluate(const Listing& listing);
+  Decision DecideLocked(const Listing& listing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AcquireResult GrantLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TryOnceRefused(const std::string& holder_path, size_t waiters);
+  void OnHolderRead(const std::string& holder_path, size_t waiters, Result r);
+  void Watch(const std::string& holder_path, const std::string& pred_path, bool read_holder);
+  void OnWatchSet(const std::string& holder_path, Result pred, Result* holder_read);
+  bool CheckHolderWhileWatching(const std::string& holder_path, const Result& holder);
+  void OnPredecessorDeleted(int rc);
+  void Reevaluate();
+  void Reenter(const std::string& path, const struct Stat& stat, const NodeData& d, int tries,
+               bool from_cache);
+  void OnReentered(const std::string& path, const NodeData& nd, int64_t czxid, int tries,
+                   bool from_cache, Result r);
+  void RereadForReentry(const std::string& path, int tries);
+  void Restart();
+  bool CountRetry();
+  void Abandon();
+  // The op deleting the attempt's node, or nullopt if it has none (or its
+  // delete was already sent).
+  std::optional<Op> DeleteOwnOp();
+  void FailWithNode(absl::Status status);
+  void Finish(absl::StatusOr<AcquireResult> result);
+  // Moves to kDone and returns the callback (null if already kDone).
+  Callback<AcquireResult> TakeDone();
+  bool Stopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == State::kStopCancel || state_ == State::kStopDeadline;
+  }
+
+  // Constant after construction (id_ after Begin()).
+  const Deps* const deps_;
+  const AcquireParams params_;
+  const std::shared_ptr<CancelSignal> cancel_;
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kRunning;
+  Callback<AcquireResult> done_ ABSL_GUARDED_BY(mu_);
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;  // WaiterSlots id, also the watch id
+  Clock::time_point deadline_ ABSL_GUARDED_BY(mu_);
+  int retries_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string prefix_ ABSL_GUARDED_BY(mu_);  // "c-<attempt id>-" of the current node
+  // The reply to creating the current node: ZCONNECTIONLOSS until it arrives
+  // (a listing that finds no reply treats it as lost).
+  int create_rc_ ABSL_GUARDED_BY(mu_) = ZCONNECTIONLOSS;
+  // The own contender node once known; cleared once its delete is sent.
+  std::string path_ ABSL_GUARDED_BY(mu_);
+  int64_t czxid_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t session_ ABSL_GUARDED_BY(mu_) = 0;     // the own node's session
+  int64_t lock_czxid_ ABSL_GUARDED_BY(mu_) = 0;  // lock node incarnation of the queue
+  WatchTarget watched_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockd::zk
+
+#endif  // LOCKD_BACKENDS_ZOOKEEPER_ACQUIRE_ATTEMPT_H_

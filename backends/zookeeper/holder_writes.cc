@@ -1,0 +1,290 @@
+#include "backends/zookeeper/holder_writes.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockd::zk {
+
+// ---- Release
+
+void HolderWrites::Release(ReleaseParams params, Callback<ReleaseResult> done) {
+  auto op = std::make_shared<ReleaseOp>();
+  op->params = std::move(params);
+  op->done = std::move(done);
+  const ReleaseParams& p = op->params;
+  std::optional<LeaseTracker::Known> known = leases_->Lookup(p.key);
+  if (known.has_value() && known->data.owner == p.owner && !known->expired &&
+      !(known->data.last == NodeData::Last::kRelease && !p.request_id.empty() &&
+        known->data.last_id == p.request_id)) {
+    ReleaseOn(op, known->path, StatOf(known->czxid, known->version), known->data,
+              /*from_cache=*/true);
+    return;
+  }
+  ReleaseSlow(op);
+}
+
+void HolderWrites::ReleaseSlow(const std::shared_ptr<ReleaseOp>& op) {
+  const ReleaseParams& p = op->params;
+  leases_->ReadLock(p.key, !p.request_id.empty(), [this, op](absl::StatusOr<LockView> v) {
+    if (!v.ok()) {
+      std::move(op->done)(v.status());
+      return;
+    }
+    ReleaseRead(op, *v);
+  });
+}
+
+void HolderWrites::ReleaseRead(const std::shared_ptr<ReleaseOp>& op, const LockView& v) {
+  const ReleaseParams& p = op->params;
+  if (!v.has_holder || v.holder.owner != p.owner) {
+    if (!p.acquire_request_id.empty()) {
+      std::move(op->done)(ReleaseResult{false, 0});  // nothing of this owner's to undo
+      return;
+    }
+    Tombstone t;
+    // A retry of the Release that freed the lock (the multi that freed it
+    // left this tombstone in the lock node), also after the lock went to
+    // another owner: the owner does not hold it, so its last request on the
+    // lock is still that release.
+    if (!p.request_id.empty() && v.lock_exists && DecodeTombstone(v.lock_data, &t) &&
+        t.owner == p.owner && t.request_id == p.request_id) {
+      std::move(op->done)(ReleaseResult{true, 0});
+      return;
+    }
+    std::move(op->done)(
+        LockNotHeldError(p.key, v.has_holder ? "the lock is held by another owner"
+                                             : "the lock is free (released or lease expired)"));
+    return;
+  }
+  if (std::optional<int32_t> reap = leases_->ExpiredVersion(p.key, v.holder_path);
+      reap.has_value()) {
+    leases_->Reap(p.key, v.holder_path, *reap, 0, nullptr);
+    if (!p.acquire_request_id.empty()) {
+      std::move(op->done)(ReleaseResult{false, 0});
+    } else {
+      std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
+    }
+    return;
+  }
+  if (!p.request_id.empty() && v.holder.last == NodeData::Last::kRelease &&
+      v.holder.last_id == p.request_id) {
+    std::move(op->done)(ReleaseResult{false, v.holder.last_holds});
+    return;
+  }
+  ReleaseOn(op, v.holder_path, v.holder_stat, v.holder, false);
+}
+
+void HolderWrites::ReleaseOn(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                             const struct Stat& stat, const NodeData& d, bool from_cache) {
+  const ReleaseParams& p = op->params;
+  // An undo gives back the hold only if that Acquire is the owner's last
+  // request; it then proceeds as a release without request id (whose
+  // versioned write fails if `d` is stale). Nothing to undo is an answer
+  // without a write, so it is only given from fresh data.
+  if (!p.acquire_request_id.empty() &&
+      !(d.last == NodeData::Last::kAcquire && d.last_id == p.acquire_request_id)) {
+    if (from_cache) {
+      ReleaseSlow(op);
+    } else {
+      std::move(op->done)(ReleaseResult{false, d.holds});
+    }
+    return;
+  }
+  if (d.holds > 1) {
+    ReleaseOne(op, path, stat, d, from_cache);
+  } else {
+    ReleaseLast(op, path, stat, from_cache);
+  }
+}
+
+void HolderWrites::ReleaseRetry(const std::shared_ptr<ReleaseOp>& op, bool from_cache) {
+  if (from_cache || ++op->tries <= kMaxRetries) {
+    ReleaseSlow(op);
+  } else {
+    std::move(op->done)(absl::UnavailableError(absl::StrCat(
+        "gave up releasing ", What(op->params.key), " after conflicting changes; retry")));
+  }
+}
+
+// One hold less; the lease keeps running (same lease epoch).
+void HolderWrites::ReleaseOne(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                              const struct Stat& stat, const NodeData& d, bool from_cache) {
+  const ReleaseParams& p = op->params;
+  NodeData nd = d;
+  nd.holds = d.holds - 1;
+  if (p.request_id.empty()) {
+    nd.last = NodeData::Last::kNone;
+    nd.last_id.clear();
+  } else {
+    nd.last = NodeData::Last::kRelease;
+    nd.last_id = p.request_id;
+    nd.last_holds = nd.holds;
+  }
+  zk_->Submit(
+      Op::Set(path, EncodeNodeData(nd), stat.version, [this, op, path, nd, from_cache](Result r) {
+        if (r.rc == ZOK) {
+          leases_->Observe(op->params.key, path, r.stat, nd, false);
+          std::move(op->done)(ReleaseResult{false, nd.holds});
+          return;
+        }
+        if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+          ReleaseRetry(op, from_cache);
+          return;
+        }
+        std::move(op->done)(ZkError(absl::StrCat("releasing ", What(op->params.key)), r.rc));
+      }));
+}
+
+// The last hold: deletes the holder node (with a tombstone for retries,
+// atomically, when the release has a request id).
+void HolderWrites::ReleaseLast(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                               const struct Stat& stat, bool from_cache) {
+  const ReleaseParams& p = op->params;
+  auto freed = [this, op, path, from_cache](Result r) mutable {
+    // For a multi, the code that matters is the first failing operation's.
+    for (int rc : r.multi) {
+      if (rc != ZOK && rc != ZRUNTIMEINCONSISTENCY) {
+        r.rc = rc;
+        break;
+      }
+    }
+    if (r.rc == ZOK) {
+      leases_->Forget(op->params.key, path);
+      std::move(op->done)(ReleaseResult{true, 0});
+      return;
+    }
+    if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+      ReleaseRetry(op, from_cache);
+      return;
+    }
+    std::move(op->done)(ZkError(absl::StrCat("releasing ", What(op->params.key)), r.rc));
+  };
+  if (p.request_id.empty()) {
+    zk_->Submit(deleter_->Track(path, Op::Delete(path, stat.version, std::move(freed))));
+    return;
+  }
+  std::vector<Op> ops;
+  ops.push_back(Op::Delete(path, stat.version, nullptr));
+  ops.push_back(
+      Op::Set(paths_->Lock(p.key), EncodeTombstone({p.owner, p.request_id}), -1, nullptr));
+  zk_->Submit(deleter_->Track(path, Op::Multi(std::move(ops), std::move(freed))));
+}
+
+// ---- Renew
+
+void HolderWrites::Renew(RenewParams params, Callback<RenewResult> done) {
+  auto op = std::make_shared<RenewOp>();
+  op->params = std::move(params);
+  op->done = std::move(done);
+  std::optional<LeaseTracker::Known> known = leases_->Lookup(op->params.key);
+  if (known.has_value() && known->data.owner == op->params.owner && !known->expired) {
+    RenewOn(op, known->path, StatOf(known->czxid, known->version), known->data,
+            /*from_cache=*/true);
+    return;
+  }
+  RenewSlow(op);
+}
+
+void HolderWrites::RenewSlow(const std::shared_ptr<RenewOp>& op) {
+  leases_->ReadLock(op->params.key, false, [this, op](absl::StatusOr<LockView> v) {
+    const RenewParams& p = op->params;
+    if (!v.ok()) {
+      std::move(op->done)(v.status());
+      return;
+    }
+    if (!v->has_holder) {
+      std::move(op->done)(LockNotHeldError(p.key, "the lock is free (released or lease expired)"));
+      return;
+    }
+    if (v->holder.owner != p.owner) {
+      std::move(op->done)(LockNotHeldError(p.key, "the lock is held by another owner"));
+      return;
+    }
+    if (std::optional<int32_t> reap = leases_->ExpiredVersion(p.key, v->holder_path);
+        reap.has_value()) {
+      leases_->Reap(p.key, v->holder_path, *reap, 0, nullptr);
+      std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
+      return;
+    }
+    RenewOn(op, v->holder_path, v->holder_stat, v->holder, false);
+  });
+}
+
+void HolderWrites::RenewOn(const std::shared_ptr<RenewOp>& op, const std::string& path,
+                           const struct Stat& stat, const NodeData& d, bool from_cache) {
+  NodeData nd = d;
+  nd.lease = d.lease + 1;
+  nd.ttl_ms = ToMs(op->params.ttl);
+  int64_t czxid = stat.czxid;
+  zk_->Submit(Op::Set(
+      path, EncodeNodeData(nd), stat.version, [this, op, path, nd, czxid, from_cache](Result r) {
+        if (r.rc == ZOK) {
+          leases_->Observe(op->params.key, path, r.stat, nd, /*new_lease=*/true, /*arm=*/true);
+          std::move(op->done)(RenewResult{op->params.ttl, static_cast<uint64_t>(czxid)});
+          return;
+        }
+        if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+          if (from_cache || ++op->tries <= kMaxRetries) {
+            RenewSlow(op);
+          } else {
+            std::move(op->done)(absl::UnavailableError(absl::StrCat(
+                "gave up renewing ", What(op->params.key), " after conflicting changes; retry")));
+          }
+          return;
+        }
+        std::move(op->done)(ZkError(absl::StrCat("renewing ", What(op->params.key)), r.rc));
+      }));
+}
+
+// ---- ForceRelease
+
+void HolderWrites::ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) {
+  auto op = std::make_shared<ForceReleaseOp>();
+  op->params = std::move(params);
+  op->done = std::move(done);
+  ForceReleaseNext(op);
+}
+
+// Reads the lock, then deletes its holder node whatever its data version
+// (the node, whose czxid is the token, is the holding). The waiter behind it
+// is granted as after a freeing release. A holding that vanished meanwhile
+// is re-read.
+void HolderWrites::ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op) {
+  leases_->ReadLock(op->params.key, false, [this, op](absl::StatusOr<LockView> v) {
+    const ForceReleaseParams& p = op->params;
+    if (!v.ok()) {
+      std::move(op->done)(v.status());
+      return;
+    }
+    ForceReleaseResult out;
+    out.previous = leases_->StateOf(p.key, *v);
+    if (!v->has_holder || !out.previous.held) {
+      std::move(op->done)(std::move(out));
+      return;
+    }
+    if (p.fencing_token != 0 && out.previous.fencing_token != p.fencing_token) {
+      std::move(op->done)(
+          FencingTokenMismatchError(p.key, p.fencing_token, out.previous.fencing_token));
+      return;
+    }
+    const std::string path = v->holder_path;
+    zk_->Submit(deleter_->Track(
+        path, Op::Delete(path, -1, [this, op, path, out = std::move(out)](Result r) mutable {
+          if (r.rc == ZOK) {
+            leases_->Forget(op->params.key, path);
+            out.released = true;
+            std::move(op->done)(std::move(out));
+          } else if (r.rc == ZNONODE && ++op->tries <= kMaxRetries) {
+            ForceReleaseNext(op);  // the holding ended meanwhile
+          } else {
+            std::move(op->done)(
+                ZkError(absl::StrCat("force release of ", What(op->params.key)), r.rc));
+          }
+        })));
+  });
+}
+
+}  // namespace lockd::zk

@@ -1,0 +1,86 @@
+// Release, Renew and ForceRelease of the ZooKeeper backend: versioned
+// writes of a lock's holder node (any replica can write any lock).
+//
+//   - Release: one hold less (a versioned set), or at zero a versioned
+//     delete of the holder node; with a request_id, the delete and a
+//     tombstone {owner, request_id} in the lock node's data are one multi,
+//     so a retry of the release that freed the lock is recognised.
+//   - Renew: a new lease epoch in the holder's data (versioned set).
+//   - ForceRelease: deletes the holder node whatever its version.
+// A write that loses a race (ZBADVERSION, ZNONODE) re-reads the lock, at
+// most kMaxRetries times. A holder this replica knows (LeaseTracker) is
+// written without reading it first; if that sighting was stale the write
+// fails its version check and the general path runs.
+//
+// Codes: as backends/backend.h documents; ZooKeeper errors via ZkError.
+// Thread-safe: no state of its own beyond the objects it points to.
+
+#ifndef LOCKD_BACKENDS_ZOOKEEPER_HOLDER_WRITES_H_
+#define LOCKD_BACKENDS_ZOOKEEPER_HOLDER_WRITES_H_
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/zookeeper/lease_tracker.h"
+#include "backends/zookeeper/node_deleter.h"
+#include "backends/zookeeper/zk_common.h"
+#include "backends/zookeeper/zk_transport.h"
+
+namespace lockd::zk {
+
+class HolderWrites {
+ public:
+  // Every pointer must outlive this object.
+  HolderWrites(const Paths* paths, Transport* zk, LeaseTracker* leases, NodeDeleter* deleter)
+      : paths_(paths), zk_(zk), leases_(leases), deleter_(deleter) {}
+  HolderWrites(const HolderWrites&) = delete;
+  HolderWrites& operator=(const HolderWrites&) = delete;
+
+  // As Backend::Release, Renew, ForceRelease. Never block; `done` runs
+  // exactly once on the client's completion thread (or inline on an
+  // immediate failure).
+  void Release(ReleaseParams params, Callback<ReleaseResult> done);
+  void Renew(RenewParams params, Callback<RenewResult> done);
+  void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done);
+
+ private:
+  struct ReleaseOp {
+    ReleaseParams params;
+    Callback<ReleaseResult> done;
+    int tries = 0;
+  };
+  struct RenewOp {
+    RenewParams params;
+    Callback<RenewResult> done;
+    int tries = 0;
+  };
+  struct ForceReleaseOp {
+    ForceReleaseParams params;
+    Callback<ForceReleaseResult> done;
+    int tries = 0;
+  };
+
+  void ReleaseSlow(const std::shared_ptr<ReleaseOp>& op);
+  void ReleaseRead(const std::shared_ptr<ReleaseOp>& op, const LockView& v);
+  void ReleaseOn(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                 const struct Stat& stat, const NodeData& d, bool from_cache);
+  void ReleaseOne(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                  const struct Stat& stat, const NodeData& d, bool from_cache);
+  void ReleaseLast(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
+                   const struct Stat& stat, bool from_cache);
+  void ReleaseRetry(const std::shared_ptr<ReleaseOp>& op, bool from_cache);
+  void RenewSlow(const std::shared_ptr<RenewOp>& op);
+  void RenewOn(const std::shared_ptr<RenewOp>& op, const std::string& path, const struct Stat& stat,
+               const NodeData& d, bool from_cache);
+  void ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op);
+
+  const Paths* const paths_;
+  Transport* const zk_;
+  LeaseTracker* const leases_;
+  NodeDeleter* const deleter_;
+};
+
+}  // namespace lockd::zk
+
+#endif  // LOCKD_BACKENDS_ZOOKEEPER_HOLDER_WRITES_H_

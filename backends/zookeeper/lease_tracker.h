@@ -1,0 +1,227 @@
+// What this replica knows about the holder of each lock, and the reaping of
+// leases that ran out.
+//
+// Leases are measured by this replica's monotonic clock from when it wrote a
+// lease (precise) or first saw it (not precise: options.observer_grace is
+// added), never by a wall clock, so clock skew between replicas does not
+// matter. A lease ends when its holder node is deleted ("reaped") with a
+// versioned delete, so a renewal that wins the race keeps it.
+//
+// Who reaps:
+//   - a timer at the lease end, kept for leases this replica wrote and for
+//     holders of locks it has local waiters on (Arm);
+//   - every options.reap_interval, a scan of every lock of the root
+//     (StartReaper), which also forgets holders no longer seen;
+//   - any read that finds a lease that ran out (StateOf, ReadLock users).
+//
+// Also kept per lock: the "floor", the highest contender sequence this
+// replica has seen holding it, so that a waiter whose predecessor at or
+// below the floor was deleted knows it is lowest without listing.
+//
+// Thread-safe: all state is guarded by mu_. Lock order: an AcquireAttempt's
+// mutex, then mu_, then WaiterSlots' mutex (has_local_waiters). No callback
+// runs with mu_ held.
+
+#ifndef LOCKD_BACKENDS_ZOOKEEPER_LEASE_TRACKER_H_
+#define LOCKD_BACKENDS_ZOOKEEPER_LEASE_TRACKER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backends/backend.h"
+#include "backends/common/timer_queue.h"
+#include "backends/zookeeper/contender_listing.h"
+#include "backends/zookeeper/node_deleter.h"
+#include "backends/zookeeper/zk_codec.h"
+#include "backends/zookeeper/zk_common.h"
+#include "backends/zookeeper/zk_transport.h"
+
+namespace lockd::zk {
+
+// One read of a lock: its contender queue and its holder's data.
+struct LockView {
+  bool lock_exists = false;
+  struct Stat lock_stat = {};
+  std::string lock_data;  // only when asked for (the tombstone)
+  size_t contenders = 0;
+  bool has_holder = false;
+  std::string holder_path;
+  struct Stat holder_stat = {};
+  NodeData holder;
+};
+
+class LeaseTracker {
+ public:
+  struct Options {
+    absl::Duration observer_grace = absl::Seconds(1);
+    absl::Duration reap_interval = absl::Seconds(1);
+    int reap_parallelism = 32;
+  };
+  // The holder of a lock as last seen, with its lease judged now.
+  struct Known {
+    std::string path;
+    int64_t czxid = 0;
+    int32_t version = 0;
+    NodeData data;
+    bool expired = false;
+  };
+  // The result of Observe(): the holder's data version as recorded, whether
+  // its lease has run out, and the lock's state from it.
+  struct Sighting {
+    int32_t version = 0;
+    bool expired = false;
+    LockState state;
+  };
+
+  // Every pointer must outlive this object. `has_local_waiters(key)` says
+  // whether this replica has parked Acquire calls on `key`; `serving()`
+  // whether the session serves (the reaper scans only then).
+  LeaseTracker(Options options, const Paths* paths, Transport* zk, ContenderListing* listing,
+               NodeDeleter* deleter, TimerQueue* timers,
+               absl::AnyInvocable<bool(const LockKey&) const> has_local_waiters,
+               absl::AnyInvocable<bool() const> serving);
+  LeaseTracker(const LeaseTracker&) = delete;
+  LeaseTracker& operator=(const LeaseTracker&) = delete;
+
+  // The holder of `key` as last seen, or nullopt.
+  std::optional<Known> Lookup(const LockKey& key) const;
+
+  // Records a sighting of the holder node `path` of `key` with `data` at
+  // `stat` (or this replica's own write of it, when `new_lease`: the lease
+  // is then timed from now without grace). Stale reads (an older data
+  // version) change nothing. When `arm`, keeps a timer at the lease end (see
+  // Arm). `waiters` is only copied into the returned state. No-op after
+  // Stop() (returns a sighting of an expired lease).
+  Sighting Observe(const LockKey& key, const std::string& path, const struct Stat& stat,
+                   const NodeData& data, bool new_lease, bool arm = false, uint32_t waiters = 0);
+
+  // Keeps a timer at the lease end of the holder `path` of `key`, if this
+  // replica wrote the lease or has local waiters on the lock. The timer reaps
+  // the lease when it runs out.
+  void Arm(const LockKey& key, const std::string& path);
+
+  // Forgets the holder `path` of `key` (deleted).
+  void Forget(const LockKey& key, const std::string& path);
+
+  // The data version of the holder `path` of `key` if its lease has run
+  // out, else nullopt.
+  std::optional<int32_t> ExpiredVersion(const LockKey& key, const std::string& path) const;
+
+  // Records that the contender with sequence `seq` was the lowest of the
+  // lock node incarnation `lock_czxid` (a lock node that ZooKeeper deleted
+  // when empty and that was created again restarts its sequence at 0).
+  void NoteFloor(const LockKey& key, int64_t lock_czxid, int32_t seq);
+  // True if every contender of incarnation `lock_czxid` up to `seq` has been
+  // seen holding the lock or below one that did (so it is gone for good).
+  bool FloorCovers(const LockKey& key, int64_t lock_czxid, int32_t seq) const;
+
+  // Deletes the holder node `path` of `key` if its data is still `version`
+  // (a renewal in between is re-read, and reaped if its lease ran out too).
+  // Then runs `then` (if any). Never blocks.
+  void Reap(const LockKey& key, const std::string& path, int32_t version, int tries,
+            absl::AnyInvocable<void() &&> then);
+
+  // Reads the contender queue of `key` and the holder's data (and, when
+  // `with_lock_data`, the lock node's data), records the holder sighting,
+  // and runs `cb` with the view: a lock that does not exist is an OK empty
+  // view; ZooKeeper errors go through ZkError. Re-reads when the holder
+  // vanishes between the two reads. Never blocks.
+  void ReadLock(const LockKey& key, bool with_lock_data,
+                absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries = 0);
+
+  // The LockState for `view`; starts reaping the holder if its lease ran
+  // out.
+  LockState StateOf(const LockKey& key, const LockView& view);
+
+  // Starts the periodic reaper (every options.reap_interval).
+  void StartReaper();
+
+  // Forgets everything (the session ended: its locks are gone).
+  void Clear();
+
+  // Stops timers; later calls record nothing. The TimerQueue may go after.
+  void Stop();
+
+ private:
+  struct Holder {
+    std::string path;
+    int64_t czxid = 0;
+    int32_t version = 0;
+    NodeData data;
+    // The lease is timed from `since`: when this replica wrote lease epoch
+    // `lease` itself (precise) or first saw it (not precise: grace added).
+    uint64_t lease = 0;
+    Clock::time_point since;
+    bool precise = false;
+    Clock::time_point touched;  // last read or write, for pruning
+    uint64_t scan = 0;          // last reaper scan that saw it
+    TimerQueue::TimerId timer = 0;
+    Clock::time_point timer_at;
+  };
+  struct Floor {
+    int64_t lock_czxid;
+    int32_t seq;
+  };
+  struct Scan {
+    uint64_t number = 0;
+    Clock::time_point start;
+    std::deque<std::pair<LockKey, std::string>> locks;  // key, lock node path
+    int listing = 0;
+    int reading = 0;
+    bool complete = true;
+  };
+
+  Clock::time_point LeaseEnd(const Holder& h) const;
+  bool Expired(const Holder& h, Clock::time_point now) const { return now >= LeaseEnd(h); }
+  Holder& ObserveLocked(const LockKey& key, const std::string& path, const struct Stat& stat,
+                        const NodeData& data, bool new_lease, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmLocked(const LockKey& key, Holder& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LockState StateLocked(const LockKey& key, const Holder* h, uint32_t waiters,
+                        Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnLockRead(const LockKey& key, bool with_lock_data, const Listing& children, Result data,
+                  absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries);
+  void Refresh(const LockKey& key, const std::string& path, int tries,
+               absl::AnyInvocable<void() &&> then);
+  void OnLeaseTimer(const LockKey& key, const std::string& path);
+
+  // The periodic reaper (lease_reaper.cc).
+  void ScheduleReapTick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnReapTick();
+  void ListNamespace(const std::string& ns_enc);
+  void PumpScan();
+  void ScanLock(const LockKey& key, const std::string& lock_path);
+  void ScanLockDone(bool ok);
+  void EndScan();
+
+  // Constant after construction.
+  const Options options_;
+  const Paths* const paths_;
+  Transport* const zk_;
+  ContenderListing* const listing_;
+  NodeDeleter* const deleter_;
+  TimerQueue* const timers_;  // used only with mu_ held and !stopped_
+  const absl::AnyInvocable<bool(const LockKey&) const> has_local_waiters_;
+  const absl::AnyInvocable<bool() const> serving_;
+
+  mutable absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<LockKey, Holder> holders_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<LockKey, Floor> floors_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Scan> scan_ ABSL_GUARDED_BY(mu_);
+  uint64_t scans_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace lockd::zk
+
+#endif  // LOCKD_BACKENDS_ZOOKEEPER_LEASE_TRACKER_H_

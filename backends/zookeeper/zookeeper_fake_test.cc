@@ -1,0 +1,231 @@
+// The ZooKeeper backend's parts against the in-memory FakeZooKeeper: what a
+// live server cannot be made to do on demand (a lost create reply, a session
+// expiring mid-wait) and what it cannot count (watch events, listings).
+
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "backends/zookeeper/fake_zookeeper.h"
+#include "backends/zookeeper/zookeeper_backend_internal.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockd {
+namespace {
+
+using ::testing::SizeIs;
+
+// A pending backend call.
+template <typename T>
+class Pending {
+ public:
+  Callback<T> callback() {
+    return [this](absl::StatusOr<T> r) { promise_.set_value(std::move(r)); };
+  }
+  absl::StatusOr<T> Get() {
+    if (future_.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return absl::DeadlineExceededError("no answer in 10 s");
+    }
+    return future_.get();
+  }
+  bool ready() { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+
+ private:
+  std::promise<absl::StatusOr<T>> promise_;
+  std::future<absl::StatusOr<T>> future_ = promise_.get_future();
+};
+
+AcquireParams Params(const std::string& owner, absl::Duration wait) {
+  AcquireParams p;
+  p.key = LockKey{"ns", "lock"};
+  p.owner = owner;
+  p.ttl = absl::Seconds(30);
+  p.wait = wait;
+  return p;
+}
+
+class ZooKeeperFakeTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> NewReplica(size_t max_waiters = 1000) {
+    ZooKeeperOptions o;
+    o.hosts = "fake:2181";
+    o.root = "/t";
+    o.max_waiters = max_waiters;
+    o.reap_interval = absl::Seconds(60);
+    o.connect_wait = absl::Seconds(5);
+    absl::StatusOr<std::unique_ptr<Backend>> b = NewZooKeeperBackendOn(o, fake_.Factory());
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }
+
+  static absl::StatusOr<AcquireResult> Acquire(Backend& b, AcquireParams p,
+                                               std::shared_ptr<CancelSignal> cancel = nullptr) {
+    Pending<AcquireResult> r;
+    b.Acquire(std::move(p), std::move(cancel), r.callback());
+    return r.Get();
+  }
+
+  static absl::StatusOr<ReleaseResult> Release(Backend& b, const std::string& owner) {
+    Pending<ReleaseResult> r;
+    ReleaseParams p;
+    p.key = LockKey{"ns", "lock"};
+    p.owner = owner;
+    b.Release(std::move(p), r.callback());
+    return r.Get();
+  }
+
+  // Waits until `n` contender nodes are queued on the lock.
+  void WaitForContenders(size_t n) {
+    for (int i = 0; i < 500 && fake_.Children(kLock).size() != n; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_THAT(fake_.Children(kLock), SizeIs(n));
+  }
+
+  static constexpr char kLock[] = "/t/ns/lock";
+  zk::FakeZooKeeper fake_;
+};
+
+TEST_F(ZooKeeperFakeTest, LostCreateReplyFindsOwnNodeByAttemptId) {
+  std::unique_ptr<Backend> b = NewReplica();
+  fake_.DropCreateReplies(1);
+  absl::StatusOr<AcquireResult> r = Acquire(*b, Params("a", absl::ZeroDuration()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->acquired);
+  EXPECT_EQ(fake_.create_replies_to_drop(), 0) << "the fault was not exercised";
+  // The node whose reply was lost is the holding: no second node.
+  EXPECT_THAT(fake_.Children(kLock), SizeIs(1));
+  ASSERT_TRUE(Release(*b, "a").ok());
+  EXPECT_THAT(fake_.Children(kLock), SizeIs(0));
+}
+
+TEST_F(ZooKeeperFakeTest, LostCreateReplyOfWaiterLeavesNoNodeBehind) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  fake_.DropCreateReplies(1);
+  Pending<AcquireResult> waiter;
+  b->Acquire(Params("b", absl::Seconds(10)), nullptr, waiter.callback());
+  WaitForContenders(2);
+  ASSERT_TRUE(Release(*b, "a").ok());
+  absl::StatusOr<AcquireResult> r = waiter.Get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->acquired);
+  EXPECT_EQ(fake_.create_replies_to_drop(), 0);
+  EXPECT_THAT(fake_.Children(kLock), SizeIs(1));
+}
+
+TEST_F(ZooKeeperFakeTest, LostCreateReplyOfTryOnceRefusalDeletesItsNode) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  fake_.DropCreateReplies(1);
+  absl::StatusOr<AcquireResult> r = Acquire(*b, Params("b", absl::ZeroDuration()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->acquired);
+  EXPECT_EQ(r->current.owner, "a");
+  EXPECT_EQ(fake_.create_replies_to_drop(), 0);
+  WaitForContenders(1);
+}
+
+TEST_F(ZooKeeperFakeTest, SessionExpiryDuringWaitAnswersUnavailableAndRecovers) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  Pending<AcquireResult> waiter;
+  b->Acquire(Params("b", absl::Seconds(30)), nullptr, waiter.callback());
+  WaitForContenders(2);
+  fake_.Expire(0);
+  absl::StatusOr<AcquireResult> r = waiter.Get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  // Calls answer UNAVAILABLE until a new session serves; then the old
+  // session's holding is gone.
+  absl::StatusOr<ReleaseResult> released = Release(*b, "a");
+  for (int i = 0; i < 500 && released.status().code() == absl::StatusCode::kUnavailable; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    released = Release(*b, "a");
+  }
+  EXPECT_EQ(released.status().code(), absl::StatusCode::kFailedPrecondition) << released.status();
+  EXPECT_TRUE(b->Health().ok()) << b->Health();
+  EXPECT_THAT(fake_.Children(kLock), SizeIs(0));
+  EXPECT_TRUE(Acquire(*b, Params("c", absl::ZeroDuration()))->acquired);
+}
+
+TEST_F(ZooKeeperFakeTest, PredecessorDeletedWhileWatchingWakesExactlyTheNextWaiter) {
+  std::unique_ptr<Backend> holder = NewReplica();
+  std::unique_ptr<Backend> other = NewReplica();
+  ASSERT_TRUE(Acquire(*holder, Params("a", absl::ZeroDuration()))->acquired);
+  Pending<AcquireResult> w1, w2, w3;
+  other->Acquire(Params("w1", absl::Seconds(10)), nullptr, w1.callback());
+  WaitForContenders(2);
+  other->Acquire(Params("w2", absl::Seconds(10)), nullptr, w2.callback());
+  WaitForContenders(3);
+  other->Acquire(Params("w3", absl::Seconds(10)), nullptr, w3.callback());
+  WaitForContenders(4);
+  absl::SleepFor(absl::Milliseconds(50));  // the watches are set
+  const uint64_t before = fake_.watch_events();
+  ASSERT_TRUE(Release(*holder, "a").ok());
+  absl::StatusOr<AcquireResult> r1 = w1.Get();
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_TRUE(r1->acquired);
+  EXPECT_FALSE(w2.ready());
+  EXPECT_EQ(fake_.watch_events() - before, 1u) << "a release woke more than one waiter";
+  ASSERT_TRUE(Release(*other, "w1").ok());
+  EXPECT_TRUE(w2.Get()->acquired);
+  ASSERT_TRUE(Release(*other, "w2").ok());
+  EXPECT_TRUE(w3.Get()->acquired);
+  EXPECT_EQ(fake_.watch_events() - before, 3u);
+}
+
+TEST_F(ZooKeeperFakeTest, DeadlineAbandonsAndDeletesTheWaitersNode) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  absl::StatusOr<AcquireResult> r = Acquire(*b, Params("b", absl::Milliseconds(200)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->acquired);
+  EXPECT_EQ(r->current.owner, "a");
+  EXPECT_EQ(r->current.waiters, 0u);
+  WaitForContenders(1);
+}
+
+TEST_F(ZooKeeperFakeTest, CancelAbandonsAndDeletesTheWaitersNode) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  auto cancel = std::make_shared<CancelSignal>();
+  Pending<AcquireResult> waiter;
+  b->Acquire(Params("b", absl::Seconds(30)), cancel, waiter.callback());
+  WaitForContenders(2);
+  cancel->Cancel();
+  EXPECT_EQ(waiter.Get().status().code(), absl::StatusCode::kCancelled);
+  WaitForContenders(1);
+}
+
+TEST_F(ZooKeeperFakeTest, WaiterBeyondMaxWaitersIsRefusedAndLeavesNoNode) {
+  std::unique_ptr<Backend> b = NewReplica(/*max_waiters=*/1);
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  Pending<AcquireResult> first;
+  b->Acquire(Params("b", absl::Seconds(30)), nullptr, first.callback());
+  WaitForContenders(2);
+  absl::StatusOr<AcquireResult> r = Acquire(*b, Params("c", absl::Seconds(30)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  WaitForContenders(2);
+  ASSERT_TRUE(Release(*b, "a").ok());
+  EXPECT_TRUE(first.Get()->acquired);
+}
+
+TEST_F(ZooKeeperFakeTest, ShutdownAnswersParkedWaiters) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Params("a", absl::ZeroDuration()))->acquired);
+  Pending<AcquireResult> waiter;
+  b->Acquire(Params("b", absl::Seconds(30)), nullptr, waiter.callback());
+  WaitForContenders(2);
+  b->Shutdown();
+  EXPECT_FALSE(waiter.Get().ok());
+  EXPECT_THAT(fake_.Children(kLock), SizeIs(0)) << "the session's nodes go with it";
+}
+
+}  // namespace
+}  // namespace lockd
