@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12 packages, everything lockd needs to build, run and
-# test: compilers, gRPC/protobuf, backend client libraries, and the Redis,
+# test: compilers (clang checks the lock annotations; ccache speeds rebuilds), gRPC/protobuf, backend client libraries, and the Redis,
 # MariaDB and ZooKeeper servers the test suite starts by itself, openssl (the
 # TLS tests make their certificates), Prometheus (promtool checks the alert
 # rules; a real Prometheus server scrapes a test lockd), and the container and
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang-format git
+  build-essential cmake ninja-build pkg-config clang clang-format ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev grpc-proto

@@ -4,9 +4,11 @@
 #      MariaDB and ZooKeeper servers the tests start themselves on free
 #      loopback ports in temporary directories);
 #   2. checks formatting with clang-format;
-#   3. builds everything with -Werror and runs every test (unit, conformance
-#      against each backend's real server, integration, Python clients, and
-#      the deploy tests: Helm chart, container image, pods run by podman);
+#   3. builds everything with -Werror, checks the lock annotations with
+#      clang's -Wthread-safety (scripts/check-thread-safety.sh), and runs
+#      every test (unit, conformance against each backend's real server,
+#      integration, Python clients, and the deploy tests: Helm chart,
+#      container image, pods run by podman);
 #   4. rebuilds the unit and conformance tests under AddressSanitizer +
 #      UndefinedBehaviorSanitizer and runs them.
 # Exits non-zero if anything fails. Options: --fast skips step 4.
@@ -31,6 +33,9 @@ fi
 step "build (-Werror)"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKD_WERROR=ON >/dev/null
 cmake --build build/ci -j "$JOBS"
+
+step "clang -Wthread-safety -Werror"
+scripts/check-thread-safety.sh build/ci
 
 step "all tests"
 (cd build/ci && ctest -j "$JOBS" --output-on-failure --timeout 900)
