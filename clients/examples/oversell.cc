@@ -176,8 +176,9 @@ Result RunMode(const Options& o, bool locked, std::string* error) {
   res.stale_writes = stale;
   res.errors = errors;
   Reply left = Command(setup.get(), {"GET", o.key});
-  if (left != nullptr && left->type == REDIS_REPLY_STRING) {
-    absl::SimpleAtoi(absl::string_view(left->str, left->len), &res.final_stock);
+  if (left != nullptr && left->type == REDIS_REPLY_STRING &&
+      !absl::SimpleAtoi(absl::string_view(left->str, left->len), &res.final_stock)) {
+    res.final_stock = -1;  // not a number: reported, and the check fails
   }
   return res;
 }

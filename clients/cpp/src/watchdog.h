@@ -21,7 +21,6 @@
 #include <mutex>
 #include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "clients/cpp/src/lease_state.h"
 #include "clients/cpp/src/rpc.h"
@@ -71,12 +70,15 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   const std::shared_ptr<grpc::ChannelInterface> channel_;
   const ClientOptions options_;
 
+  // mu_ guards the four fields below. It is a std::mutex (see the top of
+  // this file), which clang's -Wthread-safety cannot see, hence no
+  // ABSL_GUARDED_BY here.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  absl::flat_hash_map<const LeaseState*, Entry> entries_ ABSL_GUARDED_BY(mu_);
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t renewals_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<const LeaseState*, Entry> entries_;
+  bool started_ = false;
+  bool stop_ = false;
+  uint64_t renewals_ = 0;
   std::thread thread_;  // set once, under mu_, by the first Add
 };
 
