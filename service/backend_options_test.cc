@@ -9,7 +9,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/backend_factory.h"
 #include "service/config.h"
 
 namespace lockd {
@@ -145,21 +144,6 @@ TEST(BackendOptionsTest, BadValuesAreErrorsNamingTheKey) {
     auto parsed = ParseConfig(c.args, c.env);
     ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << c.where;
     EXPECT_THAT(Message(parsed.status()), AllOf(HasSubstr(c.where), HasSubstr(c.what)));
-  }
-}
-
-TEST(BackendOptionsTest, PasswordAndPasswordFileTogetherAreAnErrorForRedisAndMysql) {
-  std::string file = WriteTemp("password", "from-file-8f3a\n");
-  for (std::string backend : {"redis", "mysql"}) {
-    auto parsed = ParseConfig({"--backend=" + backend, "--" + backend + ".password_file=" + file},
-                              {{EnvName(backend + ".password"), "from-env-5c1d"}});
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
-    // Refused before any connection is tried.
-    auto started = NewBackendFromConfig(parsed->config);
-    ASSERT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument) << backend;
-    EXPECT_THAT(Message(started.status()),
-                AllOf(HasSubstr(backend + ".password_file: " + backend + ".password is set too"),
-                      Not(HasSubstr("8f3a")), Not(HasSubstr("5c1d"))));
   }
 }
 

@@ -17,10 +17,12 @@
 #include "backends/common/millis.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
+#include "backends/redis/command_pool.h"
 #include "backends/redis/keys.h"
 #include "backends/redis/redis_client.h"
 #include "backends/redis/replies.h"
 #include "backends/redis/scripts.h"
+#include "backends/redis/subscriber.h"
 
 namespace lockd {
 namespace {

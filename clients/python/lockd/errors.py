@@ -1,0 +1,95 @@
+"""lockd client errors: the exceptions lockd raises, and the one translation
+of gRPC errors into them. Public names are re-exported by ``lockd``."""
+
+from typing import TYPE_CHECKING, Optional
+
+import grpc
+
+from lockd._proto.google.rpc import error_details_pb2, status_pb2
+
+if TYPE_CHECKING:
+    from lockd.client import LockInfo
+
+class LockdError(Exception):
+    """Any failure of a lockd call. ``code`` is the grpc.StatusCode (or None).
+
+    ``unconfirmed_acquire_request_id``: set on an acquire() failure when the
+    outcome of its last attempt was unknown and the undo of that attempt went
+    unanswered: the attempt may have left a hold (ending with its lease), which
+    ``client.undo_acquire(name, owner, that id)`` gives back. None otherwise."""
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None):
+        super().__init__(message)
+        self.code = code
+        self.unconfirmed_acquire_request_id: Optional[str] = None
+
+
+class LockNotAcquired(LockdError):
+    """The lock stayed held by another owner for the whole wait.
+
+    ``holder`` is the LockInfo the server reported (or None)."""
+
+    def __init__(self, message: str, holder: Optional["LockInfo"] = None):
+        super().__init__(message, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.holder = holder
+
+
+class LockLost(LockdError):
+    """The lock is not (or no longer) held: the server said LOCK_NOT_HELD, or the
+    lease's validity ran out, or its fencing token changed. Work done under the
+    lease may not have been protected."""
+
+    def __init__(self, message: str, reason: str = "LOCK_NOT_HELD"):
+        super().__init__(message, grpc.StatusCode.FAILED_PRECONDITION)
+        self.reason = reason
+
+
+class Unavailable(LockdError):
+    """lockd could not be reached, or did not answer in time."""
+
+    def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE):
+        super().__init__(message, code)
+
+
+# Codes after which a call may have been applied although no answer said so.
+# Every other code is the server's definite answer.
+_OUTCOME_UNKNOWN = frozenset({
+    grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED,
+    grpc.StatusCode.DATA_LOSS,
+})
+
+
+def _describe(namespace: str, name: str) -> str:
+    return '"%s" (namespace %s)' % (name, namespace or "default")
+
+
+def _is_lock_not_held(err: grpc.RpcError) -> bool:
+    if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
+        return False
+    for key, value in err.trailing_metadata() or ():
+        if key != "grpc-status-details-bin":
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except Exception:  # malformed details: treat as plain FAILED_PRECONDITION
+            return False
+        for any_msg in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if any_msg.Is(info.DESCRIPTOR) and any_msg.Unpack(info):
+                if info.reason == "LOCK_NOT_HELD" and info.domain == "lockd":
+                    return True
+    return False
+
+
+def _translate(op: str, namespace: str, name: str, err: grpc.RpcError) -> LockdError:
+    """The one place where gRPC errors become this module's exceptions."""
+    message = "lockd %s of %s: %s" % (op, _describe(namespace, name), err.details())
+    if _is_lock_not_held(err):
+        return LockLost(message, "LOCK_NOT_HELD")
+    if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Unavailable(message, err.code())
+    return LockdError(message, err.code())
+
+
+# --------------------------------------------------------------------------- values
