@@ -669,7 +669,7 @@ TEST_F(ZooKeeperBackendTest, DigestAuthKeepsOtherUsersOutAndNeverShowsThePasswor
     intruder.connect_wait = absl::Seconds(20);
     auto other = NewZooKeeperBackend(intruder);
     ASSERT_FALSE(other.ok()) << "digest \"" << digest << "\" got in";
-    EXPECT_THAT(other, StatusIs(absl::StatusCode::kInternal));
+    EXPECT_THAT(other, StatusIs(absl::StatusCode::kUnauthenticated));
     EXPECT_THAT(other.status().message(), HasSubstr("zookeeper.auth_file"));
     EXPECT_THAT(other.status().message(), Not(HasSubstr("s3cret")));
     EXPECT_THAT(other.status().message(), Not(HasSubstr("other")));
