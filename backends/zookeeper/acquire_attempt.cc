@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/common/errors.h"
 #include "backends/common/log.h"
 
 namespace lockd::zk {
@@ -236,8 +237,7 @@ void AcquireAttempt::Evaluate(const Listing& listing) {
       TryOnceRefused(d.holder_path, d.waiters);
       return;
     case Decision::kFull:
-      FailWithNode(absl::ResourceExhaustedError(absl::StrCat(
-          "too many waiting Acquire calls (max_waiters=", deps_->slots->max_waiters(), ")")));
+      FailWithNode(TooManyWaitersError(deps_->slots->max_waiters()));
       return;
     case Decision::kReenter:
       Reenter(d.known->path, StatOf(d.known->czxid, d.known->version), d.known->data, 0, false);
