@@ -26,6 +26,7 @@
 //   kResourceExhausted   too many parked waiters (Options::max_waiters).
 //   kCancelled           only from Acquire: the caller's CancelSignal fired
 //                        before a result; nothing is held by this call.
+//   kUnauthenticated     the backend server refused lockd's credentials.
 //   kInternal            a bug or an unexpected reply; no secrets in messages.
 // Input has been validated by the caller; backends need not re-check it
 // (REQUIRES clauses below) and never return kInvalidArgument.

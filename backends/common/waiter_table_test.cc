@@ -6,10 +6,14 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
+
+using ::lockd::testing::StatusIs;
 
 class WaiterTableTest : public ::testing::Test {
  protected:
@@ -103,7 +107,7 @@ TEST_F(WaiterTableTest, CancelRemovesWaiterAndAnswersCancelled) {
   ASSERT_TRUE(table_.Park(a).ok());
   cancel->Cancel();
   ASSERT_TRUE(n->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(n->result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(n->result, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(table_.Total(), 0u);
 }
 
@@ -112,7 +116,7 @@ TEST_F(WaiterTableTest, AlreadyCancelledWaiterIsNotParked) {
   cancel->Cancel();
   Slot* n;
   auto a = MakeWaiter("x", "a", absl::Seconds(30), &n, cancel);
-  EXPECT_EQ(table_.Park(a).code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(table_.Park(a), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_TRUE(static_cast<bool>(a.done)) << "a refused waiter must be left to the caller";
   EXPECT_EQ(table_.Total(), 0u);
 }
@@ -124,7 +128,7 @@ TEST_F(WaiterTableTest, FullTableRefusesWithResourceExhausted) {
     ASSERT_TRUE(table_.Park(w).ok());
   }
   auto extra = MakeWaiter("y", "w", absl::Seconds(30), &slot[3]);
-  EXPECT_EQ(table_.Park(extra).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(table_.Park(extra), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 TEST_F(WaiterTableTest, CloseReturnsEveryWaiterAndRefusesMore) {
@@ -136,7 +140,7 @@ TEST_F(WaiterTableTest, CloseReturnsEveryWaiterAndRefusesMore) {
   std::vector<WaiterTable::Waiter> all = table_.Close();
   EXPECT_EQ(all.size(), 2u);
   auto c = MakeWaiter("x", "c", absl::Seconds(30), &n3);
-  EXPECT_EQ(table_.Park(c).code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(table_.Park(c), StatusIs(absl::StatusCode::kUnavailable));
   for (auto& w : all) std::move(w.done)(ShuttingDownError());
 }
 
@@ -177,7 +181,7 @@ TEST(WaiterTableLifetimeTest, DestroyingTheTableAnswersParkedWaitersUnavailable)
     w.done = [&result](absl::StatusOr<AcquireResult> r) { result = std::move(r); };
     ASSERT_TRUE(table.Park(w).ok());
   }
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/common/errors.h"
 #include "backends/common/log.h"
 
 namespace lockd::zk {
@@ -110,8 +111,8 @@ void AcquireAttempt::OnCreated(const Listing& children) {
       return;
     }
     if (children.rc != ZOK) {
-      FailWithNode(
-          ZkError(absl::StrCat("listing the contenders of ", What(params_.key)), children.rc));
+      FailWithNode(ZkError(absl::StrCat("listing the contenders of lock ", LockName(params_.key)),
+                           children.rc));
       return;
     }
     Evaluate(children);
@@ -121,8 +122,8 @@ void AcquireAttempt::OnCreated(const Listing& children) {
     EnsureParentsThenCreate();
     return;
   }
-  absl::Status error =
-      ZkError(absl::StrCat("creating a contender node for ", What(params_.key)), created_rc);
+  absl::Status error = ZkError(
+      absl::StrCat("creating a contender node for lock ", LockName(params_.key)), created_rc);
   if (IsTransient(created_rc) && created_rc != ZCLOSING) {
     if (deps_->zk->connected()) {
       // The reply was lost but the session is back: the node may exist.
@@ -145,7 +146,8 @@ void AcquireAttempt::EnsureParentsThenCreate() {
       self->CreateNode();
       return;
     }
-    self->Finish(ZkError(absl::StrCat("creating the node of ", What(self->params_.key)), r.rc));
+    self->Finish(
+        ZkError(absl::StrCat("creating the node of lock ", LockName(self->params_.key)), r.rc));
   }));
   deps_->zk->Submit(std::move(ops));
 }
@@ -169,7 +171,8 @@ void AcquireAttempt::Recover() {
     }
     if (r.rc != ZOK) {
       if (IsTransient(r.rc)) self->deps_->deleter->AddOrphan(lock_path, prefix, "");
-      self->Finish(ZkError(absl::StrCat("looking for the contender node of ", What(key)), r.rc));
+      self->Finish(
+          ZkError(absl::StrCat("looking for the contender node of lock ", LockName(key)), r.rc));
       return;
     }
     std::string mine;
@@ -177,7 +180,7 @@ void AcquireAttempt::Recover() {
       if (absl::StartsWith(c.name, prefix)) mine = c.name;
     }
     if (mine.empty()) {
-      LogInfo("zookeeper backend: a create for ", What(key),
+      LogInfo("zookeeper backend: a create for lock ", LockName(key),
               " whose reply was lost did not happen; creating again");
       self->CreateNode();
       return;
@@ -197,8 +200,8 @@ void AcquireAttempt::AdoptFound(const std::string& path, ListingPtr listing) {
     }
     if (g.rc != ZOK) {
       if (IsTransient(g.rc)) self->deps_->deleter->AddOrphan("", "", path);
-      self->Finish(
-          ZkError(absl::StrCat("reading the contender node of ", What(self->params_.key)), g.rc));
+      self->Finish(ZkError(
+          absl::StrCat("reading the contender node of lock ", LockName(self->params_.key)), g.rc));
       return;
     }
     {
@@ -236,8 +239,7 @@ void AcquireAttempt::Evaluate(const Listing& listing) {
       TryOnceRefused(d.holder_path, d.waiters);
       return;
     case Decision::kFull:
-      FailWithNode(absl::ResourceExhaustedError(absl::StrCat(
-          "too many waiting Acquire calls (max_waiters=", deps_->slots->max_waiters(), ")")));
+      FailWithNode(TooManyWaitersError(deps_->slots->max_waiters()));
       return;
     case Decision::kReenter:
       Reenter(d.known->path, StatOf(d.known->czxid, d.known->version), d.known->data, 0, false);
@@ -340,7 +342,7 @@ void AcquireAttempt::OnHolderRead(const std::string& holder_path, size_t waiters
     return;
   }
   if (r.rc != ZOK) {
-    Finish(ZkError(absl::StrCat("reading the holder of ", What(params_.key)), r.rc));
+    Finish(ZkError(absl::StrCat("reading the holder of lock ", LockName(params_.key)), r.rc));
     return;
   }
   NodeData d;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/errors.h"
 #include "backends/zookeeper/acquire_attempt.h"
 
 namespace lockd::zk {
@@ -44,7 +45,8 @@ void AcquireAttempt::OnWatchSet(const std::string& holder_path, Result pred, Res
     return;
   }
   if (pred.rc != ZOK) {
-    FailWithNode(ZkError(absl::StrCat("watching the queue of ", What(params_.key)), pred.rc));
+    FailWithNode(
+        ZkError(absl::StrCat("watching the queue of lock ", LockName(params_.key)), pred.rc));
     return;
   }
   Result holder;
@@ -204,8 +206,8 @@ void AcquireAttempt::Reevaluate() {
       return;
     }
     if (l->rc != ZOK) {
-      self->FailWithNode(
-          ZkError(absl::StrCat("listing the contenders of ", What(self->params_.key)), l->rc));
+      self->FailWithNode(ZkError(
+          absl::StrCat("listing the contenders of lock ", LockName(self->params_.key)), l->rc));
       return;
     }
     self->Evaluate(*l);
@@ -274,7 +276,7 @@ void AcquireAttempt::OnReentered(const std::string& path, const NodeData& nd, in
     }
     return;
   }
-  Finish(ZkError(absl::StrCat("updating the holder of ", What(params_.key)), r.rc));
+  Finish(ZkError(absl::StrCat("updating the holder of lock ", LockName(params_.key)), r.rc));
 }
 
 void AcquireAttempt::RereadForReentry(const std::string& path, int tries) {
@@ -289,7 +291,8 @@ void AcquireAttempt::RereadForReentry(const std::string& path, int tries) {
       self->Restart();  // the lock changed hands meanwhile
       return;
     }
-    self->Finish(ZkError(absl::StrCat("reading the holder of ", What(self->params_.key)), r.rc));
+    self->Finish(
+        ZkError(absl::StrCat("reading the holder of lock ", LockName(self->params_.key)), r.rc));
   }));
 }
 
@@ -331,8 +334,8 @@ bool AcquireAttempt::CountRetry() {
     if (++retries_ <= kMaxRetries) return true;
   }
   FailWithNode(
-      absl::UnavailableError(absl::StrCat("gave up acquiring ", What(params_.key), " after ",
-                                          kMaxRetries, " conflicting changes; retry")));
+      absl::UnavailableError(absl::StrCat("gave up acquiring lock ", LockName(params_.key),
+                                          " after ", kMaxRetries, " conflicting changes; retry")));
   return false;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/errors.h"
 
 namespace lockd::zk {
 
@@ -105,7 +106,7 @@ void HolderWrites::ReleaseRetry(const std::shared_ptr<ReleaseOp>& op, bool from_
     ReleaseSlow(op);
   } else {
     std::move(op->done)(absl::UnavailableError(absl::StrCat(
-        "gave up releasing ", What(op->params.key), " after conflicting changes; retry")));
+        "gave up releasing lock ", LockName(op->params.key), " after conflicting changes; retry")));
   }
 }
 
@@ -134,7 +135,8 @@ void HolderWrites::ReleaseOne(const std::shared_ptr<ReleaseOp>& op, const std::s
           ReleaseRetry(op, from_cache);
           return;
         }
-        std::move(op->done)(ZkError(absl::StrCat("releasing ", What(op->params.key)), r.rc));
+        std::move(op->done)(
+            ZkError(absl::StrCat("releasing lock ", LockName(op->params.key)), r.rc));
       }));
 }
 
@@ -160,7 +162,7 @@ void HolderWrites::ReleaseLast(const std::shared_ptr<ReleaseOp>& op, const std::
       ReleaseRetry(op, from_cache);
       return;
     }
-    std::move(op->done)(ZkError(absl::StrCat("releasing ", What(op->params.key)), r.rc));
+    std::move(op->done)(ZkError(absl::StrCat("releasing lock ", LockName(op->params.key)), r.rc));
   };
   if (p.request_id.empty()) {
     zk_->Submit(deleter_->Track(path, Op::Delete(path, stat.version, std::move(freed))));
@@ -230,12 +232,14 @@ void HolderWrites::RenewOn(const std::shared_ptr<RenewOp>& op, const std::string
           if (from_cache || ++op->tries <= kMaxRetries) {
             RenewSlow(op);
           } else {
-            std::move(op->done)(absl::UnavailableError(absl::StrCat(
-                "gave up renewing ", What(op->params.key), " after conflicting changes; retry")));
+            std::move(op->done)(absl::UnavailableError(
+                absl::StrCat("gave up renewing lock ", LockName(op->params.key),
+                             " after conflicting changes; retry")));
           }
           return;
         }
-        std::move(op->done)(ZkError(absl::StrCat("renewing ", What(op->params.key)), r.rc));
+        std::move(op->done)(
+            ZkError(absl::StrCat("renewing lock ", LockName(op->params.key)), r.rc));
       }));
 }
 
@@ -281,7 +285,7 @@ void HolderWrites::ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op) {
             ForceReleaseNext(op);  // the holding ended meanwhile
           } else {
             std::move(op->done)(
-                ZkError(absl::StrCat("force release of ", What(op->params.key)), r.rc));
+                ZkError(absl::StrCat("force release of lock ", LockName(op->params.key)), r.rc));
           }
         })));
   });

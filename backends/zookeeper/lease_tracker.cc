@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/errors.h"
 #include "backends/common/log.h"
 
 namespace lockd::zk {
@@ -214,7 +215,7 @@ void LeaseTracker::OnLockRead(const LockKey& key, bool with_lock_data, const Lis
     return;
   }
   if (children.rc != ZOK) {
-    std::move(cb)(ZkError(absl::StrCat("reading ", What(key)), children.rc));
+    std::move(cb)(ZkError(absl::StrCat("reading lock ", LockName(key)), children.rc));
     return;
   }
   v.lock_exists = true;
@@ -234,12 +235,12 @@ void LeaseTracker::OnLockRead(const LockKey& key, bool with_lock_data, const Lis
       return;
     }
     if (r.rc != ZOK) {
-      std::move(cb)(ZkError(absl::StrCat("reading the holder of ", What(key)), r.rc));
+      std::move(cb)(ZkError(absl::StrCat("reading the holder of lock ", LockName(key)), r.rc));
       return;
     }
     if (!DecodeNodeData(r.value, &v.holder)) {
-      std::move(cb)(absl::InternalError(
-          absl::StrCat("unreadable data in ZooKeeper node ", v.holder_path, " (", What(key), ")")));
+      std::move(cb)(absl::InternalError(absl::StrCat(
+          "unreadable data in ZooKeeper node ", v.holder_path, " (lock ", LockName(key), ")")));
       return;
     }
     v.has_holder = true;
@@ -255,7 +256,8 @@ void LeaseTracker::Reap(const LockKey& key, const std::string& path, int32_t ver
       path,
       Op::Delete(path, version, [this, key, path, tries, then = std::move(then)](Result r) mutable {
         if (r.rc == ZOK || r.rc == ZNONODE) {
-          if (r.rc == ZOK) LogDebug("zookeeper backend: lease of ", What(key), " ran out; reaped");
+          if (r.rc == ZOK)
+            LogDebug("zookeeper backend: lease of lock ", LockName(key), " ran out; reaped");
           Forget(key, path);
         } else if (r.rc == ZBADVERSION && tries < kMaxRetries) {
           Refresh(key, path, tries + 1, std::move(then));

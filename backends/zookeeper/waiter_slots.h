@@ -5,9 +5,11 @@
 // change: AcquireAttempt only registers, parks, unparks and unregisters.
 //
 // An attempt is "parked" once it waits behind a predecessor; parking takes
-// one of options.max_waiters slots, released when the attempt is granted or
-// finished. The deadline timer and the cancel signal call
-// AcquireAttempt::Stop(); they look the attempt up by id, so neither keeps a
+// one of options.max_waiters slots, released only when the attempt is
+// granted or finished, so re-checks in flight keep theirs. This is the
+// common WaitEngine's rule: at most max_waiters calls waiting, counting
+// those whose attempt is in flight; one more gets TooManyWaitersError. The deadline timer and the
+// cancel signal call AcquireAttempt::Stop(); they look the attempt up by id, so neither keeps a
 // finished attempt alive.
 //
 // Thread-safe: all state is guarded by mu_. Nothing is called with mu_

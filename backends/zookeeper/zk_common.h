@@ -27,11 +27,6 @@ using Clock = SteadyClock;
 // (version conflicts, a holder vanishing between two reads, ...).
 inline constexpr int kMaxRetries = 8;
 
-// "lock \"name\" in namespace \"ns\"", for error messages and logs.
-inline std::string What(const LockKey& key) {
-  return absl::StrCat("lock \"", key.name, "\" in namespace \"", key.ns, "\"");
-}
-
 // A TTL in whole milliseconds, at least 1.
 inline int64_t ToMs(absl::Duration d) { return std::max<int64_t>(1, absl::ToInt64Milliseconds(d)); }
 

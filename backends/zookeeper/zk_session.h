@@ -59,8 +59,8 @@ class Session {
   void Attach(Transport* zk) { zk_ = zk; }
 
   // Opens the first session and waits up to connect_wait until it serves.
-  // kInvalidArgument for an unusable connect string; kInternal (naming the
-  // root) if the server refuses access to the root. OK otherwise, also when
+  // kInvalidArgument for an unusable connect string; kUnauthenticated (naming
+  // the root) if the server refuses access to the root. OK otherwise, also when
   // still connecting (Usable() then says so).
   absl::Status Start();
 

@@ -27,7 +27,7 @@ absl::Status ZkError(absl::string_view context, int rc) {
         absl::StrCat("ZooKeeper unavailable during ", context, ": ", zerror(rc), " (", rc, ")"));
   }
   if (rc == ZNOAUTH || rc == ZAUTHFAILED) {
-    return absl::InternalError(
+    return absl::UnauthenticatedError(
         absl::StrCat("ZooKeeper refused access during ", context, ": ", zerror(rc), " (", rc,
                      "); check zookeeper.auth_file and the ACLs under zookeeper.root"));
   }

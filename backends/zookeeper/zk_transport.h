@@ -40,7 +40,8 @@ namespace lockd::zk {
 // ZooKeeper codes become Status codes:
 //   connection loss, operation timeout, closing, session expired/moved,
 //   throttled, invalid handle state        -> kUnavailable
-//   anything else (including ZNOAUTH)      -> kInternal
+//   no auth, auth failed                   -> kUnauthenticated
+//   anything else                          -> kInternal
 absl::Status ZkError(absl::string_view context, int rc);
 
 // True for the codes ZkError maps to kUnavailable.

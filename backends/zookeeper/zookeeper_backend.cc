@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/common/errors.h"
 #include "backends/common/timer_queue.h"
 #include "backends/zookeeper/acquire_attempt.h"
 #include "backends/zookeeper/contender_listing.h"
@@ -215,8 +216,8 @@ void ZooKeeperBackend::OnSessionLost() {
   leases_->Clear();
   deleter_->ClearOrphans();
   for (auto& a : slots_->All()) {
-    a->Fail(absl::UnavailableError(absl::StrCat("the ZooKeeper session ended while waiting for ",
-                                                zk::What(a->key()), "; retry")));
+    a->Fail(absl::UnavailableError(absl::StrCat(
+        "the ZooKeeper session ended while waiting for lock ", LockName(a->key()), "; retry")));
   }
 }
 

@@ -64,7 +64,7 @@ namespace lockd {
 
 // Starts a backend: opens a ZooKeeper session and creates the root. Errors:
 // kInvalidArgument for unusable options (naming the field: hosts, root,
-// session_timeout); kInternal if the server refuses access to the root (bad
+// session_timeout); kUnauthenticated if the server refuses access to the root (bad
 // credentials or ACL). If the ensemble cannot be reached within
 // options.connect_wait, returns a backend that keeps connecting in the
 // background and answers kUnavailable meanwhile.

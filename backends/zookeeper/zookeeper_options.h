@@ -37,7 +37,8 @@ struct ZooKeeperOptions {
   // How long NewZooKeeperBackend() waits for the first session before it
   // returns a backend that is still connecting (Health() then reports it).
   absl::Duration connect_wait = absl::Seconds(10);
-  // Parked Acquire calls allowed at once; more get kResourceExhausted.
+  // Acquire calls waiting at once (as the common WaitEngine counts them);
+  // one more gets kResourceExhausted (TooManyWaitersError).
   size_t max_waiters = kDefaultMaxWaiters;
   // How many locks the periodic reaper reads at once.
   int reap_parallelism = 32;
