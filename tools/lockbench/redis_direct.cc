@@ -147,7 +147,8 @@ class RedisDirectLocker final : public Locker {
                                      absl::StrCat(lease_ms),
                                      "",
                                      "n",
-                                     absl::StrCat(lease_ms + kFenceRetentionMs)};
+                                     absl::StrCat(lease_ms + kFenceRetentionMs),
+                                     k.channel};
     for (;;) {
       if (wait > absl::ZeroDuration()) {
         // Releases published before this try are answered by the try itself.
@@ -181,9 +182,10 @@ class RedisDirectLocker final : public Locker {
 
   absl::Status Release(const std::string& name, const std::string& owner) override {
     redis::LockKeys k = codec_.KeysFor(LockKey{ns_, name});
-    absl::StatusOr<Reply> r = Command(
-        cmd_.get(), {"EVALSHA", release_sha_, "2", k.lock, k.freed, owner, "", "60000", k.channel},
-        "release script");
+    absl::StatusOr<Reply> r =
+        Command(cmd_.get(),
+                {"EVALSHA", release_sha_, "2", k.lock, k.freed, owner, "", "60000", k.channel, ""},
+                "release script");
     if (!r.ok()) return r.status();
     int64_t code = IntElement(r->get(), 0);
     if (code < 0) return absl::FailedPreconditionError("release: the owner does not hold the lock");
