@@ -379,9 +379,11 @@ int FakeZooKeeper::Apply(Tree& tree, const Op& op, int64_t session, Result* r) {
       }
       return ZOK;
     case Op::Kind::kMulti:
-      return ZUNIMPLEMENTED;
+      // Execute() runs a multi's operations one by one; a multi inside a
+      // multi is refused, as ZooKeeper refuses it.
+      return ZBADARGUMENTS;
   }
-  return ZUNIMPLEMENTED;
+  return ZBADARGUMENTS;  // not reached: every kind is handled above
 }
 
 std::vector<std::string> FakeZooKeeper::Children(const std::string& path) const {
