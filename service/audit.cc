@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/backend.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 
 namespace lockd {
 

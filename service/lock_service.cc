@@ -6,7 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 #include "protos/proto_duration.h"
 #include "service/audit.h"
 #include "service/status_mapping.h"

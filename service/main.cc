@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 #include "service/backend_factory.h"
 #include "service/config.h"
 #include "service/server.h"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 #include "service/tls.h"
 
 namespace lockd {

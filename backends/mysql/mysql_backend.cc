@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/mysql/mysql_client.h"

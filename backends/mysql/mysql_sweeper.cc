@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 
 namespace lockd::mysql {
 namespace {

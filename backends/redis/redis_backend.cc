@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 #include "backends/common/millis.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/backend.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 
 namespace lockd::redis {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/common/errors.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 
 namespace lockd::zk {
 

@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 
 namespace lockd::zk {
 namespace {

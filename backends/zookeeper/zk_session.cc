@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backends/backend.h"
-#include "backends/common/log.h"
+#include "util/log.h"
 
 namespace lockd::zk {
 

@@ -1,4 +1,4 @@
-#include "backends/common/log.h"
+#include "util/log.h"
 
 #include <unistd.h>
 

@@ -7,8 +7,8 @@
 // "info"|"debug"|"warning"|"error", "msg": ..., then each field of
 // LogFields as a string}.
 
-#ifndef LOCKD_BACKENDS_COMMON_LOG_H_
-#define LOCKD_BACKENDS_COMMON_LOG_H_
+#ifndef LOCKD_UTIL_LOG_H_
+#define LOCKD_UTIL_LOG_H_
 
 #include <initializer_list>
 #include <utility>
@@ -61,4 +61,4 @@ void LogDebug(const Args&... args) {
 
 }  // namespace lockd
 
-#endif  // LOCKD_BACKENDS_COMMON_LOG_H_
+#endif  // LOCKD_UTIL_LOG_H_
