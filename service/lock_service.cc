@@ -6,11 +6,11 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "util/log.h"
 #include "protos/proto_duration.h"
 #include "service/audit.h"
 #include "service/status_mapping.h"
 #include "service/validation.h"
+#include "util/log.h"
 
 namespace lockd {
 namespace {

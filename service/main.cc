@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "util/log.h"
 #include "service/backend_factory.h"
 #include "service/config.h"
 #include "service/server.h"
+#include "util/log.h"
 
 extern char** environ;
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "util/log.h"
 #include "service/tls.h"
+#include "util/log.h"
 
 namespace lockd {
 

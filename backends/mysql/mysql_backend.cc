@@ -14,13 +14,13 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
-#include "util/log.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/mysql/mysql_client.h"
 #include "backends/mysql/mysql_schema.h"
 #include "backends/mysql/mysql_session.h"
 #include "backends/mysql/mysql_sweeper.h"
+#include "util/log.h"
 
 namespace lockd {
 namespace {

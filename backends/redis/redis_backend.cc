@@ -13,7 +13,6 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
-#include "util/log.h"
 #include "backends/common/millis.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
@@ -23,6 +22,7 @@
 #include "backends/redis/replies.h"
 #include "backends/redis/scripts.h"
 #include "backends/redis/subscriber.h"
+#include "util/log.h"
 
 namespace lockd {
 namespace {
