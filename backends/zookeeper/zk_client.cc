@@ -262,37 +262,9 @@ int Client::Issue(Handle* h, Op& op) {
     case Op::Kind::kCheck:
       rc = ZBADARGUMENTS;  // only inside a multi
       break;
-    case Op::Kind::kMulti: {
-      p->multi = std::make_unique<MultiState>();
-      MultiState& m = *p->multi;
-      m.sub = std::move(op.ops);
-      size_t n = m.sub.size();
-      m.zops.resize(n);
-      m.results.resize(n);
-      m.stats.resize(n);
-      for (size_t i = 0; i < n && rc == ZOK; ++i) {
-        Op& s = m.sub[i];
-        switch (s.kind) {
-          case Op::Kind::kDelete:
-            zoo_delete_op_init(&m.zops[i], s.path.c_str(), s.version);
-            break;
-          case Op::Kind::kSet:
-            zoo_set_op_init(&m.zops[i], s.path.c_str(), s.data.data(),
-                            static_cast<int>(s.data.size()), s.version, &m.stats[i]);
-            break;
-          case Op::Kind::kCheck:
-            zoo_check_op_init(&m.zops[i], s.path.c_str(), s.version);
-            break;
-          default:
-            rc = ZBADARGUMENTS;
-        }
-      }
-      if (rc == ZOK) {
-        rc = zoo_amulti(h->zh, static_cast<int>(n), m.zops.data(), m.results.data(),
-                        &Client::OnMulti, p);
-      }
+    case Op::Kind::kMulti:
+      rc = IssueMulti(h->zh, op, p);
       break;
-    }
   }
   if (rc != ZOK) {
     {
@@ -303,6 +275,34 @@ int Client::Issue(Handle* h, Op& op) {
     delete p;
   }
   return rc;
+}
+
+int Client::IssueMulti(zhandle_t* zh, Op& op, Pending* p) {
+  p->multi = std::make_unique<MultiState>();
+  MultiState& m = *p->multi;
+  m.sub = std::move(op.ops);
+  size_t n = m.sub.size();
+  m.zops.resize(n);
+  m.results.resize(n);
+  m.stats.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Op& s = m.sub[i];
+    switch (s.kind) {
+      case Op::Kind::kDelete:
+        zoo_delete_op_init(&m.zops[i], s.path.c_str(), s.version);
+        break;
+      case Op::Kind::kSet:
+        zoo_set_op_init(&m.zops[i], s.path.c_str(), s.data.data(), static_cast<int>(s.data.size()),
+                        s.version, &m.stats[i]);
+        break;
+      case Op::Kind::kCheck:
+        zoo_check_op_init(&m.zops[i], s.path.c_str(), s.version);
+        break;
+      default:
+        return ZBADARGUMENTS;
+    }
+  }
+  return zoo_amulti(zh, static_cast<int>(n), m.zops.data(), m.results.data(), &Client::OnMulti, p);
 }
 
 void Client::Finish(Pending* p, Result r) {

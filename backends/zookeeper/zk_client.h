@@ -109,6 +109,9 @@ class Client final : public Transport {
   // Issues one operation on h->zh. Returns the C client's immediate code; on
   // failure op.done is left in `op` for the caller to run.
   int Issue(Handle* h, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issue() of a multi: its sub-operations move into p, which the C client
+  // writes the results into until OnMulti.
+  static int IssueMulti(zhandle_t* zh, Op& op, Pending* p);
   void OnSessionEvent(Handle* h, int state);
   // Makes `h` the current handle and delivers a state event that arrived
   // before it was installed. False (h not installed) if closed meanwhile.
