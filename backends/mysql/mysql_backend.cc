@@ -82,15 +82,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
-    if (IsShutdown()) {
-      std::move(done)(ShuttingDownError());
-      return;
-    }
-    pool_.Submit([this, params = std::move(params), done = std::move(done)](Session* s) mutable {
-      if (s == nullptr) {
-        std::move(done)(ShuttingDownError());
-        return;
-      }
+    RunOnSession(std::move(done), [this, params = std::move(params)](Session& s) {
       // This replica's first waiter, if any, is handed the lock in the
       // release's own transaction.
       std::optional<WaitEngine::Head> next = engine_.TakeHead(params.key);
@@ -102,7 +94,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
       }
       ReleaseOutcome out;
       absl::StatusOr<ReleaseResult> r =
-          DoRelease(*s, params, next.has_value() ? &next->params() : nullptr, clear_demand, &out);
+          DoRelease(s, params, next.has_value() ? &next->params() : nullptr, clear_demand, &out);
       // The waiter is answered before the releaser, whose next Acquire then
       // queues behind the rest.
       if (next.has_value()) {
@@ -120,66 +112,31 @@ class MysqlBackend final : public Backend, private LockStrategy {
       } else if (out.freed) {
         Wake(params.key, out.yielded);
       }
-      std::move(done)(std::move(r));
+      return r;
     });
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
-    if (IsShutdown()) {
-      std::move(done)(ShuttingDownError());
-      return;
-    }
-    pool_.Submit([this, params = std::move(params), done = std::move(done)](Session* s) mutable {
-      if (s == nullptr) {
-        std::move(done)(ShuttingDownError());
-        return;
-      }
-      absl::StatusOr<ForceReleaseResult> r = DoForceRelease(*s, params);
+    RunOnSession(std::move(done), [this, params = std::move(params)](Session& s) {
+      absl::StatusOr<ForceReleaseResult> r = DoForceRelease(s, params);
       if (r.ok() && r->released) Wake(params.key, /*yielded=*/false);
-      std::move(done)(std::move(r));
+      return r;
     });
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
-    if (IsShutdown()) {
-      std::move(done)(ShuttingDownError());
-      return;
-    }
-    pool_.Submit([this, params = std::move(params), done = std::move(done)](Session* s) mutable {
-      if (s == nullptr) {
-        std::move(done)(ShuttingDownError());
-        return;
-      }
-      std::move(done)(DoRenew(*s, params));
-    });
+    RunOnSession(std::move(done),
+                 [this, params = std::move(params)](Session& s) { return DoRenew(s, params); });
   }
 
   void Describe(LockKey key, Callback<LockState> done) override {
-    if (IsShutdown()) {
-      std::move(done)(ShuttingDownError());
-      return;
-    }
-    pool_.Submit([this, key = std::move(key), done = std::move(done)](Session* s) mutable {
-      if (s == nullptr) {
-        std::move(done)(ShuttingDownError());
-        return;
-      }
-      std::move(done)(DoDescribe(*s, key));
-    });
+    RunOnSession(std::move(done),
+                 [this, key = std::move(key)](Session& s) { return DoDescribe(s, key); });
   }
 
   void List(ListParams params, Callback<ListResult> done) override {
-    if (IsShutdown()) {
-      std::move(done)(ShuttingDownError());
-      return;
-    }
-    pool_.Submit([this, params = std::move(params), done = std::move(done)](Session* s) mutable {
-      if (s == nullptr) {
-        std::move(done)(ShuttingDownError());
-        return;
-      }
-      std::move(done)(DoList(*s, params));
-    });
+    RunOnSession(std::move(done),
+                 [this, params = std::move(params)](Session& s) { return DoList(s, params); });
   }
 
   absl::Status Health() const override {
@@ -219,6 +176,24 @@ class MysqlBackend final : public Backend, private LockStrategy {
   bool IsShutdown() const {
     absl::MutexLock l(&mu_);
     return shutdown_;
+  }
+
+  // Answers `done` with `work` run on a pooled session, or with
+  // ShuttingDownError() once the backend is shut down (also when it shuts
+  // down before a session is free).
+  template <typename T, typename Work>
+  void RunOnSession(Callback<T> done, Work work) {
+    if (IsShutdown()) {
+      std::move(done)(ShuttingDownError());
+      return;
+    }
+    pool_.Submit([done = std::move(done), work = std::move(work)](Session* s) mutable {
+      if (s == nullptr) {
+        std::move(done)(ShuttingDownError());
+        return;
+      }
+      std::move(done)(work(*s));
+    });
   }
 
   Pace& PaceLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
