@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/mariadb_server.h"
+#include "tests/support/shared_server.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/sync_backend.h"
 
@@ -32,20 +33,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class MysqlBackendTest : public ::testing::Test {
+class MysqlBackendTest : public SharedServerTest<MariadbServer> {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<MariadbServer>> s = MariadbServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
     static int n = 0;
     prefix_ = absl::StrCat("b", n++, "_");
   }
@@ -77,11 +67,8 @@ class MysqlBackendTest : public ::testing::Test {
     return v;
   }
 
-  static MariadbServer* server_;
   std::string prefix_;
 };
-
-MariadbServer* MysqlBackendTest::server_ = nullptr;
 
 void WaitForLocalWaiters(Backend& b, const std::string& name, uint32_t n) {
   bool ok = WaitFor(
