@@ -4,30 +4,25 @@
 
 #include "service/backend_factory.h"
 
-#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/config.h"
+#include "tests/support/temp_file.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::WriteTempFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/lockd-backend-factory-" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 TEST(BackendOptionsTest, PasswordAndPasswordFileTogetherAreAnErrorForRedisAndMysql) {
-  std::string file = WriteTemp("password", "from-file-8f3a\n");
+  std::string file = WriteTempFile("password", "from-file-8f3a\n");
   for (std::string backend : {"redis", "mysql"}) {
     auto parsed = ParseConfig({"--backend=" + backend, "--" + backend + ".password_file=" + file},
                               {{EnvName(backend + ".password"), "from-env-5c1d"}});

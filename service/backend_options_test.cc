@@ -3,33 +3,28 @@
 // flags into the backend's own options struct, defaulting to its member
 // initializers, with the shared password rules.
 
-#include <fstream>
 #include <set>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/config.h"
+#include "tests/support/temp_file.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::WriteTempFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/lockd-backend-options-" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 TEST(BackendOptionsTest, RedisKeysParseFromFileEnvironmentAndFlags) {
-  std::string path = WriteTemp("redis.yaml",
-                               "redis:\n  addresses: [\"a:1\", \"b:2\"]\n  db: 3\n"
-                               "  key_prefix: shop\n");
+  std::string path = WriteTempFile("redis.yaml",
+                                   "redis:\n  addresses: [\"a:1\", \"b:2\"]\n  db: 3\n"
+                                   "  key_prefix: shop\n");
   auto parsed = ParseConfig({"--config", path, "--redis.command_timeout=250ms"},
                             {{"LOCKD_REDIS_POOL_SIZE", "7"}, {"LOCKD_REDIS_USERNAME", "u"}});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -44,9 +39,9 @@ TEST(BackendOptionsTest, RedisKeysParseFromFileEnvironmentAndFlags) {
 }
 
 TEST(BackendOptionsTest, MysqlKeysParseFromFileEnvironmentAndFlags) {
-  std::string path = WriteTemp("mysql.yaml",
-                               "mysql:\n  host: db.local\n  port: 3307\n  fair_slice: 0s\n"
-                               "  ssl_mode: verify_identity\n  ssl_ca: /ca.pem\n");
+  std::string path = WriteTempFile("mysql.yaml",
+                                   "mysql:\n  host: db.local\n  port: 3307\n  fair_slice: 0s\n"
+                                   "  ssl_mode: verify_identity\n  ssl_ca: /ca.pem\n");
   auto parsed = ParseConfig({"--config=" + path, "--mysql.pool_size", "3"},
                             {{"LOCKD_MYSQL_TABLE_PREFIX", "t_"}, {"LOCKD_MYSQL_PORT", "3308"}});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -65,7 +60,7 @@ TEST(BackendOptionsTest, MysqlKeysParseFromFileEnvironmentAndFlags) {
 }
 
 TEST(BackendOptionsTest, ZooKeeperKeysParseFromFileEnvironmentAndFlags) {
-  std::string path = WriteTemp("zookeeper.yaml", "zookeeper:\n  hosts: zk1:2181,zk2:2181\n");
+  std::string path = WriteTempFile("zookeeper.yaml", "zookeeper:\n  hosts: zk1:2181,zk2:2181\n");
   auto parsed = ParseConfig({"--config", path, "--zookeeper.reap_interval=5s"},
                             {{"LOCKD_ZOOKEEPER_SESSION_TIMEOUT", "4s"},
                              {"LOCKD_ZOOKEEPER_ROOT", "/locks"},
@@ -128,7 +123,7 @@ TEST(BackendOptionsTest, BadValuesAreErrorsNamingTheKey) {
     std::string where;
     std::string what;
   };
-  std::string file = WriteTemp("bad.yaml", "zookeeper:\n  session_timeout: forever\n");
+  std::string file = WriteTempFile("bad.yaml", "zookeeper:\n  session_timeout: forever\n");
   const Case cases[] = {
       {{"--redis.pool_size=0"}, {}, "flag --redis.pool_size", "integer in [1, 1024]"},
       {{"--redis.connect_timeout=-1s"}, {}, "flag --redis.connect_timeout", "duration"},
@@ -148,7 +143,7 @@ TEST(BackendOptionsTest, BadValuesAreErrorsNamingTheKey) {
 }
 
 TEST(BackendOptionsTest, PasswordFileIsReadWhenTheBackendStarts) {
-  std::string file = WriteTemp("password2", "s3cret-77 \n second line\n");
+  std::string file = WriteTempFile("password2", "s3cret-77 \n second line\n");
   RedisOptions redis;
   redis.password_file = file;
   ASSERT_TRUE(RedisOptionSet().Resolve(&redis).ok());
@@ -168,12 +163,12 @@ TEST(BackendOptionsTest, PasswordFileIsReadWhenTheBackendStarts) {
 
 TEST(BackendOptionsTest, ZooKeeperAuthFileMustHoldUserColonPassword) {
   ZooKeeperOptions good;
-  good.auth_file = WriteTemp("zk-good", "lockd:pw-1\n");
+  good.auth_file = WriteTempFile("zk-good", "lockd:pw-1\n");
   ASSERT_TRUE(ZooKeeperOptionSet().Resolve(&good).ok());
   EXPECT_EQ(good.digest, "lockd:pw-1");
 
   ZooKeeperOptions bad;
-  bad.auth_file = WriteTemp("zk-bad", "no-colon-9e2b\n");
+  bad.auth_file = WriteTempFile("zk-bad", "no-colon-9e2b\n");
   absl::Status s = ZooKeeperOptionSet().Resolve(&bad);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(s), AllOf(HasSubstr("zookeeper.auth_file: "), HasSubstr("user:password"),

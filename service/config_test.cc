@@ -1,23 +1,16 @@
 #include "service/config.h"
 
-#include <fstream>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/temp_file.h"
 
 namespace lockd {
 namespace {
 
 using ::lockd::testing::StatusIs;
+using ::lockd::testing::WriteTempFile;
 using ::testing::HasSubstr;
-
-std::string WriteTemp(const std::string& text) {
-  static int n = 0;
-  std::string path = ::testing::TempDir() + "/lockd-config-" + std::to_string(n++) + ".yaml";
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(ConfigTest, DefaultsMatchTheDocumentedValues) {
   auto parsed = ParseConfig({}, {});
@@ -37,10 +30,11 @@ TEST(ConfigTest, DefaultsMatchTheDocumentedValues) {
 }
 
 TEST(ConfigTest, FileThenEnvironmentThenFlagsInIncreasingPrecedence) {
-  std::string path = WriteTemp(
-      "backend: redis\n"
-      "lease:\n  default: 10s\n"
-      "redis:\n  addresses: [\"10.0.0.1:6379\", \"10.0.0.2:6379\"]\n  db: 3\n");
+  std::string path =
+      WriteTempFile("precedence.yaml",
+                    "backend: redis\n"
+                    "lease:\n  default: 10s\n"
+                    "redis:\n  addresses: [\"10.0.0.1:6379\", \"10.0.0.2:6379\"]\n  db: 3\n");
   auto parsed = ParseConfig({"--config", path, "--redis.db=5"},
                             {{"LOCKD_REDIS_DB", "4"}, {"LOCKD_LEASE_DEFAULT", "20s"}});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -51,7 +45,7 @@ TEST(ConfigTest, FileThenEnvironmentThenFlagsInIncreasingPrecedence) {
 }
 
 TEST(ConfigTest, UnknownKeyInFileIsAnErrorNamingTheKey) {
-  std::string path = WriteTemp("redis:\n  adresses: x\n");
+  std::string path = WriteTempFile("unknown-key.yaml", "redis:\n  adresses: x\n");
   auto parsed = ParseConfig({"--config=" + path}, {});
   ASSERT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("unknown key \"redis.adresses\""));

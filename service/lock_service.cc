@@ -96,7 +96,7 @@ class AcquireReactor final : public CountedReactor {
  private:
   void OnResult(absl::StatusOr<AcquireResult> r) {
     if (!r.ok()) {
-      Finish(ToGrpcStatus(r.status()));
+      Finish(BackendToGrpcStatus(r.status()));
       return;
     }
     if (r->acquired && (cancel_->cancelled() || ctx_->IsCancelled())) {
@@ -205,7 +205,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(grpc::CallbackServerContext* 
       resp->set_released(r->released);
       resp->set_hold_count(r->hold_count);
     }
-    reactor->Finish(ToGrpcStatus(r.status()));
+    reactor->Finish(BackendToGrpcStatus(r.status()));
   });
   return reactor;
 }
@@ -228,7 +228,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Renew(grpc::CallbackServerContext* ct
       SetProtoDuration(r->ttl, resp->mutable_lease_ttl());
       resp->set_fencing_token(r->fencing_token);
     }
-    reactor->Finish(ToGrpcStatus(r.status()));
+    reactor->Finish(BackendToGrpcStatus(r.status()));
   });
   return reactor;
 }
@@ -248,7 +248,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(grpc::CallbackServerContext*
   }
   backend_->Describe(*std::move(key), [this, reactor, resp](absl::StatusOr<LockState> r) {
     if (r.ok()) ToProto(*r, backend_->name(), resp);
-    reactor->Finish(ToGrpcStatus(r.status()));
+    reactor->Finish(BackendToGrpcStatus(r.status()));
   });
   return reactor;
 }
@@ -272,7 +272,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
       for (const LockState& s : r->locks) ToProto(s, backend_->name(), resp->add_locks());
       resp->set_next_page_token(r->next_page_token);
     }
-    reactor->Finish(ToGrpcStatus(r.status()));
+    reactor->Finish(BackendToGrpcStatus(r.status()));
   });
   return reactor;
 }
@@ -312,7 +312,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::ForceRelease(grpc::CallbackServerCont
                              audit.previous_token = r->previous.fencing_token;
                            }
                            AuditForceRelease(audit, r.status());
-                           reactor->Finish(ToGrpcStatus(r.status()));
+                           reactor->Finish(BackendToGrpcStatus(r.status()));
                          });
   return reactor;
 }

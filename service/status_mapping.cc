@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "backends/backend.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -30,6 +31,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   details.set_message(message);
   details.add_details()->PackFrom(info);
   return grpc::Status(code, message, details.SerializeAsString());
+}
+
+grpc::Status BackendToGrpcStatus(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kUnauthenticated) return ToGrpcStatus(status);
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("the backend refused lockd's credentials (a lockd "
+                                   "configuration problem, not the caller's): ",
+                                   status.message()));
 }
 
 }  // namespace lockd

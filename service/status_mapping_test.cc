@@ -1,6 +1,7 @@
 #include "service/status_mapping.h"
 
 #include "backends/backend.h"
+#include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
@@ -10,6 +11,8 @@ namespace lockd {
 namespace {
 
 using ::lockd::testing::StatusIs;
+using ::testing::HasSubstr;
+
 TEST(StatusMappingTest, LockNotHeldCarriesErrorInfoInStandardDetails) {
   grpc::Status s = ToGrpcStatus(LockNotHeldError(LockKey{"default", "x"}, "held by another owner"));
   EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
@@ -48,6 +51,31 @@ TEST(StatusMappingTest, CodesAndMessagesArePreserved) {
     EXPECT_EQ(s.error_code(), c.out);
     EXPECT_EQ(s.error_message(), std::string(c.in.message()));
   }
+}
+
+TEST(StatusMappingTest, BackendRefusingLockdsCredentialsIsUnavailableNotUnauthenticated) {
+  absl::Status refused = absl::UnauthenticatedError(
+      "mysql connect: Access denied for user 'lockd'@'localhost' (error 1045)");
+  grpc::Status s = BackendToGrpcStatus(refused);
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(s.error_message(), HasSubstr("the backend refused lockd's credentials"));
+  EXPECT_THAT(s.error_message(), HasSubstr("Access denied for user 'lockd'"));
+  EXPECT_TRUE(s.error_details().empty());
+}
+
+TEST(StatusMappingTest, CallersOwnBadCredentialsStayUnauthenticated) {
+  grpc::Status s = ToGrpcStatus(absl::UnauthenticatedError("bearer token not recognised"));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::UNAUTHENTICATED));
+  EXPECT_EQ(s.error_message(), "bearer token not recognised");
+}
+
+TEST(StatusMappingTest, BackendStatusesOtherThanUnauthenticatedMapAsToGrpcStatus) {
+  grpc::Status s = BackendToGrpcStatus(LockNotHeldError(LockKey{"default", "x"}, "expired"));
+  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_FALSE(s.error_details().empty());
+  EXPECT_THAT(BackendToGrpcStatus(absl::UnavailableError("redis down")),
+              StatusIs(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(BackendToGrpcStatus(absl::OkStatus()), StatusIs(grpc::StatusCode::OK));
 }
 
 }  // namespace

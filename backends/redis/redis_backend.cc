@@ -40,10 +40,6 @@ constexpr absl::Duration kNoTtlRecheck = absl::Seconds(1);
 constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
-std::string Context(absl::string_view op, const LockKey& key) {
-  return absl::StrCat(op, " lock ", LockName(key));
-}
-
 struct Scripts {
   redis::Script acquire{"acquire", redis::kAcquireScript, ""};
   redis::Script release{"release", redis::kReleaseScript, ""};
@@ -118,7 +114,7 @@ class RedisBackend final : public Backend,
                 absl::StrCat(CeilMillis(options_.release_memory)),
                 std::move(k.channel),
                 params.acquire_request_id};
-    cmd.context = Context("release", key);
+    cmd.context = absl::StrCat("release of lock ", LockName(key));
     cmd.done = [this, key, done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       uint64_t freed_token = 0;
       absl::StatusOr<ReleaseResult> result = redis::ParseRelease(key, reply, &freed_token);
@@ -157,7 +153,7 @@ class RedisBackend final : public Backend,
     cmd.num_keys = 2;
     cmd.args = {std::move(k.lock), std::move(k.fence), params.owner, absl::StrCat(ms),
                 FenceTtl(ms)};
-    cmd.context = Context("renew", params.key);
+    cmd.context = absl::StrCat("renew of lock ", LockName(params.key));
     cmd.done = [key = std::move(params.key), ms, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       std::move(done)(redis::ParseRenew(key, ms, context, reply));
@@ -171,7 +167,7 @@ class RedisBackend final : public Backend,
     cmd.script = &scripts_->force_release;
     cmd.num_keys = 1;
     cmd.args = {std::move(k.lock), absl::StrCat(params.fencing_token), std::move(k.channel)};
-    cmd.context = Context("force release", params.key);
+    cmd.context = absl::StrCat("force release of lock ", LockName(params.key));
     cmd.done = [this, key = params.key, want = params.fencing_token, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       absl::StatusOr<ForceReleaseResult> r = redis::ParseForceRelease(key, want, context, reply);
@@ -260,7 +256,7 @@ class RedisBackend final : public Backend,
     cmd.args = {std::move(k.lock),   std::move(k.fence), std::move(k.freed),   p.owner,
                 absl::StrCat(ms),    p.request_id,       std::string(1, mode), FenceTtl(ms),
                 std::move(k.channel)};
-    cmd.context = Context("acquire", p.key);
+    cmd.context = absl::StrCat("acquire of lock ", LockName(p.key));
     return cmd;
   }
 
@@ -269,7 +265,7 @@ class RedisBackend final : public Backend,
     cmd.script = &scripts_->describe;
     cmd.num_keys = 1;
     cmd.args = {keys_.KeysFor(key).lock};
-    cmd.context = Context("describe", key);
+    cmd.context = absl::StrCat("describe of lock ", LockName(key));
     return cmd;
   }
 

@@ -34,7 +34,8 @@ struct ContextDeleter {
 using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
 
 // The one translation of hiredis failures into absl::Status. `context` names
-// the operation and the lock (e.g. `acquire lock "a" in namespace "b"`).
+// the operation and the lock (e.g. `acquire of lock "a" in namespace "b"`, as the other backends
+// word it).
 //  - reply == nullptr: the connection failed (I/O error, EOF, timeout):
 //    kUnavailable, with hiredis' reason from `c` (which may be null).
 //  - an error reply: kUnavailable for server states that a retry can outlive

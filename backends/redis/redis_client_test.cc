@@ -1,7 +1,10 @@
 #include "backends/redis/redis_client.h"
 
+#include <cstdlib>
 #include <string>
 
+#include "backends/common/errors.h"
+#include "backends/redis/replies.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -22,9 +25,9 @@ redisReply ErrorReply(std::string& text) {
 }
 
 TEST(RedisErrorTest, ConnectionFailuresAreUnavailableAndNameTheOperation) {
-  absl::Status s = RedisError("acquire lock \"a\" in namespace \"b\"", nullptr, nullptr);
+  absl::Status s = RedisError("acquire of lock \"a\" in namespace \"b\"", nullptr, nullptr);
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(s.message(), HasSubstr("acquire lock \"a\" in namespace \"b\""));
+  EXPECT_THAT(s.message(), HasSubstr("acquire of lock \"a\" in namespace \"b\""));
 }
 
 TEST(RedisErrorTest, RetryableServerStatesAreUnavailable) {
@@ -34,9 +37,9 @@ TEST(RedisErrorTest, RetryableServerStatesAreUnavailable) {
         "CLUSTERDOWN x", "MOVED 3999 127.0.0.1:6381", "NOAUTH Authentication required.",
         "OOM command not allowed"}) {
     redisReply r = ErrorReply(text);
-    absl::Status s = RedisError("release lock \"x\"", nullptr, &r);
+    absl::Status s = RedisError("release of lock \"x\"", nullptr, &r);
     EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable)) << text;
-    EXPECT_THAT(s.message(), HasSubstr("release lock \"x\"")) << text;
+    EXPECT_THAT(s.message(), HasSubstr("release of lock \"x\"")) << text;
     EXPECT_THAT(s.message(), HasSubstr(text));
   }
 }
@@ -53,9 +56,19 @@ TEST(RedisErrorTest, OtherErrorsAreInternal) {
 TEST(RedisErrorTest, UnexpectedReplyTypeIsInternal) {
   redisReply r{};
   r.type = REDIS_REPLY_INTEGER;
-  absl::Status s = RedisError("describe lock \"x\"", nullptr, &r);
+  absl::Status s = RedisError("describe of lock \"x\"", nullptr, &r);
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(s.message(), HasSubstr("unexpected"));
+}
+
+TEST(RedisErrorTest, ReplyErrorsNameTheOperationAndLockAsTheOtherBackendsDo) {
+  absl::StatusOr<ReplyPtr> reply(ReplyPtr(static_cast<redisReply*>(calloc(1, sizeof(redisReply)))));
+  (*reply)->type = REDIS_REPLY_INTEGER;  // a release reply is an array
+  uint64_t freed = 0;
+  absl::StatusOr<ReleaseResult> r = ParseRelease(LockKey{"orders", "a/b"}, reply, &freed);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("release of lock " + LockName(LockKey{"orders", "a/b"})));
 }
 
 TEST(IsConnectionErrorTest, ReplicaAndLoadingDropTheConnection) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "backends/common/errors.h"
 
 namespace lockd::redis {
@@ -86,7 +87,7 @@ absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key, absl::StatusOr<Re
   int64_t code = 0;
   int64_t count = 0;
   if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &code) || !IntAt(r, 1, &count)) {
-    return RedisError("release lock " + LockName(key), nullptr, r);
+    return RedisError(absl::StrCat("release of lock ", LockName(key)), nullptr, r);
   }
   if (r->elements > 2 && !TokenAt(r, 2, freed_token)) *freed_token = 0;
   if (code < 0) return NotHeld(key, code);

@@ -4,12 +4,17 @@ must hold on any machine, however loaded: the JSON parses, work was done,
 exclusion held (no lost updates), every parked waiter was served and lockd's
 thread count did not grow with the waiters. No timing thresholds.
 
-Run: python3 smoke_test.py --lockd PATH --lockbench PATH
+LockbenchDirectRedisSmokeTest does the same for the direct-Redis baseline
+(--direct-redis: the redis backend's Lua scripts sent straight to Redis with
+hiredis, no lockd) against a private redis-server on a free loopback port.
+
+Run: python3 smoke_test.py --lockd PATH --lockbench PATH [TestClass ...]
 """
 
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -129,6 +134,95 @@ class LockbenchSmokeTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 2)
         self.assertIn("--no-such-flag", p.stderr)
+
+
+def start_redis(workdir, log):
+    """Starts redis-server on a free loopback port in `workdir`, as
+    tests/support/redis_server.cc does (no persistence); returns (process,
+    port) once it answers PING. Raises if it is not installed or does not
+    come up within 20 s."""
+    binary = (shutil.which("redis-server") or
+              next((b for b in ("/usr/bin/redis-server", "/usr/sbin/redis-server")
+                    if os.access(b, os.X_OK)), None))
+    if binary is None:
+        raise RuntimeError("redis-server is not installed")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", workdir,
+         "--daemonize", "no", "--save", "", "--appendonly", "no", "--loglevel", "notice"],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as c:
+                c.sendall(b"PING\r\n")
+                if c.recv(64).startswith(b"+PONG"):
+                    return proc, port
+        except OSError:
+            pass
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    with open(log.name) as f:
+        raise RuntimeError("redis-server did not start on port %d:\n%s" % (port, f.read()))
+
+
+class LockbenchDirectRedisSmokeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory(prefix="lockd-lockbench-redis-")
+        cls.log = open(os.path.join(cls.dir.name, "redis.log"), "w")
+        cls.redis, cls.port = start_redis(cls.dir.name, cls.log)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.send_signal(signal.SIGTERM)
+        cls.redis.wait(timeout=30)
+        cls.log.close()
+        cls.dir.cleanup()
+
+    def run_direct(self, *args):
+        cmd = [ARGS.lockbench, *args, "--direct-redis=127.0.0.1:%d" % self.port]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0,
+                         "%s exited %d\nstdout: %s\nstderr: %s" %
+                         (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+        self.assertEqual(p.stderr, "")
+        return p.stdout
+
+    def test_uncontended_pairs_complete_without_errors(self):
+        r = json.loads(self.run_direct("uncontended", "--clients=4", "--duration=1s",
+                                       "--names-per-client=3", "--json"))
+        self.assertEqual(r["backend"], "redis-direct")
+        self.assertEqual(r["target"], "127.0.0.1:%d" % self.port)
+        self.assertIs(r["ok"], True)
+        self.assertGreater(r["pairs"], 0)
+        self.assertGreater(r["pairs_per_s"], 0)
+        self.assertEqual(r["not_acquired"], 0)
+        self.assertEqual(r["acquire_samples"], r["pairs"])
+        self.assertGreater(r["acquire_p50_ms"], 0)
+        self.assertLessEqual(r["acquire_p50_ms"], r["acquire_p99_ms"])
+
+    def test_contended_keeps_exclusion(self):
+        r = json.loads(self.run_direct("contended", "--clients=3", "--budget=200",
+                                       "--duration=60s", "--json"))
+        self.assertEqual(r["backend"], "redis-direct")
+        self.assertIs(r["ok"], True)
+        self.assertEqual(r["critical_sections"], 200)
+        self.assertEqual(r["lost_updates"], 0)
+        self.assertEqual(r["counter_final"], 200)
+
+    def test_prints_its_figures_as_a_table(self):
+        out = self.run_direct("uncontended", "--clients=2", "--duration=1s")
+        rows = {}
+        for line in out.splitlines():
+            key, _, value = line.strip().partition(" ")
+            rows[key] = value.strip()
+        self.assertEqual(rows["backend"], "redis-direct")
+        self.assertEqual(rows["ok"], "true")
+        self.assertGreater(int(rows["pairs"]), 0)
+        self.assertGreater(float(rows["pairs_per_s"]), 0)
+        self.assertEqual(int(rows["not_acquired"]), 0)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/shared_server.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/sync_backend.h"
 
@@ -57,20 +58,9 @@ RedisOptions FastOptions(const RedisServer& server, const std::string& prefix) {
   return o;
 }
 
-class RedisBackendTest : public ::testing::Test {
+class RedisBackendTest : public SharedServerTest<RedisServer> {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
     static int n = 0;
     prefix_ = absl::StrCat("t", n++);
     absl::StatusOr<std::unique_ptr<RedisCli>> cli = RedisCli::Connect(server_->port());
@@ -100,13 +90,10 @@ class RedisBackendTest : public ::testing::Test {
     return r.ok() ? r->fencing_token : 0;
   }
 
-  static RedisServer* server_;
   std::string prefix_;
   std::unique_ptr<RedisCli> cli_;
   std::unique_ptr<Backend> backend_;
 };
-
-RedisServer* RedisBackendTest::server_ = nullptr;
 
 // --- Key layout and fencing ------------------------------------------------
 

@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/zookeeper/observed_transport.h"
 #include "tests/support/process.h"
+#include "tests/support/shared_server.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/sync_backend.h"
 #include "tests/support/zookeeper_server.h"
@@ -180,7 +181,7 @@ void ExpireSession(const std::string& hosts, Observed& observed) {
 
 // ---- The tests -------------------------------------------------------------
 
-class ZooKeeperBackendTest : public ::testing::Test {
+class ZooKeeperBackendTest : public testing::SharedServerTest<ZooKeeperServer> {
  protected:
   static void SetUpTestSuite() {
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
@@ -188,17 +189,10 @@ class ZooKeeperBackendTest : public ::testing::Test {
     // Empty lock nodes vanish quickly, so the tests also cover lockd
     // creating them again under load.
     o.container_check_interval = absl::Milliseconds(300);
-    auto s = ZooKeeperServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+    StartServer(o);
   }
 
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
     root_ = absl::StrCat("/it/", ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
 
@@ -226,12 +220,9 @@ class ZooKeeperBackendTest : public ::testing::Test {
     return b.ok() ? *std::move(b) : nullptr;
   }
 
-  static ZooKeeperServer* server_;
   std::string root_;
   std::shared_ptr<Observed> observed_ = std::make_shared<Observed>();
 };
-
-ZooKeeperServer* ZooKeeperBackendTest::server_ = nullptr;
 
 TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   std::unique_ptr<Backend> b = NewBackend(Options(*server_));
