@@ -26,6 +26,7 @@
 #include "tests/support/lockd_process.h"
 #include "tests/support/mariadb_server.h"
 #include "tests/support/process.h"
+#include "tests/support/shared_server.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd::testing {
@@ -181,25 +182,15 @@ std::vector<std::string> WithFlags(std::vector<std::string> flags,
 
 // One server for the suite (with TLS, for the test that needs it); the
 // outage test, which stops and kills it, runs last and restarts it.
-class MysqlRestartTest : public ::testing::Test {
+class MysqlRestartTest : public SharedServerTest<MariadbServer> {
  protected:
   static void SetUpTestSuite() {
     MariadbServer::Options options;
     options.tls = !FindExecutable({"openssl"}).empty();
-    absl::StatusOr<std::unique_ptr<MariadbServer>> s = MariadbServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+    StartServer(options);
   }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
-
-  static MariadbServer* server_;
 };
-
-MariadbServer* MysqlRestartTest::server_ = nullptr;
 
 TEST_F(MysqlRestartTest, SchemaStartUpIsIdempotentAndConcurrentStartsSucceed) {
   MariadbServer& db = *server_;
