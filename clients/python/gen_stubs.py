@@ -4,7 +4,9 @@
 Writes lockd/_proto/{lockd/v1,google/rpc}/*_pb2*.py under --out with
 grpc_tools.protoc, then points their imports at lockd._proto so that the
 stubs never collide with another `lockd.v1` or `google.rpc` on sys.path.
-Run by the build (clients/python/CMakeLists.txt); never checked in.
+The one place stubs are made: run by the CMake build
+(clients/python/CMakeLists.txt) and imported by setup.py when a wheel is
+built. Never checked in.
 """
 
 import argparse
@@ -12,32 +14,30 @@ import os
 import re
 import sys
 
-from grpc_tools import protoc
-
 PROTOS = ["lockd/v1/lock.proto", "google/rpc/status.proto", "google/rpc/error_details.proto"]
 PACKAGES = ["", "lockd", "lockd/v1", "google", "google/rpc"]
 IMPORT_RE = re.compile(r"^from (lockd\.v1|google\.rpc) import ", re.MULTILINE)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--proto-root", required=True, help="directory holding lockd/ and google/rpc/")
-    parser.add_argument("--out", required=True, help="directory that receives lockd/_proto/")
-    args = parser.parse_args()
+def generate(proto_root: str, out: str) -> None:
+    """Writes <out>/lockd/_proto/ from the PROTOS under proto_root.
 
-    dest = os.path.join(args.out, "lockd", "_proto")
+    Raises RuntimeError if protoc fails (its message is on stderr).
+    """
+    from grpc_tools import protoc  # only needed here: keeps PROTOS importable without it
+
+    dest = os.path.join(out, "lockd", "_proto")
     for pkg in PACKAGES:
         os.makedirs(os.path.join(dest, pkg), exist_ok=True)
     rc = protoc.main([
         "grpc_tools.protoc",
-        "--proto_path=" + args.proto_root,
+        "--proto_path=" + proto_root,
         "--python_out=" + dest,
         "--grpc_python_out=" + dest,
-        *[os.path.join(args.proto_root, p) for p in PROTOS],
+        *[os.path.join(proto_root, p) for p in PROTOS],
     ])
     if rc != 0:
-        print("gen_stubs.py: protoc failed with status %d" % rc, file=sys.stderr)
-        return 1
+        raise RuntimeError("gen_stubs: protoc failed with status %d" % rc)
     for pkg in PACKAGES:
         d = os.path.join(dest, pkg)
         init = os.path.join(d, "__init__.py")
@@ -54,6 +54,18 @@ def main() -> int:
             if fixed != text:
                 with open(path, "w") as f:
                     f.write(fixed)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--proto-root", required=True, help="directory holding lockd/ and google/rpc/")
+    parser.add_argument("--out", required=True, help="directory that receives lockd/_proto/")
+    args = parser.parse_args()
+    try:
+        generate(args.proto_root, args.out)
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
     return 0
 
 

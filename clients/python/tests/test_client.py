@@ -6,8 +6,9 @@ renewal cadence, send-time validity).
 LockdTest runs the real lockd binary ($LOCKD_BINARY) on a free port, reached
 directly or through StallProxy (replies held back, connections cut).
 
-Run by ctest (label `clients`) with /usr/bin/python3 and PYTHONPATH set to the
-assembled package: see clients/python/CMakeLists.txt.
+Run by ctest (label `clients`, lockd_python_wheel_test) against the package
+as users install it: tests/wheel_test.py builds the wheel, installs it into a
+venv over Debian's grpcio and runs this file with the venv's python.
 """
 
 import concurrent.futures
