@@ -12,7 +12,7 @@ namespace lockd {
 WaitEngine::WaitEngine(LockStrategy* strategy, TimerQueue* timers, size_t max_waiters)
     : strategy_(strategy),
       timers_(timers),
-      max_waiters_(max_waiters),
+      registry_(timers, max_waiters),
       // Capacity is the engine's (parked plus in flight), so that a head
       // that lost can always go back to the front.
       table_(timers, std::numeric_limits<size_t>::max(),
@@ -26,7 +26,7 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
   bool closed;
   {
     absl::MutexLock l(&mu_);
-    closed = closed_;
+    closed = registry_.closed();
     // Calls of this process are served first come, first served: while some
     // wait, a newcomer that would wait too may only re-enter or replay.
     auto it = keys_.find(params.key);
@@ -69,7 +69,7 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     Finish(key, std::move(w.done), std::move(r.result), deferred);
     return;
   }
-  if (closed_) {
+  if (registry_.closed()) {
     Finish(key, std::move(w.done), ShuttingDownError(), deferred);
     return;
   }
@@ -77,8 +77,12 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     Finish(key, std::move(w.done), std::move(r.result), deferred);
     return;
   }
-  if (admitted_ >= max_waiters_) {
-    Finish(key, std::move(w.done), TooManyWaitersError(max_waiters_), deferred);
+  // The max_waiters rule is the registry's; parked calls' deadlines and
+  // cancel hooks are the WaiterTable's (they move with the call).
+  const uint64_t id = registry_.Register(nullptr, key, std::nullopt, nullptr);
+  if (absl::Status admitted = registry_.Admit(id); !admitted.ok()) {
+    registry_.Unregister(id, nullptr);
+    Finish(key, std::move(w.done), std::move(admitted), deferred);
     return;
   }
   auto [it, inserted] = keys_.try_emplace(key);
@@ -86,8 +90,7 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
   if (inserted) strategy_->KeyActive(key);
   ObserveLocked(k, r);
   const bool first = !k.head_in_flight && table_.Count(key) == 0;
-  ++admitted_;
-  w.done = Admitted(key, std::move(w.done));
+  w.done = Admitted(key, id, std::move(w.done));
   absl::Status parked = table_.Park(w);
   if (!parked.ok()) {
     Finish(key, std::move(w.done), parked, deferred);
@@ -110,7 +113,7 @@ void WaitEngine::Wake(const LockKey& key, uint64_t released_token) {
   Deferred deferred;
   {
     absl::MutexLock l(&mu_);
-    if (closed_) return;
+    if (registry_.closed()) return;
     auto it = keys_.find(key);
     if (it == keys_.end()) return;
     KeyState& k = it->second;
@@ -128,7 +131,7 @@ void WaitEngine::OwnerHolds(const LockKey& key, const std::string& owner, uint64
   Deferred deferred;
   {
     absl::MutexLock l(&mu_);
-    if (closed_) return;
+    if (registry_.closed()) return;
     auto it = keys_.find(key);
     if (it == keys_.end()) return;
     it->second.seen_token = std::max(it->second.seen_token, token);
@@ -143,7 +146,7 @@ std::optional<WaitEngine::Head> WaitEngine::TakeHead(const LockKey& key) {
   {
     absl::MutexLock l(&mu_);
     auto it = keys_.find(key);
-    if (!closed_ && it != keys_.end()) w = PopHeadLocked(key, it->second, deferred);
+    if (!registry_.closed() && it != keys_.end()) w = PopHeadLocked(key, it->second, deferred);
   }
   RunAll(deferred);
   if (!w.has_value()) return std::nullopt;
@@ -165,8 +168,8 @@ void WaitEngine::Shutdown() {
   std::vector<Waiter> parked;
   {
     absl::MutexLock l(&mu_);
-    if (closed_) return;
-    closed_ = true;
+    if (registry_.closed()) return;
+    registry_.Close();
     for (auto& [key, k] : keys_) {
       if (k.timer != 0) timers_->Cancel(k.timer);
       k.timer = 0;
@@ -210,7 +213,7 @@ void WaitEngine::OnHeadResult(Waiter w, TryResult r) {
   {
     absl::MutexLock l(&mu_);
     auto it = keys_.find(key);
-    if (closed_ || it == keys_.end()) {
+    if (registry_.closed() || it == keys_.end()) {
       // A grant is still the caller's; anything else ends with the shutdown.
       if (!r.result.ok() || !r.result->acquired) r.result = ShuttingDownError();
       Finish(key, std::move(w.done), std::move(r.result), deferred);
@@ -258,7 +261,7 @@ void WaitEngine::OnReentrantResult(Waiter w, TryResult r) {
     const absl::StatusOr<AcquireResult>& res = r.result;
     if (res.ok() && res->acquired) {
       Finish(key, std::move(w.done), std::move(r.result), deferred);
-    } else if (closed_ || it == keys_.end()) {
+    } else if (registry_.closed() || it == keys_.end()) {
       Finish(key, std::move(w.done), ShuttingDownError(), deferred);
     } else if (!res.ok() && res.status().code() != absl::StatusCode::kUnavailable) {
       Finish(key, std::move(w.done), res.status(), deferred);
@@ -305,7 +308,7 @@ void WaitEngine::OnRetryTimer(const LockKey& key, uint64_t gen) {
   Deferred deferred;
   {
     absl::MutexLock l(&mu_);
-    if (closed_) return;
+    if (registry_.closed()) return;
     auto it = keys_.find(key);
     if (it == keys_.end() || it->second.timer_gen != gen) return;
     it->second.timer = 0;
@@ -337,7 +340,7 @@ void WaitEngine::ObserveLocked(KeyState& k, const TryResult& r) {
 }
 
 void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
-  if (closed_) return;  // the strategy may be stopping; nothing waits any more
+  if (registry_.closed()) return;  // the strategy may be stopping; nothing waits any more
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& k = it->second;
@@ -347,12 +350,13 @@ void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
   strategy_->KeyIdle(key);
 }
 
-Callback<AcquireResult> WaitEngine::Admitted(LockKey key, Callback<AcquireResult> done) {
-  return [this, key = std::move(key),
+Callback<AcquireResult> WaitEngine::Admitted(LockKey key, uint64_t id,
+                                             Callback<AcquireResult> done) {
+  return [this, key = std::move(key), id,
           done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
     {
       absl::MutexLock l(&mu_);
-      --admitted_;
+      registry_.Unregister(id, nullptr);
       ForgetIfIdleLocked(key);
     }
     std::move(done)(std::move(r));

@@ -28,10 +28,14 @@
 //
 // Capacity, for every backend: at most `max_waiters` calls are waiting at
 // once, counting parked calls and calls whose retry is in flight; one more is
-// answered kResourceExhausted (TooManyWaitersError) when it would park.
+// answered kResourceExhausted (TooManyWaitersError) when it would park. The
+// rule and the shutdown gate are WaiterRegistry's (waiter_registry.h), shared
+// with the ZooKeeper backend; a parked call's deadline and cancel hook are the
+// WaiterTable's.
 //
 // Threading: thread-safe. One mutex (mu_) guards the per-lock state; the
-// WaiterTable has its own. Lock order: mu_, then the WaiterTable's. The
+// WaiterTable and the WaiterRegistry have their own. Lock order: mu_, then
+// the WaiterTable's or the WaiterRegistry's. The
 // strategy's TryOnce and Current and every `done` are called with no engine
 // lock held; NextTry, KeyActive and KeyIdle are called with mu_ held (so a
 // lock's activations and idlings reach the strategy in order) and must not
@@ -55,6 +59,7 @@
 #include "backends/backend.h"
 #include "backends/common/deferred.h"
 #include "backends/common/timer_queue.h"
+#include "backends/common/waiter_registry.h"
 #include "backends/common/waiter_table.h"
 
 namespace lockd {
@@ -198,9 +203,9 @@ class WaitEngine {
                           Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveLocked(KeyState& k, const TryResult& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetIfIdleLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wraps an admitted call's `done` so that finishing it frees its capacity
-  // and forgets an idle lock.
-  Callback<AcquireResult> Admitted(LockKey key, Callback<AcquireResult> done);
+  // Wraps the `done` of admitted call `id` (its registry id) so that
+  // finishing it frees its capacity and forgets an idle lock.
+  Callback<AcquireResult> Admitted(LockKey key, uint64_t id, Callback<AcquireResult> done);
   // `done` with `current.waiters` filled for a not-granted result.
   void Finish(const LockKey& key, Callback<AcquireResult> done, absl::StatusOr<AcquireResult> r,
               Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -208,11 +213,12 @@ class WaitEngine {
   // Constant after construction.
   LockStrategy* const strategy_;
   TimerQueue* const timers_;
-  const size_t max_waiters_;
+
+  // Capacity (calls between first park and answer) and the shutdown gate,
+  // both changed under mu_ so that a closed engine parks nothing.
+  WaiterRegistry registry_;
 
   mutable absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  size_t admitted_ ABSL_GUARDED_BY(mu_) = 0;  // calls between first park and answer
   absl::flat_hash_map<LockKey, KeyState> keys_ ABSL_GUARDED_BY(mu_);
   // Constructed after the above; its timeouts call OnTimeout.
   WaiterTable table_;

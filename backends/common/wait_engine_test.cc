@@ -266,6 +266,23 @@ TEST_F(WaitEngineTest, CapacityCountsParkedAndInFlightCalls) {
   EXPECT_EQ(engine_->Waiting(kKey), 3u);
 }
 
+TEST_F(WaitEngineTest, AnsweredCallsGiveTheirCapacityBack) {
+  Slot* a = Park("a");
+  Park("b");
+  Park("c");
+  Slot* refused = Park("d");
+  ASSERT_TRUE(refused->Wait());
+  EXPECT_EQ(refused->result.status().code(), absl::StatusCode::kResourceExhausted);
+  engine_->Wake(kKey);
+  std::move(strategy_.Next().done)(Granted(4));
+  ASSERT_TRUE(a->Wait());
+  ASSERT_TRUE(a->result.ok());
+  EXPECT_TRUE(a->result->acquired);
+  Slot* e = Park("e");  // a's place is free again
+  EXPECT_FALSE(e->done.HasBeenNotified());
+  EXPECT_EQ(engine_->Waiting(kKey), 3u);
+}
+
 TEST_F(WaitEngineTest, UnavailableAttemptKeepsWaitingOtherErrorsEnd) {
   Slot* a = Park("a");
   Slot* b = Park("b");

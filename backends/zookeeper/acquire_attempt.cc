@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backends/common/errors.h"
+#include "backends/common/millis.h"
 #include "util/log.h"
 
 namespace lockd::zk {
@@ -21,7 +22,7 @@ NodeData InitialData(const AcquireParams& p) {
   NodeData d;
   d.owner = p.owner;
   d.holds = 1;
-  d.ttl_ms = ToMs(p.ttl);
+  d.ttl_ms = CeilMillis(p.ttl);
   d.lease = 0;
   if (!p.request_id.empty()) {
     d.last = NodeData::Last::kAcquire;
@@ -56,7 +57,7 @@ void AcquireAttempt::Begin() {
     if (deadline.has_value()) deadline_ = *deadline;
   }
   // Without mu_: a cancel that already fired calls Stop() inline.
-  uint64_t id = deps_->slots->Register(shared_from_this(), params_.key, deadline, cancel_);
+  uint64_t id = deps_->waiters->Register(shared_from_this(), params_.key, deadline, cancel_);
   if (id == 0) {
     Finish(ShuttingDownError());
     return;
@@ -239,7 +240,7 @@ void AcquireAttempt::Evaluate(const Listing& listing) {
       TryOnceRefused(d.holder_path, d.waiters);
       return;
     case Decision::kFull:
-      FailWithNode(TooManyWaitersError(deps_->slots->max_waiters()));
+      FailWithNode(std::move(d.refused));
       return;
     case Decision::kReenter:
       Reenter(d.known->path, StatOf(d.known->czxid, d.known->version), d.known->data, 0, false);
@@ -283,8 +284,9 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     d.action = Decision::kTryOnce;
     return d;
   }
-  if (!deps_->slots->Park(id_)) {
+  if (absl::Status admitted = deps_->waiters->Admit(id_); !admitted.ok()) {
     d.action = Decision::kFull;
+    d.refused = std::move(admitted);
     return d;
   }
   d.action = Decision::kWait;
@@ -312,7 +314,7 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
 // this replica (which answers the grant) without a grace.
 AcquireResult AcquireAttempt::GrantLocked() {
   deps_->leases->NoteFloor(params_.key, lock_czxid_, seq_);
-  deps_->slots->Unpark(id_);
+  deps_->waiters->Discharge(id_);
   LeaseTracker::Sighting s =
       deps_->leases->Observe(params_.key, path_, StatOf(czxid_, version_), InitialData(params_),
                              /*new_lease=*/true, /*arm=*/true);

@@ -5,7 +5,8 @@
 // "c-<attempt id>-<seq>" under the lock node, list the queue, and
 //   - lowest: granted (the node is the holding; its czxid the token);
 //   - not lowest, try-once (wait == 0): delete the node, answer the holder;
-//   - not lowest, waiting: take a max_waiters slot (WaiterSlots) and watch
+//   - not lowest, waiting: be admitted under the max_waiters rule
+//     (backends/common/waiter_registry.h) and watch
 //     the immediate predecessor (no herd); when it goes, list again, or,
 //     when everything below it is known gone (LeaseTracker floors), be
 //     granted without listing.
@@ -34,7 +35,7 @@
 //
 // Thread-safe: the attempt's state is guarded by mu_. ZooKeeper callbacks
 // run on the client's completion thread, timers on the TimerQueue thread.
-// Lock order: mu_, then LeaseTracker's, NodeDeleter's, WaiterSlots'
+// Lock order: mu_, then LeaseTracker's, NodeDeleter's, WaiterRegistry's
 // mutexes. Never calls out (ZooKeeper, the caller's callback) with mu_ held.
 
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ACQUIRE_ATTEMPT_H_
@@ -49,16 +50,17 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/backend.h"
+#include "backends/common/waiter_registry.h"
 #include "backends/zookeeper/contender_listing.h"
 #include "backends/zookeeper/lease_tracker.h"
 #include "backends/zookeeper/node_deleter.h"
-#include "backends/zookeeper/waiter_slots.h"
 #include "backends/zookeeper/zk_common.h"
 #include "backends/zookeeper/zk_transport.h"
 
 namespace lockd::zk {
 
-class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
+class AcquireAttempt final : public WaiterRegistry::Call,
+                             public std::enable_shared_from_this<AcquireAttempt> {
  public:
   // What an attempt works with; everything must outlive every attempt (the
   // backend closes the client, which runs every pending callback, first).
@@ -68,7 +70,7 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
     ContenderListing* listing = nullptr;
     LeaseTracker* leases = nullptr;
     NodeDeleter* deleter = nullptr;
-    WaiterSlots* slots = nullptr;
+    WaiterRegistry* waiters = nullptr;
   };
 
   enum class State {
@@ -96,8 +98,10 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
   // node of the attempt is ignored.
   void OnWatch(int type, absl::string_view path);
 
-  // The deadline passed (cancelled false) or the call was cancelled.
-  void Stop(bool cancelled);
+  // From the WaiterRegistry: the deadline passed (kDeadline) or the call was
+  // cancelled (kCancelled): the attempt is abandoned; or the backend shuts
+  // down (kShutdown): Fail(ShuttingDownError()).
+  void Stop(WaiterRegistry::StopReason why) override;
 
   // Answers `status` at once (the session ended, or shutdown); the node is
   // left to the session. No-op if already answered.
@@ -133,6 +137,7 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
     bool read_holder = true;
     std::optional<int32_t> reap;
     std::optional<LeaseTracker::Known> known;
+    absl::Status refused;  // kFull: the max_waiters rule's answer
   };
   void Evaluate(const Listing& listing);
   Decision DecideLocked(const Listing& listing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -171,7 +176,7 @@ class AcquireAttempt : public std::enable_shared_from_this<AcquireAttempt> {
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kRunning;
   Callback<AcquireResult> done_ ABSL_GUARDED_BY(mu_);
-  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;  // WaiterSlots id, also the watch id
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;  // WaiterRegistry id, also the watch id
   Clock::time_point deadline_ ABSL_GUARDED_BY(mu_);
   int retries_ ABSL_GUARDED_BY(mu_) = 0;
   std::string prefix_ ABSL_GUARDED_BY(mu_);  // "c-<attempt id>-" of the current node

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/common/errors.h"
+#include "backends/common/millis.h"
 #include "backends/zookeeper/acquire_attempt.h"
 
 namespace lockd::zk {
@@ -234,7 +235,7 @@ void AcquireAttempt::Reenter(const std::string& path, const struct Stat& stat, c
   NodeData nd = d;
   nd.holds = d.holds + 1;
   nd.lease = d.lease + 1;
-  nd.ttl_ms = ToMs(params_.ttl);
+  nd.ttl_ms = CeilMillis(params_.ttl);
   if (params_.request_id.empty()) {
     nd.last = NodeData::Last::kNone;
     nd.last_id.clear();
@@ -339,7 +340,12 @@ bool AcquireAttempt::CountRetry() {
   return false;
 }
 
-void AcquireAttempt::Stop(bool cancelled) {
+void AcquireAttempt::Stop(WaiterRegistry::StopReason why) {
+  if (why == WaiterRegistry::StopReason::kShutdown) {
+    Fail(ShuttingDownError());
+    return;
+  }
+  const bool cancelled = why == WaiterRegistry::StopReason::kCancelled;
   {
     absl::MutexLock l(&mu_);
     if (state_ == State::kDone || Stopping()) return;
@@ -413,7 +419,7 @@ Callback<AcquireResult> AcquireAttempt::TakeDone() {
     id = id_;
   }
   if (id != 0) {
-    deps_->slots->Unregister(id, cancel_);
+    deps_->waiters->Unregister(id, cancel_);
   } else if (cancel_ != nullptr) {
     cancel_->ClearCallback();
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/common/errors.h"
+#include "backends/common/millis.h"
 
 namespace lockd::zk {
 
@@ -219,7 +220,7 @@ void HolderWrites::RenewOn(const std::shared_ptr<RenewOp>& op, const std::string
                            const struct Stat& stat, const NodeData& d, bool from_cache) {
   NodeData nd = d;
   nd.lease = d.lease + 1;
-  nd.ttl_ms = ToMs(op->params.ttl);
+  nd.ttl_ms = CeilMillis(op->params.ttl);
   int64_t czxid = stat.czxid;
   zk_->Submit(Op::Set(
       path, EncodeNodeData(nd), stat.version, [this, op, path, nd, czxid, from_cache](Result r) {

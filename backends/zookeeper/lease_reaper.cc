@@ -18,10 +18,10 @@ void LeaseTracker::StartReaper() {
 
 void LeaseTracker::ScheduleReapTick() {
   if (stopped_) return;
-  timers_->Schedule(options_.reap_interval, [this] { OnReapTick(); });
+  timers_->Schedule(options_.reap_interval, [this] { StartReapScan(); });
 }
 
-void LeaseTracker::OnReapTick() {
+void LeaseTracker::StartReapScan() {
   bool serving = serving_();
   bool start = false;
   {

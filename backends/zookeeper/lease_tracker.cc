@@ -104,7 +104,7 @@ void LeaseTracker::ArmLocked(const LockKey& key, Holder& h) {
     timers_->Cancel(h.timer);
   }
   h.timer_at = end;
-  h.timer = timers_->ScheduleAt(end, [this, key, path = h.path] { OnLeaseTimer(key, path); });
+  h.timer = timers_->ScheduleAt(end, [this, key, path = h.path] { CheckLease(key, path); });
 }
 
 void LeaseTracker::Forget(const LockKey& key, const std::string& path) {
@@ -299,7 +299,7 @@ void LeaseTracker::Refresh(const LockKey& key, const std::string& path, int trie
   }));
 }
 
-void LeaseTracker::OnLeaseTimer(const LockKey& key, const std::string& path) {
+void LeaseTracker::CheckLease(const LockKey& key, const std::string& path) {
   int32_t version;
   {
     absl::MutexLock l(&mu_);

@@ -19,7 +19,7 @@
 // below the floor was deleted knows it is lowest without listing.
 //
 // Thread-safe: all state is guarded by mu_. Lock order: an AcquireAttempt's
-// mutex, then mu_, then WaiterSlots' mutex (has_local_waiters). No callback
+// mutex, then mu_, then WaiterRegistry's mutex (has_local_waiters). No callback
 // runs with mu_ held.
 
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_LEASE_TRACKER_H_
@@ -193,11 +193,15 @@ class LeaseTracker {
                   absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries);
   void Refresh(const LockKey& key, const std::string& path, int tries,
                absl::AnyInvocable<void() &&> then);
-  void OnLeaseTimer(const LockKey& key, const std::string& path);
+  // The lease timer of `key`'s holder at `path` ran: re-arms it if the
+  // lease was renewed meanwhile, else reaps the holder.
+  void CheckLease(const LockKey& key, const std::string& path);
 
   // The periodic reaper (lease_reaper.cc).
   void ScheduleReapTick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnReapTick();
+  // The reaper's interval passed: starts a scan unless one runs (or the
+  // session is not serving), and schedules the next.
+  void StartReapScan();
   void ListNamespace(const std::string& ns_enc);
   void PumpScan();
   void ScanLock(const LockKey& key, const std::string& lock_path);

@@ -1,6 +1,7 @@
 // Small pieces shared by the parts of the ZooKeeper backend: how a lock is
-// named in messages and in the tree, millisecond rounding, and the bound on
-// retries when a lock changes under a request. Not a public interface.
+// named in messages and in the tree, and the bound on retries when a lock
+// changes under a request (milliseconds: backends/common/millis.h). Not a
+// public interface.
 
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ZK_COMMON_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_ZK_COMMON_H_
@@ -26,9 +27,6 @@ using Clock = SteadyClock;
 // Bound on re-reads and re-creates when the lock changes under a request
 // (version conflicts, a holder vanishing between two reads, ...).
 inline constexpr int kMaxRetries = 8;
-
-// A TTL in whole milliseconds, at least 1.
-inline int64_t ToMs(absl::Duration d) { return std::max<int64_t>(1, absl::ToInt64Milliseconds(d)); }
 
 // The last segment of a znode path.
 inline absl::string_view Basename(absl::string_view path) {

@@ -2,10 +2,11 @@
 // for the model):
 //   zk_session.h         the session: connect, expiry, a new session
 //   acquire_attempt.h    one Acquire: contender node, queue, watch, states
-//   waiter_slots.h       live Acquire calls: max_waiters, deadline, cancel
 //   lease_tracker.h      holders this replica knows, leases, the reaper
 //   contender_listing.h  shared reads of a lock's queue
 //   node_deleter.h       deletes in flight and orphaned nodes
+//   backends/common/waiter_registry.h  live Acquire calls: max_waiters,
+//                        deadline, cancel, the drain (shared with WaitEngine)
 //   holder_writes.h      Release, Renew, ForceRelease
 // This file wires them together and answers Describe and List.
 
@@ -24,12 +25,12 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/timer_queue.h"
+#include "backends/common/waiter_registry.h"
 #include "backends/zookeeper/acquire_attempt.h"
 #include "backends/zookeeper/contender_listing.h"
 #include "backends/zookeeper/holder_writes.h"
 #include "backends/zookeeper/lease_tracker.h"
 #include "backends/zookeeper/node_deleter.h"
-#include "backends/zookeeper/waiter_slots.h"
 #include "backends/zookeeper/zk_client.h"
 #include "backends/zookeeper/zk_codec.h"
 #include "backends/zookeeper/zk_common.h"
@@ -152,7 +153,7 @@ class ZooKeeperBackend final : public Backend {
   std::unique_ptr<TimerQueue> timers_;
   std::unique_ptr<zk::NodeDeleter> deleter_;
   std::unique_ptr<zk::ContenderListing> listing_;
-  std::unique_ptr<zk::WaiterSlots> slots_;
+  std::unique_ptr<WaiterRegistry> waiters_;
   std::unique_ptr<zk::LeaseTracker> leases_;
   std::unique_ptr<zk::HolderWrites> writes_;
   std::unique_ptr<zk::Session> session_;
@@ -170,14 +171,14 @@ ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
   zk::Transport* zk = zk_.get();
   deleter_ = std::make_unique<zk::NodeDeleter>(zk);
   listing_ = std::make_unique<zk::ContenderListing>(zk);
-  slots_ = std::make_unique<zk::WaiterSlots>(options.max_waiters, timers_.get());
+  waiters_ = std::make_unique<WaiterRegistry>(timers_.get(), options.max_waiters);
   zk::LeaseTracker::Options lo;
   lo.observer_grace = options.observer_grace;
   lo.reap_interval = options.reap_interval;
   lo.reap_parallelism = options.reap_parallelism;
   leases_ = std::make_unique<zk::LeaseTracker>(
       lo, &paths_, zk, listing_.get(), deleter_.get(), timers_.get(),
-      [this](const LockKey& key) { return slots_->HasLocalWaiters(key); },
+      [this](const LockKey& key) { return waiters_->HasAdmitted(key); },
       [this] { return session_->serving(); });
   writes_ = std::make_unique<zk::HolderWrites>(&paths_, zk, leases_.get(), deleter_.get());
   zk::Session::Listener listener;
@@ -192,13 +193,13 @@ ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
   deps_.listing = listing_.get();
   deps_.leases = leases_.get();
   deps_.deleter = deleter_.get();
-  deps_.slots = slots_.get();
+  deps_.waiters = waiters_.get();
 }
 
 void ZooKeeperBackend::Shutdown() {
   if (shut_down_.exchange(true)) return;
   session_->Stop();
-  for (auto& a : slots_->Stop()) a->Fail(ShuttingDownError());
+  waiters_->Close();  // answers every live Acquire ShuttingDownError()
   leases_->Stop();
   deleter_->Stop();
   // Ends the session (the server deletes this replica's contender nodes at
@@ -215,15 +216,17 @@ void ZooKeeperBackend::Shutdown() {
 void ZooKeeperBackend::OnSessionLost() {
   leases_->Clear();
   deleter_->ClearOrphans();
-  for (auto& a : slots_->All()) {
+  for (const std::shared_ptr<WaiterRegistry::Call>& c : waiters_->All()) {
+    // Every registered call is an AcquireAttempt.
+    auto* a = static_cast<zk::AcquireAttempt*>(c.get());
     a->Fail(absl::UnavailableError(absl::StrCat(
         "the ZooKeeper session ended while waiting for lock ", LockName(a->key()), "; retry")));
   }
 }
 
 void ZooKeeperBackend::OnWatch(uint64_t id, int type, absl::string_view path) {
-  if (std::shared_ptr<zk::AcquireAttempt> a = slots_->Find(id); a != nullptr) {
-    a->OnWatch(type, path);
+  if (std::shared_ptr<WaiterRegistry::Call> c = waiters_->Find(id); c != nullptr) {
+    static_cast<zk::AcquireAttempt*>(c.get())->OnWatch(type, path);
   }
 }
 

@@ -1,0 +1,146 @@
+#include "backends/common/waiter_registry.h"
+
+#include <utility>
+
+#include "backends/common/errors.h"
+
+namespace lockd {
+
+WaiterRegistry::WaiterRegistry(TimerQueue* timers, size_t max_waiters)
+    : max_waiters_(max_waiters), timers_(timers), anchor_(std::make_shared<Anchor>()) {
+  absl::MutexLock l(&anchor_->mu);
+  anchor_->registry = this;
+}
+
+WaiterRegistry::~WaiterRegistry() {
+  absl::MutexLock l(&anchor_->mu);
+  anchor_->registry = nullptr;
+}
+
+uint64_t WaiterRegistry::Register(std::shared_ptr<Call> call, const LockKey& key,
+                                  std::optional<SteadyClock::time_point> deadline,
+                                  const std::shared_ptr<CancelSignal>& cancel) {
+  const bool stoppable = call != nullptr;
+  uint64_t id;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return 0;
+    id = next_id_++;
+    Entry& e = live_[id];
+    e.call = std::move(call);
+    e.key = key;
+    if (stoppable && deadline.has_value()) {
+      e.deadline_timer = timers_->ScheduleAt(*deadline, [anchor = anchor_, id] {
+        absl::ReaderMutexLock al(&anchor->mu);
+        if (anchor->registry != nullptr) anchor->registry->StopById(id, StopReason::kDeadline);
+      });
+    }
+  }
+  // Without mu_: a signal that already fired runs the hook inline.
+  if (stoppable && cancel != nullptr) {
+    cancel->SetCallback([anchor = anchor_, id] {
+      absl::ReaderMutexLock al(&anchor->mu);
+      if (anchor->registry != nullptr) anchor->registry->StopById(id, StopReason::kCancelled);
+    });
+  }
+  return id;
+}
+
+void WaiterRegistry::StopById(uint64_t id, StopReason why) {
+  std::shared_ptr<Call> call;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    if (why == StopReason::kDeadline) it->second.deadline_timer = 0;
+    call = it->second.call;
+  }
+  if (call != nullptr) call->Stop(why);
+}
+
+void WaiterRegistry::Unregister(uint64_t id, const std::shared_ptr<CancelSignal>& cancel) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = live_.find(id);
+    if (it != live_.end()) {
+      DischargeLocked(it->second);
+      if (it->second.deadline_timer != 0 && !closed_) timers_->Cancel(it->second.deadline_timer);
+      live_.erase(it);
+    }
+  }
+  if (cancel != nullptr) cancel->ClearCallback();
+}
+
+std::shared_ptr<WaiterRegistry::Call> WaiterRegistry::Find(uint64_t id) const {
+  absl::MutexLock l(&mu_);
+  auto it = live_.find(id);
+  return it == live_.end() ? nullptr : it->second.call;
+}
+
+absl::Status WaiterRegistry::Admit(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  auto it = live_.find(id);
+  if (closed_ || it == live_.end()) return ShuttingDownError();
+  Entry& e = it->second;
+  if (e.admitted) return absl::OkStatus();
+  if (admitted_ >= max_waiters_) return TooManyWaitersError(max_waiters_);
+  e.admitted = true;
+  ++admitted_;
+  ++admitted_per_key_[e.key];
+  return absl::OkStatus();
+}
+
+void WaiterRegistry::Discharge(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  auto it = live_.find(id);
+  if (it != live_.end()) DischargeLocked(it->second);
+}
+
+void WaiterRegistry::DischargeLocked(Entry& e) {
+  if (!e.admitted) return;
+  e.admitted = false;
+  --admitted_;
+  auto it = admitted_per_key_.find(e.key);
+  if (it != admitted_per_key_.end() && --it->second == 0) admitted_per_key_.erase(it);
+}
+
+bool WaiterRegistry::HasAdmitted(const LockKey& key) const {
+  absl::MutexLock l(&mu_);
+  return admitted_per_key_.contains(key);
+}
+
+std::vector<std::shared_ptr<WaiterRegistry::Call>> WaiterRegistry::All() const {
+  std::vector<std::shared_ptr<Call>> out;
+  absl::MutexLock l(&mu_);
+  out.reserve(live_.size());
+  for (const auto& [id, e] : live_) {
+    if (e.call != nullptr) out.push_back(e.call);
+  }
+  return out;
+}
+
+bool WaiterRegistry::closed() const {
+  absl::MutexLock l(&mu_);
+  return closed_;
+}
+
+void WaiterRegistry::Close() {
+  {
+    absl::MutexLock l(&anchor_->mu);
+    anchor_->registry = nullptr;
+  }
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [id, e] : live_) {
+      if (e.deadline_timer != 0) timers_->Cancel(e.deadline_timer);
+      e.deadline_timer = 0;
+      if (e.call != nullptr) calls.push_back(e.call);
+    }
+  }
+  for (const std::shared_ptr<Call>& c : calls) c->Stop(StopReason::kShutdown);
+}
+
+}  // namespace lockd
