@@ -181,7 +181,11 @@ EOF
     -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$cp" \
     org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
   ZK_PID=$!; PIDS+=("$ZK_PID")
-  zk_ok() { [[ $(exec 3<>/dev/tcp/127.0.0.1/"$ZK_PORT" && printf ruok >&3 && cat <&3) == imok ]]; }
+  # A server still starting may take the connection and never answer: each
+  # probe gets 2 s.
+  zk_ok() {
+    [[ $(timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/"$1" && printf ruok >&3 && cat <&3' _ "$ZK_PORT") == imok ]]
+  }
   wait_for 120 zk_ok || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
   log "ZooKeeper on 127.0.0.1:$ZK_PORT (pid $ZK_PID)"
 }
