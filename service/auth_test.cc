@@ -12,20 +12,16 @@
 #include "service/auth_config.h"
 #include "service/config.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/temp_file.h"
 
 namespace lockd {
 namespace {
 
 using ::lockd::testing::StatusIs;
+using ::lockd::testing::WriteTempFile;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string Temp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/lockd-auth-" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(AuthRulesTest, ParsesBlockAndFlowStyle) {
   auto rules = ParseAuthRules(
@@ -110,7 +106,7 @@ TEST(AuthorizerTest, NoRulesAllowEverythingAndNeedNoCheck) {
 }
 
 TEST(TokenStoreTest, MapsTokensToIdentitiesAndReloadsWhenTheFileChanges) {
-  std::string path = Temp("tokens", "# comment\n\nabc123 svc-a\n  def456   ops  \n");
+  std::string path = WriteTempFile("tokens", "# comment\n\nabc123 svc-a\n  def456   ops  \n");
   auto store = TokenStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->Find("abc123"), "svc-a");
@@ -137,7 +133,7 @@ TEST(TokenStoreTest, MapsTokensToIdentitiesAndReloadsWhenTheFileChanges) {
 TEST(TokenStoreTest, UnreadableOrMalformedFileIsAnError) {
   EXPECT_THAT(TokenStore::Open("/nonexistent/tokens").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auth.tokens_file")));
-  EXPECT_THAT(TokenStore::Open(Temp("dup", "t1 a\nt1 b\n")).status(),
+  EXPECT_THAT(TokenStore::Open(WriteTempFile("dup", "t1 a\nt1 b\n")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 2: duplicate token")));
 }
 
@@ -157,12 +153,13 @@ TEST(SecurityConfigTest, DefaultsAreOff) {
 }
 
 TEST(SecurityConfigTest, StructuredRulesFromFileEnvironmentAndFlag) {
-  std::string path = Temp("config.yaml",
-                          "metrics:\n  listen: 0.0.0.0:9411\n  namespaces: [orders, billing]\n"
-                          "auth:\n  owner_prefix: true\n  rules:\n"
-                          "    - identities: [svc-a]\n      namespaces: [orders]\n"
-                          "      permissions: [lock]\n"
-                          "log:\n  format: json\n");
+  std::string path =
+      WriteTempFile("config.yaml",
+                    "metrics:\n  listen: 0.0.0.0:9411\n  namespaces: [orders, billing]\n"
+                    "auth:\n  owner_prefix: true\n  rules:\n"
+                    "    - identities: [svc-a]\n      namespaces: [orders]\n"
+                    "      permissions: [lock]\n"
+                    "log:\n  format: json\n");
   auto parsed = ParseConfig({"--config", path}, {});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->config.metrics.listen, "0.0.0.0:9411");
@@ -195,7 +192,8 @@ TEST(SecurityConfigTest, BadValuesAreErrorsNamingTheKey) {
   EXPECT_THAT(err({"--metrics.namespaces=ok,not ok"}), HasSubstr("--metrics.namespaces"));
   EXPECT_THAT(err({"--auth.rules=[{identities: a}]"}),
               HasSubstr("auth.rules[0].namespaces: missing"));
-  std::string path = Temp("badrule.yaml", "auth:\n  rules:\n    - {identities: a, oops: 1}\n");
+  std::string path =
+      WriteTempFile("badrule.yaml", "auth:\n  rules:\n    - {identities: a, oops: 1}\n");
   EXPECT_THAT(err({"--config", path}), HasSubstr("unknown key \"oops\""));
 }
 

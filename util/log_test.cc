@@ -19,7 +19,10 @@ using ::testing::StartsWith;
 // Runs `fn` with stderr redirected to a file; returns what it wrote.
 template <typename Fn>
 std::string CaptureStderr(Fn fn) {
-  std::string path = ::testing::TempDir() + "/lockd-log-test.txt";
+  // Named after the process: ctest runs each test case as its own process,
+  // several at once.
+  std::string path =
+      ::testing::TempDir() + "/lockd-log-test-" + std::to_string(::getpid()) + ".txt";
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0600);
   int saved = ::dup(STDERR_FILENO);
   ::dup2(fd, STDERR_FILENO);
@@ -31,6 +34,7 @@ std::string CaptureStderr(Fn fn) {
   ::lseek(fd, 0, SEEK_SET);
   for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
   ::close(fd);
+  ::unlink(path.c_str());
   return out;
 }
 
