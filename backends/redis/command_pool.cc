@@ -103,8 +103,12 @@ absl::Status CommandPool::Write(Command& cmd, Command* then) {
   auto unreachable = [this, &cmd] {
     absl::MutexLock l(&mu_);
     if (stop_) return ShuttingDownError();
+    // last_error_ is OK when the connections were dropped a moment ago and
+    // their threads have not yet recorded why.
+    absl::string_view why =
+        last_error_.ok() ? absl::string_view("no open connection") : last_error_.message();
     return absl::UnavailableError(
-        absl::StrCat(cmd.context, ": redis is unreachable (", last_error_.message(), ")"));
+        absl::StrCat(cmd.context, ": redis is unreachable (", why, ")"));
   };
   bool up;
   {
@@ -238,19 +242,20 @@ void CommandPool::Run(size_t index) {
     ContextPtr ctx = *std::move(c);
     backoff = backoff_min_;
     {
+      // Open for writes before it is counted: whoever sees connected_ > 0
+      // (Write, Health) must find a connection it can use.
+      absl::MutexLock l(&conn.mu);
+      conn.fd = ctx->fd;
+      conn.closed = false;
+    }
+    {
       absl::MutexLock l(&mu_);
-      if (stop_) return;
-      if (connected_++ == 0 && outage_logged_) {
+      if (connected_++ == 0 && outage_logged_ && !stop_) {
         LogInfo("redis: command connections restored (", Where(options_.addresses[address]), ")");
         outage_logged_ = false;
       }
       last_error_ = absl::OkStatus();
       state_cv_.SignalAll();
-    }
-    {
-      absl::MutexLock l(&conn.mu);
-      conn.fd = ctx->fd;
-      conn.closed = false;
     }
     absl::Status why = Serve(conn, ctx.get());
     std::deque<Sent> lost;
