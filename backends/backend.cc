@@ -1,8 +1,10 @@
 #include "backends/backend.h"
 
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/renew_join.h"
 
 namespace lockd {
 namespace {
@@ -69,6 +71,18 @@ bool IsFencingTokenMismatch(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kFailedPrecondition) return false;
   auto p = status.GetPayload(kReasonPayloadUrl);
   return p.has_value() && *p == kFencingTokenMismatchReason;
+}
+
+void Backend::RenewMany(std::vector<RenewParams> params, RenewManyCallback done) {
+  if (params.empty()) {
+    std::move(done)({});
+    return;
+  }
+  auto join = std::make_shared<RenewJoin>(params.size(), std::move(done));
+  for (size_t i = 0; i < params.size(); ++i) {
+    Renew(std::move(params[i]),
+          [join, i](absl::StatusOr<RenewResult> r) { join->Done(i, std::move(r)); });
+  }
 }
 
 void Backend::ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) {

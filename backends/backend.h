@@ -170,6 +170,9 @@ struct ForceReleaseResult {
 template <typename T>
 using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
 
+// One result per renewed hold, in the order of the request.
+using RenewManyCallback = absl::AnyInvocable<void(std::vector<absl::StatusOr<RenewResult>>) &&>;
+
 // A one-shot, thread-safe cancellation signal. The caller of
 // Backend::Acquire owns it (through a shared_ptr) and fires Cancel() when the
 // RPC is cancelled or its deadline passes; the backend registers what to do
@@ -239,6 +242,12 @@ class Backend {
   // Resets the lease of a lock held by params.owner to params.ttl from now.
   // kFailedPrecondition (LockNotHeldError) if owner does not hold it.
   virtual void Renew(RenewParams params, Callback<RenewResult> done) = 0;
+
+  // Renews several holds, each exactly as Renew would, in as few round trips
+  // to the backend server as the backend allows (a session renews all its
+  // holds this way). `done` is called once, with one result per element of
+  // `params`, in the same order. The default calls Renew for each.
+  virtual void RenewMany(std::vector<RenewParams> params, RenewManyCallback done);
 
   // The state of one lock; a free lock is OK with held=false.
   virtual void Describe(LockKey key, Callback<LockState> done) = 0;

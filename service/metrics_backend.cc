@@ -157,26 +157,46 @@ void MetricsBackend::Release(ReleaseParams params, Callback<ReleaseResult> done)
   });
 }
 
+MetricsBackend::RenewCall MetricsBackend::StartRenew(const RenewParams& params) {
+  return RenewCall{Now(), metrics_->NamespaceIndex(params.key.ns), KeyHash(params.key),
+                   OwnerHash(params.owner)};
+}
+
+void MetricsBackend::Renewed(const RenewCall& call, const absl::StatusOr<RenewResult>& r) {
+  const absl::Time now = Now();
+  metrics_->BackendRequest(BackendOp::kRenew, BackendResultOf(r.status()), now - call.start);
+  if (r.ok()) {
+    metrics_->RenewDone(call.ns, RenewLabel::kOk);
+    Extended(call.key, r->ttl, now);
+  } else if (IsLockNotHeld(r.status())) {
+    metrics_->RenewDone(call.ns, RenewLabel::kLost);
+    EndedIfOwner(call.key, call.owner, now);
+  } else {
+    metrics_->RenewDone(call.ns, RenewLabel::kError);
+  }
+}
+
 void MetricsBackend::Renew(RenewParams params, Callback<RenewResult> done) {
-  const absl::Time start = Now();
-  const int ns = metrics_->NamespaceIndex(params.key.ns);
-  const size_t key = KeyHash(params.key);
-  const size_t owner = OwnerHash(params.owner);
-  inner_->Renew(std::move(params), [this, start, ns, key, owner,
-                                    done = std::move(done)](absl::StatusOr<RenewResult> r) mutable {
-    const absl::Time now = Now();
-    metrics_->BackendRequest(BackendOp::kRenew, BackendResultOf(r.status()), now - start);
-    if (r.ok()) {
-      metrics_->RenewDone(ns, RenewLabel::kOk);
-      Extended(key, r->ttl, now);
-    } else if (IsLockNotHeld(r.status())) {
-      metrics_->RenewDone(ns, RenewLabel::kLost);
-      EndedIfOwner(key, owner, now);
-    } else {
-      metrics_->RenewDone(ns, RenewLabel::kError);
-    }
-    std::move(done)(std::move(r));
-  });
+  RenewCall call = StartRenew(params);
+  inner_->Renew(std::move(params),
+                [this, call, done = std::move(done)](absl::StatusOr<RenewResult> r) mutable {
+                  Renewed(call, r);
+                  std::move(done)(std::move(r));
+                });
+}
+
+void MetricsBackend::RenewMany(std::vector<RenewParams> params, RenewManyCallback done) {
+  std::vector<RenewCall> calls;
+  calls.reserve(params.size());
+  for (const RenewParams& p : params) calls.push_back(StartRenew(p));
+  inner_->RenewMany(std::move(params),
+                    [this, calls = std::move(calls), done = std::move(done)](
+                        std::vector<absl::StatusOr<RenewResult>> results) mutable {
+                      for (size_t i = 0; i < results.size() && i < calls.size(); ++i) {
+                        Renewed(calls[i], results[i]);
+                      }
+                      std::move(done)(std::move(results));
+                    });
 }
 
 void MetricsBackend::Describe(LockKey key, Callback<LockState> done) {

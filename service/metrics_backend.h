@@ -20,6 +20,7 @@
 
 #include <array>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -41,6 +42,7 @@ class MetricsBackend final : public Backend {
                Callback<AcquireResult> done) override;
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override;
   void Renew(RenewParams params, Callback<RenewResult> done) override;
+  void RenewMany(std::vector<RenewParams> params, RenewManyCallback done) override;
   void Describe(LockKey key, Callback<LockState> done) override;
   void List(ListParams params, Callback<ListResult> done) override;
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override;
@@ -66,6 +68,16 @@ class MetricsBackend final : public Backend {
     absl::flat_hash_map<size_t, Hold> holds ABSL_GUARDED_BY(mu);  // by lock hash
   };
   static constexpr size_t kShards = 32;
+
+  // What a Renew's metrics need from its request.
+  struct RenewCall {
+    absl::Time start;
+    int ns = 0;
+    size_t key = 0;
+    size_t owner = 0;
+  };
+  RenewCall StartRenew(const RenewParams& params);
+  void Renewed(const RenewCall& call, const absl::StatusOr<RenewResult>& r);
 
   Shard& ShardOf(size_t key) { return shards_[key % kShards]; }
   void Granted(size_t key, size_t owner, int ns, uint64_t token, absl::Duration ttl,

@@ -18,7 +18,8 @@
 //    arrives after its cancel is given back exactly (Release with
 //    acquire_request_id).
 //  * Renewal: while the stream is open and the session holds locks, every
-//    hold is renewed each lease/3, all holds of the session in one round. A
+//    hold is renewed each lease/3, all holds of the session in one round
+//    (one Backend::RenewMany: one round trip where the backend allows). A
 //    renewal that finds a hold gone pushes `lost` and forgets the hold:
 //    LEASE_EXPIRED when the lease had run out (by the server's clock, from
 //    the last renewal sent) before the renewal reached the backend,

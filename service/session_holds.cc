@@ -97,51 +97,58 @@ void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
 // --- Renewal --------------------------------------------------------------
 
 void Session::ScheduleRenewalLocked() {
-  if (renew_timer_ != 0 || renewals_left_ > 0 || holds_.empty() || end_ != End::kNone) return;
+  if (renew_timer_ != 0 || renewing_ || holds_.empty() || end_ != End::kNone) return;
   renew_timer_ = hub_->timers_.Schedule(ttl_ / 3, [self = NewRef()] { self->RenewRound(); });
 }
 
 void Session::RenewRound() {
-  std::vector<std::pair<LockKey, uint64_t>> due;
+  std::vector<RenewParams> params;
+  std::vector<uint64_t> tokens;
   const absl::Time sent = absl::Now();
   {
     absl::MutexLock l(&mu_);
     renew_timer_ = 0;
-    if (end_ != End::kNone) return;
-    for (const auto& [key, hold] : holds_) due.emplace_back(key, hold.token);
-    renewals_left_ = due.size();
+    if (end_ != End::kNone || holds_.empty()) return;
+    for (const auto& [key, hold] : holds_) {
+      params.push_back(RenewParams{key, owner_, ttl_});
+      tokens.push_back(hold.token);
+    }
+    renewing_ = true;
   }
-  for (auto& [key, token] : due) {
-    RenewParams p{key, owner_, ttl_};
-    backend_->Renew(std::move(p), [self = NewRef(), key = std::move(key), token = token,
-                                   sent](absl::StatusOr<RenewResult> r) {
-      self->OnRenewed(key, token, sent, std::move(r));
-    });
-  }
+  std::vector<LockKey> keys;
+  keys.reserve(params.size());
+  for (const RenewParams& p : params) keys.push_back(p.key);
+  backend_->RenewMany(std::move(params),
+                      [self = NewRef(), keys = std::move(keys), tokens = std::move(tokens),
+                       sent](std::vector<absl::StatusOr<RenewResult>> results) {
+                        self->OnRenewed(keys, tokens, sent, results);
+                      });
 }
 
-void Session::OnRenewed(const LockKey& key, uint64_t token, absl::Time sent,
-                        absl::StatusOr<RenewResult> r) {
-  absl::string_view lost;
+void Session::OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
+                        absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results) {
+  std::vector<std::pair<size_t, absl::string_view>> lost;  // index, reason
   {
     absl::MutexLock l(&mu_);
-    --renewals_left_;
-    auto it = holds_.find(key);
-    // A hold released, lost or re-granted meanwhile is not this round's.
-    if (it != holds_.end() && it->second.token == token) {
-      if (r.ok() && r->fencing_token == token) {
+    renewing_ = false;
+    for (size_t i = 0; i < keys.size() && i < results.size(); ++i) {
+      const absl::StatusOr<RenewResult>& r = results[i];
+      auto it = holds_.find(keys[i]);
+      // A hold released, lost or re-granted meanwhile is not this round's.
+      if (it == holds_.end() || it->second.token != tokens[i]) continue;
+      if (r.ok() && r->fencing_token == tokens[i]) {
         it->second.expires = sent + ttl_;
       } else if (r.ok() || (IsLockNotHeld(r.status()) && it->second.releasing == 0)) {
         // Gone (or re-granted under another token). A release in flight on
         // the lock explains a LOCK_NOT_HELD itself; its result decides.
-        lost = absl::Now() >= it->second.expires ? "LEASE_EXPIRED" : "NOT_HELD";
+        lost.emplace_back(i, absl::Now() >= it->second.expires ? "LEASE_EXPIRED" : "NOT_HELD");
         holds_.erase(it);
       }
       // Other errors (the backend unreachable): the next round tries again.
     }
-    if (renewals_left_ == 0) ScheduleRenewalLocked();
+    ScheduleRenewalLocked();
   }
-  if (!lost.empty()) SendLost(key, token, lost);
+  for (const auto& [i, reason] : lost) SendLost(keys[i], tokens[i], reason);
 }
 
 void Session::SendLost(const LockKey& key, uint64_t token, absl::string_view reason) {

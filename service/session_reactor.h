@@ -114,8 +114,8 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   void Resumed(absl::StatusOr<v1::LockInfo> info);
   void ScheduleRenewalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RenewRound();
-  void OnRenewed(const LockKey& key, uint64_t token, absl::Time sent,
-                 absl::StatusOr<RenewResult> r);
+  void OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
+                 absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results);
   void SendLost(const LockKey& key, uint64_t token, absl::string_view reason);
   void ReleaseToZero(LockKey key);
   void Released();
@@ -146,7 +146,7 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   absl::flat_hash_map<uint64_t, std::shared_ptr<CancelSignal>> ops_ ABSL_GUARDED_BY(mu_);
   std::map<LockKey, Hold> holds_ ABSL_GUARDED_BY(mu_);
   TimerQueue::TimerId renew_timer_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t renewals_left_ ABSL_GUARDED_BY(mu_) = 0;  // of the round in flight
+  bool renewing_ ABSL_GUARDED_BY(mu_) = false;  // a round is in flight
   std::deque<v1::SessionResponse> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;

@@ -94,11 +94,26 @@ CommandPool::~CommandPool() {
   if (stop_fd_ >= 0) ::close(stop_fd_);
 }
 
-absl::Status CommandPool::Submit(Command& cmd) { return Write(cmd, nullptr); }
+absl::Status CommandPool::Submit(Command& cmd) {
+  Command* cmds[] = {&cmd};
+  return Write(cmds, 1);
+}
 
-absl::Status CommandPool::Submit(Command& cmd, Command& then) { return Write(cmd, &then); }
+absl::Status CommandPool::Submit(Command& cmd, Command& then) {
+  Command* cmds[] = {&cmd, &then};
+  return Write(cmds, 2);
+}
 
-absl::Status CommandPool::Write(Command& cmd, Command* then) {
+absl::Status CommandPool::SubmitAll(std::vector<Command>& cmds) {
+  if (cmds.empty()) return absl::OkStatus();
+  std::vector<Command*> ptrs;
+  ptrs.reserve(cmds.size());
+  for (Command& c : cmds) ptrs.push_back(&c);
+  return Write(ptrs.data(), ptrs.size());
+}
+
+absl::Status CommandPool::Write(Command* const* cmds, size_t count) {
+  const Command& cmd = *cmds[0];
   // Built only when returned: the message is no work for the common case.
   auto unreachable = [this, &cmd] {
     absl::MutexLock l(&mu_);
@@ -107,8 +122,7 @@ absl::Status CommandPool::Write(Command& cmd, Command* then) {
     // their threads have not yet recorded why.
     absl::string_view why =
         last_error_.ok() ? absl::string_view("no open connection") : last_error_.message();
-    return absl::UnavailableError(
-        absl::StrCat(cmd.context, ": redis is unreachable (", why, ")"));
+    return absl::UnavailableError(absl::StrCat(cmd.context, ": redis is unreachable (", why, ")"));
   };
   bool up;
   {
@@ -118,9 +132,10 @@ absl::Status CommandPool::Write(Command& cmd, Command* then) {
   }
   if (!up) return unreachable();
   std::string data;
-  if (!FormatCommand(cmd, /*eval=*/false, &data) ||
-      (then != nullptr && !FormatCommand(*then, /*eval=*/false, &data))) {
-    return absl::ResourceExhaustedError(absl::StrCat(cmd.context, ": out of memory"));
+  for (size_t i = 0; i < count; ++i) {
+    if (!FormatCommand(*cmds[i], /*eval=*/false, &data)) {
+      return absl::ResourceExhaustedError(absl::StrCat(cmd.context, ": out of memory"));
+    }
   }
   const absl::Time deadline = absl::Now() + options_.command_timeout;
   const size_t n = connections_.size();
@@ -140,8 +155,7 @@ absl::Status CommandPool::Write(Command& cmd, Command* then) {
       if (sent > 0) return unreachable();
       continue;
     }
-    conn.awaiting.push_back(Sent{std::move(cmd), deadline});
-    if (then != nullptr) conn.awaiting.push_back(Sent{std::move(*then), deadline});
+    for (size_t k = 0; k < count; ++k) conn.awaiting.push_back(Sent{std::move(*cmds[k]), deadline});
     return absl::OkStatus();
   }
   return unreachable();

@@ -79,6 +79,10 @@ class CommandPool {
   // connection, so that both run in that order. Same contract as Submit for
   // both (on failure neither was sent).
   absl::Status Submit(Command& cmd, Command& then);
+  // Writes every command of `cmds`, in order, in one write on one
+  // connection (a pipeline). Same contract as Submit for all of them (on
+  // failure none was sent and none was moved from).
+  absl::Status SubmitAll(std::vector<Command>& cmds);
 
   // Makes every connection drop at once and reconnect (used when the
   // subscriber saw the server go away, so that connections to a dead server
@@ -112,7 +116,8 @@ class CommandPool {
     std::deque<Sent> awaiting ABSL_GUARDED_BY(mu);  // in the order written
   };
 
-  absl::Status Write(Command& cmd, Command* then);
+  // Writes cmds[0..n) in one write (see SubmitAll). REQUIRES: n > 0.
+  absl::Status Write(Command* const* cmds, size_t n);
   void Run(size_t index);
   // Reads and delivers the replies on `ctx` until the connection must be
   // dropped (returns why) or the pool stops with nothing awaited (OK).

@@ -14,6 +14,7 @@
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
 #include "backends/common/millis.h"
+#include "backends/common/renew_join.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/redis/command_pool.h"
@@ -146,19 +147,28 @@ class RedisBackend final : public Backend,
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
-    redis::LockKeys k = keys_.KeysFor(params.key);
-    int64_t ms = CeilMillis(params.ttl);
-    Command cmd;
-    cmd.script = &scripts_->renew;
-    cmd.num_keys = 2;
-    cmd.args = {std::move(k.lock), std::move(k.fence), params.owner, absl::StrCat(ms),
-                FenceTtl(ms)};
-    cmd.context = absl::StrCat("renew of lock ", LockName(params.key));
-    cmd.done = [key = std::move(params.key), ms, context = cmd.context,
-                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      std::move(done)(redis::ParseRenew(key, ms, context, reply));
-    };
+    Command cmd = RenewCommand(std::move(params), std::move(done));
     Send(cmd);
+  }
+
+  // One pipelined write of every renew script.
+  void RenewMany(std::vector<RenewParams> params, RenewManyCallback done) override {
+    if (params.empty()) {
+      std::move(done)({});
+      return;
+    }
+    auto join = std::make_shared<RenewJoin>(params.size(), std::move(done));
+    std::vector<Command> cmds;
+    cmds.reserve(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      cmds.push_back(RenewCommand(std::move(params[i]), [join, i](absl::StatusOr<RenewResult> r) {
+        join->Done(i, std::move(r));
+      }));
+    }
+    absl::Status s = pool_->SubmitAll(cmds);
+    if (!s.ok()) {
+      for (Command& c : cmds) std::move(c.done)(s);
+    }
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
@@ -237,6 +247,22 @@ class RedisBackend final : public Backend,
   void Send(Command& cmd) {
     absl::Status s = pool_->Submit(cmd);
     if (!s.ok()) std::move(cmd.done)(s);
+  }
+
+  Command RenewCommand(RenewParams params, Callback<RenewResult> done) const {
+    redis::LockKeys k = keys_.KeysFor(params.key);
+    int64_t ms = CeilMillis(params.ttl);
+    Command cmd;
+    cmd.script = &scripts_->renew;
+    cmd.num_keys = 2;
+    cmd.args = {std::move(k.lock), std::move(k.fence), params.owner, absl::StrCat(ms),
+                FenceTtl(ms)};
+    cmd.context = absl::StrCat("renew of lock ", LockName(params.key));
+    cmd.done = [key = std::move(params.key), ms, context = cmd.context,
+                done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
+      std::move(done)(redis::ParseRenew(key, ms, context, reply));
+    };
+    return cmd;
   }
 
   std::string FenceTtl(int64_t lease_ms) const {
