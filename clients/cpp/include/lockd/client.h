@@ -142,10 +142,30 @@ struct ClientOptions {
   // Validity safety margin: drift = ttl * clock_drift_factor + min_clock_drift.
   double clock_drift_factor = 0.01;
   absl::Duration min_clock_drift = absl::Milliseconds(2);
+
+  // Hold locks over the Client's Session stream (see "Sessions" above).
+  // False: every call uses the unary RPCs and the watchdog, as before
+  // sessions (also what a Client does, per call, when the server has no
+  // Session stream).
+  bool use_sessions = true;
+  // The lease of session holds, kept renewed by the server while the stream
+  // is up; it is how long a hold outlives a broken stream. Zero: the ttl of
+  // the first Acquire that uses the session (zero: the server's default).
+  absl::Duration session_ttl = absl::ZeroDuration();
+  // True: when the stream breaks, the server leaves the session's holds to
+  // their lease so that the Client can resume them on a new stream (on any
+  // replica); a crash of this process then frees its locks only after
+  // session_ttl. False: a broken stream (process crash, network loss) frees
+  // the holds at once; a network break then loses them (the client cannot
+  // resume them). A lockd replica that dies or shuts down leaves its
+  // sessions' holds to their lease either way.
+  bool keep_on_disconnect = true;
 };
 
 // Called once, when a Lease becomes lost, with the reason (kFailedPrecondition,
-// IsLockLost() true). Runs on the Client's watchdog thread, or on the thread
+// IsLockLost() true). Runs on the Client's watchdog thread (unary holds), its
+// session thread (session holds: a `lost` from the server, a hold not
+// resumed after a reconnect, validity run out while no stream was up), or on the thread
 // whose Lease call (lost(), valid(), Renew()) noticed the loss first, never
 // with a lock of this library held. It should return quickly (it delays other
 // leases' renewals); it may call any Lease method, and may destroy the Lease.
@@ -166,8 +186,10 @@ struct AcquireOptions {
   // Overall deadline of the call, waiting and retries included. Zero:
   // wait + ClientOptions::rpc_timeout.
   absl::Duration timeout = absl::ZeroDuration();
-  // Renew every ttl/3 from the watchdog thread. False: the lease lasts one
-  // ttl unless the caller calls Lease::Renew(); its loss is still detected.
+  // Keep the lease renewed: by the server for a session hold, else every
+  // ttl/3 from the watchdog thread. False: the lease lasts one ttl unless the
+  // caller calls Lease::Renew(); its loss is still detected. Acquires with
+  // auto_renew false use the unary path (a session renews all its holds).
   bool auto_renew = true;
   // Optional; see LostCallback.
   LostCallback on_lost;
