@@ -6,6 +6,33 @@
 //   absl::StatusOr<lockd::Lease> lease = client->Acquire("orders/42", options);
 //   if (lease.ok()) Charge(order, lease->fencing_token());  // released when `lease` dies
 //
+// Sessions (the default, ClientOptions::use_sessions). A Client holds its
+// locks over ONE Session stream (design/API.md "Sessions"), opened on its
+// first Acquire with the Client's owner. What changes for session holds:
+//  * No watchdog: the server renews every hold while the stream is up; a
+//    Lease stays valid() (valid_until() is time_point::max()) until the
+//    server pushes `lost` (ForceRelease, lease found gone), which marks it
+//    lost at once and fires on_lost.
+//  * Crash or disconnect: when the stream breaks, the server frees the holds
+//    at once if ClientOptions::keep_on_disconnect is false; if it is true
+//    (the default) it leaves them to their lease (session_ttl), so a crashed
+//    process's locks free after that lease, not at once.
+//  * Resume: a broken stream (network, or the lockd replica died or shut
+//    down) is reopened with backoff, on the same target, as a session of the
+//    same owner that resumes every held lease; a lease the server does not
+//    give back is lost. Meanwhile a lease stays valid for 2/3 of its ttl
+//    minus the drift after the break, then is lost. Acquires and releases in
+//    flight at the break follow the uncertain-outcome rules below (an
+//    Acquire is undone with the unary Release{acquire_request_id} and
+//    retried; a Release is repeated as a unary Release with its request_id).
+//  * A waiting Acquire whose options.timeout passes is cancelled on the
+//    stream (SessionCancel) and leaves no hold.
+//  * Unary instead: acquires with AcquireOptions::owner other than the
+//    Client's, with auto_renew false, or with a ttl other than the session's
+//    lease (see ClientOptions::session_ttl) use the unary RPCs, as does
+//    every call when use_sessions is false or the server has no Session
+//    stream (UNIMPLEMENTED). Everything below then applies as written.
+//
 // What this library adds over the raw stubs (design/API.md has the contract):
 //  * Validity from the send time. A Lease's client-side validity deadline is
 //    `send_time + ttl - drift` where send_time is when the granting request
@@ -13,7 +40,7 @@
 //    lease cannot have started before the request left, so this deadline is
 //    never later than the server's. drift = ttl * clock_drift_factor +
 //    min_clock_drift (Redlock's allowance for clock rate differences).
-//  * Watchdog. Leases with auto_renew (the default) are renewed every ttl/3
+//  * Watchdog (unary holds). Leases with auto_renew (the default) are renewed every ttl/3
 //    by ONE background thread per Client (started on the first such lease),
 //    not a thread per lease. Renewals are issued one at a time, each bounded
 //    by min(rpc_timeout, the lease's remaining validity).
@@ -290,6 +317,8 @@ class Lease {
 
   // The client-side validity deadline: send time of the last successful
   // Acquire/Renew + ttl - drift. Never later than the server's expiry.
+  // Session holds: time_point::max() while the stream is up (the server
+  // renews them); after a break, the break + 2/3 ttl - drift.
   std::chrono::steady_clock::time_point valid_until() const;
   // valid_until() - now; zero or negative once passed.
   absl::Duration validity_remaining() const;
@@ -305,7 +334,8 @@ class Lease {
   bool active() const;
 
   // Renews now (normally the watchdog does this). Blocks up to
-  // ClientOptions::rpc_timeout.
+  // ClientOptions::rpc_timeout. Session holds: no call (the server renews
+  // them); OK unless lost.
   // OK: validity extended from this call's send time.
   // kFailedPrecondition + IsLockLost(): the lease is lost (now marked so).
   // kFailedPrecondition (not IsLockLost): the Lease is not active.
@@ -326,7 +356,9 @@ class Lease {
 
   // Stops renewal and tracking WITHOUT releasing: the hold stays on the
   // server until its lease ends or someone releases it with owner() (as
-  // `lockctl acquire` does). The Lease becomes inactive.
+  // `lockctl acquire` does). The Lease becomes inactive. A session hold
+  // stays in the server's session (renewed, and released when the Client's
+  // session ends): acquire with auto_renew false to hand a hold on.
   void Detach();
 
  private:
