@@ -287,7 +287,7 @@ std::optional<std::string> UnconfirmedAcquireRequestId(const absl::Status& statu
 // effort, bounded by ClientOptions::release_timeout, errors ignored: the
 // server's lease ends an unreleased hold). Call Release() to see the outcome.
 //
-// A Lease keeps its Client's connection and watchdog alive: it may outlive
+// A Lease keeps its Client's connection, session and watchdog alive: it may outlive
 // the Client object it came from.
 //
 // Thread-safety: every method may be called concurrently from any thread
