@@ -267,6 +267,13 @@ int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {
   co.default_namespace = inv.ns;
   co.rpc_timeout = inv.timeout;
   co.release_timeout = std::min(inv.timeout, absl::Seconds(5));
+  // Only `run` holds over the session (acquire leaves its hold behind, so
+  // it takes it unary). The session's lease is --ttl; a dead lockctl must
+  // free its lock at once, so holds are not kept for a resume after a
+  // disconnect (a lockd replica that dies still leaves them to be resumed).
+  co.use_sessions = !inv.unary;
+  co.session_ttl = inv.ttl;
+  co.keep_on_disconnect = false;
   absl::StatusOr<Client> client = Client::Connect(inv.server, co, inv.tls, inv.auth);
   if (!client.ok()) {
     err << "lockctl: " << client.status().message() << "\n";

@@ -27,7 +27,7 @@ bool CommandTakes(absl::string_view command, absl::string_view flag) {
       {"renew", {"name", "owner", "ttl"}},
       {"describe", {"name"}},
       {"list", {"prefix", "limit"}},
-      {"run", {"name", "owner", "ttl", "wait", "signal", "kill-after"}},
+      {"run", {"name", "owner", "ttl", "wait", "signal", "kill-after", "unary"}},
       {"force-release", {"name", "reason", "token"}},
   };
   auto it = kTakes->find(std::string(command));
@@ -41,7 +41,9 @@ bool IsGlobalFlag(absl::string_view flag) {
   return kGlobal->count(std::string(flag)) > 0;
 }
 
-bool IsBoolFlag(absl::string_view flag) { return flag == "tls" || flag == "help"; }
+bool IsBoolFlag(absl::string_view flag) {
+  return flag == "tls" || flag == "help" || flag == "unary";
+}
 
 absl::Status UsageError(std::string message) {
   return absl::InvalidArgumentError(std::move(message));
@@ -192,6 +194,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       inv.timeout = *d;
     } else if (flag == "tls") {
       inv.tls.enabled = value == "true";
+    } else if (flag == "unary") {
+      inv.unary = value == "true";
     } else if (flag == "tls-ca") {
       inv.tls.ca_file = value;
       inv.tls.enabled = true;
@@ -365,19 +369,25 @@ Exit codes:
   }
   if (command == "run") {
     return "Usage: lockctl run --name NAME [--ttl DUR] [--wait DUR] [--owner OWNER]\n"
-           "                   [--signal SIG] [--kill-after DUR] -- COMMAND [ARG]...\n"
+           "                   [--signal SIG] [--kill-after DUR] [--unary] -- COMMAND [ARG]...\n"
            "\n"
            "The distributed flock(1): takes the lock (waiting up to --wait), runs COMMAND\n"
-           "while holding it, renewing the lease every ttl/3, and releases it when COMMAND\n"
-           "ends. Two `lockctl run` with the same name never run their commands at the\n"
-           "same time, on any machines that share the lockd server.\n"
+           "while holding it, and releases it when COMMAND ends. Two `lockctl run` with\n"
+           "the same name never run their commands at the same time, on any machines\n"
+           "that share the lockd server. The lock is held over a session stream: lockd\n"
+           "renews it, and if lockctl dies (even by SIGKILL) or loses its connection, the\n"
+           "lock is freed at once. If the lockd replica dies, lockctl reconnects and takes\n"
+           "the lock back within the lease.\n"
            "\n"
            "  --name NAME       lock name (required)\n"
-           "  --ttl DUR         lease [30s]; if lockctl dies, others get the lock after it\n"
+           "  --ttl DUR         lease [30s]; how long the lock outlives its lockd replica\n"
+           "                    (with --unary: how long it outlives lockctl)\n"
            "  --wait DUR        wait this long for the lock [0: give up at once, exit 75]\n"
            "  --owner OWNER     holder id [random]\n"
            "  --signal SIG      sent to COMMAND if the lock is lost [TERM]\n"
            "  --kill-after DUR  then SIGKILL if COMMAND is still running [10s; 0: never]\n"
+           "  --unary           no session: unary Acquire/Release, lockctl renews every\n"
+           "                    ttl/3; a lockctl that dies holds the lock until --ttl ends\n"
            "\n"
            "COMMAND runs in its own process group (the terminal's foreground group when\n"
            "lockctl runs in the foreground of one); signals are sent to the whole group.\n"

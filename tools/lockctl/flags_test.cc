@@ -106,6 +106,18 @@ TEST(ParseArgsTest, SignalsByNameOrNumber) {
   EXPECT_EQ(inv->kill_after, absl::ZeroDuration());
 }
 
+TEST(ParseArgsTest, RunUsesTheSessionUnlessUnary) {
+  absl::StatusOr<Invocation> inv = Parse({"run", "--name", "x", "--", "true"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_FALSE(inv->unary);
+  inv = Parse({"run", "--name", "x", "--unary", "--", "true"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->unary);
+  EXPECT_THAT(Parse({"acquire", "--name", "x", "--unary"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown flag --unary")));
+  EXPECT_THAT(Usage("run"), HasSubstr("--unary"));
+}
+
 TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
   struct Case {
     std::vector<std::string> args;

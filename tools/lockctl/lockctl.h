@@ -70,6 +70,7 @@ struct Invocation {
   // run
   int signal = 15;                                // SIGTERM
   absl::Duration kill_after = absl::Seconds(10);  // 0: never SIGKILL
+  bool unary = false;  // --unary: no Session stream (ClientOptions::use_sessions = false)
   std::vector<std::string> argv;
 };
 

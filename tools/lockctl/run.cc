@@ -2,7 +2,7 @@
 //
 // One thread (this one) owns the child: it sleeps in poll() on a self-pipe
 // that receives a byte per signal (from the handlers) and a byte when the
-// lease is lost (from the Client's watchdog thread), so every event is
+// lease is lost (from the Client's session or watchdog thread), so every event is
 // handled here, outside signal context.
 
 #include <errno.h>
@@ -141,7 +141,8 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
   if (pid == 0) {
     ::setpgid(0, 0);
     if (take_terminal) GiveTerminalTo(::getpid());
-    // If lockctl dies, nothing renews the lease: the command must stop too.
+    // If lockctl dies, the lock is freed (session) or no longer renewed
+    // (--unary): the command must stop too.
     ::prctl(PR_SET_PDEATHSIG, death_signal);
     if (::getppid() != parent) _exit(kExitLockLost);
     ::signal(SIGCHLD, SIG_DFL);

@@ -118,9 +118,13 @@ ClientCore::ClientCore(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::Channel
         if (options.owner.empty()) options.owner = NewClientOwner();
         return std::move(options);
       }()),
-      watchdog_(std::make_shared<Watchdog>(stub_, channel_, options_)) {}
+      watchdog_(std::make_shared<Watchdog>(stub_, channel_, options_)),
+      session_(std::make_shared<Session>(stub_, channel_, options_)) {}
 
-ClientCore::~ClientCore() { watchdog_->Shutdown(); }
+ClientCore::~ClientCore() {
+  session_->Shutdown();
+  watchdog_->Shutdown();
+}
 
 std::string ClientCore::Namespace(absl::string_view ns) const {
   if (!ns.empty()) return std::string(ns);
@@ -200,6 +204,7 @@ absl::Status Lease::Renew() {
         "lease of ", DescribeLock(state_->ns, state_->name), " was already released or detached"));
   }
   if (state_->CheckExpiry(SteadyClock::now())) return state_->lost_status();
+  if (state_->session) return absl::OkStatus();  // the server renews it
   SteadyTime deadline =
       std::min(SteadyClock::now() + ToSteady(core_->options().rpc_timeout), state_->valid_until());
   absl::StatusOr<SteadyTime> sent = client_internal::RenewLease(core_->stub(), *state_, deadline);
@@ -212,6 +217,7 @@ absl::Status Lease::Release(absl::Duration timeout) {
   if (state_ == nullptr) return absl::FailedPreconditionError("Release() on an empty Lease");
   LeaseState::EndResult end = state_->End(SteadyClock::now());
   core_->watchdog().Remove(state_.get());
+  if (state_->session) core_->session().Forget(state_.get());
   if (!end.was_active) {
     return absl::FailedPreconditionError(absl::StrCat(
         "lease of ", DescribeLock(state_->ns, state_->name), " was already released or detached"));
@@ -221,9 +227,12 @@ absl::Status Lease::Release(absl::Duration timeout) {
   // hold that the same owner was granted again meanwhile.
   if (!end.lost.ok()) return end.lost;
   if (timeout <= absl::ZeroDuration()) timeout = core_->options().rpc_timeout;
-  absl::StatusOr<ReleaseOutcome> r = client_internal::ReleaseHold(
-      core_->stub(), core_->channel(), core_->options(), state_->ns, state_->name, state_->owner,
-      SteadyClock::now() + ToSteady(timeout));
+  const SteadyTime deadline = SteadyClock::now() + ToSteady(timeout);
+  absl::StatusOr<ReleaseOutcome> r =
+      state_->session
+          ? core_->session().Release(*state_, deadline)
+          : client_internal::ReleaseHold(core_->stub(), core_->channel(), core_->options(),
+                                         state_->ns, state_->name, state_->owner, deadline);
   if (r.ok()) return absl::OkStatus();
   if (IsLockLost(r.status())) {
     absl::Status lost = client_internal::LockLostError(
@@ -239,6 +248,7 @@ void Lease::Detach() {
   if (state_ == nullptr) return;
   state_->End(SteadyClock::now());
   core_->watchdog().Remove(state_.get());
+  if (state_->session) core_->session().Forget(state_.get());
 }
 
 // ---------------------------------------------------------------------------
@@ -289,6 +299,16 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
       options.timeout > absl::ZeroDuration() ? options.timeout : options.wait + co.rpc_timeout;
   const SteadyTime deadline = start + ToSteady(timeout);
 
+  if (co.use_sessions && owner == co.owner && options.auto_renew &&
+      core_->session().Accepts(options.ttl)) {
+    client_internal::Session::AcquireCall call{ns,       std::string(name), wait_end,
+                                               deadline, options.wait,      options.on_lost};
+    absl::StatusOr<std::shared_ptr<LeaseState>> held = core_->session().Acquire(std::move(call));
+    if (held.ok()) return Lease(core_, *std::move(held));
+    // kUnimplemented: a lockd without the Session stream; go unary.
+    if (held.status().code() != absl::StatusCode::kUnimplemented) return held.status();
+  }
+
   v1::AcquireRequest req;
   req.set_namespace_(ns);
   req.set_name(std::string(name));
@@ -317,20 +337,8 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
   // outcome is unknown may outlive it. The undo runs past the caller's
   // deadline (it may have passed already), bounded by UndoTimeout.
   auto fail = [&](absl::Status s) {
-    if (unresolved.empty()) return s;
-    absl::StatusOr<ReleaseOutcome> undo = client_internal::UndoAcquire(
-        core_->stub(), core_->channel(), co, ns, name, owner, unresolved,
-        SteadyClock::now() + ToSteady(client_internal::UndoTimeout(co)));
-    if (client_internal::UndoConfirmed(undo)) return s;
-    absl::Status out(s.code(),
-                     absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
-                                  "\", acquire request id ", unresolved,
-                                  ") was not confirmed: ", undo.status().message(),
-                                  "; a hold it may have left ends with its lease unless undone"));
-    s.ForEachPayload(
-        [&](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
-    out.SetPayload(client_internal::kUnconfirmedAcquirePayload, absl::Cord(unresolved));
-    return out;
+    return client_internal::FailAcquire(core_->stub(), core_->channel(), co, ns, name, owner,
+                                        unresolved, std::move(s));
   };
   if (!gs.ok()) {
     if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && deadline > wait_end) {
@@ -341,23 +349,8 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
     }
     return fail(FromGrpc("acquire", ns, name, gs));
   }
-  if (!resp.acquired()) {
-    std::string holder;
-    if (resp.has_current() && resp.current().held()) {
-      holder = absl::StrCat("; held by owner \"", resp.current().owner(), "\" (fencing token ",
-                            resp.current().fencing_token(), ")");
-    }
-    absl::Status s = absl::DeadlineExceededError(
-        absl::StrCat("lockd acquire of ", DescribeLock(ns, name), ": not acquired",
-                     options.wait > absl::ZeroDuration()
-                         ? absl::StrCat(" within ", absl::FormatDuration(options.wait))
-                         : std::string(" (no wait)"),
-                     holder));
-    if (resp.has_current()) {
-      s.SetPayload(client_internal::kHolderPayload, absl::Cord(resp.current().SerializeAsString()));
-    }
-    return fail(std::move(s));
-  }
+  if (!resp.acquired())
+    return fail(client_internal::NotAcquiredError(ns, name, options.wait, resp));
 
   absl::Duration ttl = resp.has_lease_ttl() ? FromProtoDuration(resp.lease_ttl()) : options.ttl;
   if (ttl <= absl::ZeroDuration()) {

@@ -1,7 +1,9 @@
-// Internal: what a Client and its Leases share (stub, options, watchdog).
-// Destroyed when the Client and all its Leases are gone; stops the watchdog.
+// Internal: what a Client and its Leases share (stub, options, watchdog,
+// session). Destroyed when the Client and all its Leases are gone; closes the
+// session and stops the watchdog.
 //
-// Thread-safe: constant after construction (the watchdog is thread-safe).
+// Thread-safe: constant after construction (the watchdog and the session are
+// thread-safe).
 
 #ifndef LOCKD_CLIENTS_CPP_SRC_CLIENT_CORE_H_
 #define LOCKD_CLIENTS_CPP_SRC_CLIENT_CORE_H_
@@ -9,6 +11,7 @@
 #include <memory>
 
 #include "clients/cpp/src/rpc.h"
+#include "clients/cpp/src/session.h"
 #include "clients/cpp/src/watchdog.h"
 #include "lockd/client.h"
 
@@ -28,6 +31,7 @@ class ClientCore {
   grpc::ChannelInterface* channel() const { return channel_.get(); }
   const ClientOptions& options() const { return options_; }
   Watchdog& watchdog() const { return *watchdog_; }
+  Session& session() const { return *session_; }
 
   // `ns`, else options().default_namespace, else "default".
   std::string Namespace(absl::string_view ns) const;
@@ -37,6 +41,7 @@ class ClientCore {
   const std::shared_ptr<grpc::ChannelInterface> channel_;
   const ClientOptions options_;
   const std::shared_ptr<Watchdog> watchdog_;
+  const std::shared_ptr<Session> session_;
 };
 
 // "<hostname>-<pid>-<32 hex>".

@@ -75,6 +75,17 @@ TEST_F(ClientTest, DefaultOwnerIsRandomPerClient) {
   EXPECT_NE(a.owner(), b.owner());
 }
 
+TEST_F(ClientTest, StubWithoutASessionStreamFallsBackToUnary) {
+  options_.use_sessions = true;  // the mock's Session returns no stream
+  EXPECT_CALL(*stub_, Acquire(_, _, _)).Times(2);
+  Client client = NewClient();
+  for (const char* name : {"a", "b"}) {
+    absl::StatusOr<Lease> lease = client.Acquire(name, Ttl(absl::Seconds(10)));
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_LE(lease->validity_remaining(), absl::Seconds(10));  // not a session hold
+  }
+}
+
 TEST_F(ClientTest, TryAcquireSendsNoWait) {
   v1::AcquireRequest seen;
   EXPECT_CALL(*stub_, Acquire(_, _, _))

@@ -1,7 +1,9 @@
 // The fixture shared by the lockd::Client unit tests (client_test.cc,
 // client_lease_test.cc): a Client over a MockLockServiceStub whose Acquire,
 // Renew and Release succeed unless a test says otherwise, with short
-// backoffs. Test-only; not installed.
+// backoffs. These test the unary path (ClientOptions::use_sessions = false);
+// the Session path is tested against real lockd processes in
+// tests/integration/clients/client_session_test.cc. Test-only; not installed.
 
 #ifndef LOCKD_CLIENTS_CPP_SRC_CLIENT_TEST_FIXTURE_H_
 #define LOCKD_CLIENTS_CPP_SRC_CLIENT_TEST_FIXTURE_H_
@@ -49,6 +51,7 @@ class ClientTest : public ::testing::Test {
  protected:
   ClientTest() : stub_(std::make_shared<::testing::NiceMock<v1::MockLockServiceStub>>()) {
     options_.owner = "test-owner";
+    options_.use_sessions = false;
     options_.initial_backoff = absl::Milliseconds(5);
     options_.max_backoff = absl::Milliseconds(20);
     options_.rpc_timeout = absl::Seconds(2);

@@ -16,12 +16,18 @@ LeaseState::LeaseState(Params p)
       ttl(p.ttl),
       drift(p.drift),
       auto_renew(p.auto_renew),
+      session(p.session),
       valid_until_(p.valid_until),
       on_lost_(std::move(p.on_lost)) {}
 
 SteadyTime LeaseState::valid_until() const {
   absl::MutexLock l(&mu_);
   return valid_until_;
+}
+
+void LeaseState::SetValidUntil(SteadyTime until) {
+  absl::MutexLock l(&mu_);
+  valid_until_ = until;
 }
 
 absl::Status LeaseState::lost_status() const {

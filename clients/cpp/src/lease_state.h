@@ -39,6 +39,9 @@ class LeaseState {
     absl::Duration ttl;  // granted
     absl::Duration drift;
     bool auto_renew = true;
+    // Held over the Client's Session (renewed by the server, not the
+    // watchdog; valid_until is kept by the Session).
+    bool session = false;
     SteadyTime valid_until;
     LostCallback on_lost;
   };
@@ -53,6 +56,7 @@ class LeaseState {
   const absl::Duration ttl;
   const absl::Duration drift;
   const bool auto_renew;
+  const bool session;
 
   SteadyTime valid_until() const;
   // OK while not lost.
@@ -69,6 +73,9 @@ class LeaseState {
   // status (OK if not lost).
   absl::Status OnRenewed(SteadyTime send_time, SteadyTime reply_time, absl::Duration granted,
                          uint64_t token);
+
+  // Sets the validity deadline (session holds: the Session keeps it).
+  void SetValidUntil(SteadyTime until);
 
   // Marks the lease lost with `why` (first call wins; later ones are
   // ignored) and, if it is still active, runs on_lost once.

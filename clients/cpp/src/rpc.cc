@@ -4,7 +4,9 @@
 #include <thread>
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "clients/cpp/src/errors.h"
 #include "protos/proto_duration.h"
 
@@ -45,9 +47,6 @@ void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until) {
   }
 }
 
-namespace {
-
-// A pause uniformly jittered in [backoff/2, backoff].
 absl::Duration Jittered(absl::Duration backoff) {
   thread_local absl::BitGen gen;
   int64_t half = absl::ToInt64Nanoseconds(backoff / 2);
@@ -57,8 +56,6 @@ absl::Duration Jittered(absl::Duration backoff) {
 absl::Duration NextBackoff(const ClientOptions& options, absl::Duration backoff) {
   return std::min(backoff * 2, std::max(options.max_backoff, backoff));
 }
-
-}  // namespace
 
 grpc::Status CallWithRetry(const ClientOptions& options, grpc::ChannelInterface* channel,
                            SteadyTime deadline,
@@ -105,12 +102,12 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
 absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* channel,
                                            const ClientOptions& options, absl::string_view ns,
                                            absl::string_view name, absl::string_view owner,
-                                           SteadyTime deadline) {
+                                           SteadyTime deadline, std::string request_id) {
   v1::ReleaseRequest req;
   req.set_namespace_(std::string(ns));
   req.set_name(std::string(name));
   req.set_owner(std::string(owner));
-  req.set_request_id(RandomHex(16));
+  req.set_request_id(request_id.empty() ? RandomHex(16) : std::move(request_id));
   v1::ReleaseResponse resp;
   grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
     resp.Clear();
@@ -191,6 +188,43 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
     PauseWatchingChannel(channel, resume);
     backoff = NextBackoff(options, backoff);
   }
+}
+
+absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
+                         absl::string_view ns, absl::string_view name, absl::string_view owner,
+                         const std::string& unresolved, absl::Status s) {
+  if (unresolved.empty()) return s;
+  absl::StatusOr<ReleaseOutcome> undo =
+      UndoAcquire(stub, channel, options, ns, name, owner, unresolved,
+                  SteadyClock::now() + ToSteady(UndoTimeout(options)));
+  if (UndoConfirmed(undo)) return s;
+  absl::Status out(s.code(),
+                   absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
+                                "\", acquire request id ", unresolved,
+                                ") was not confirmed: ", undo.status().message(),
+                                "; a hold it may have left ends with its lease unless undone"));
+  s.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
+  out.SetPayload(kUnconfirmedAcquirePayload, absl::Cord(unresolved));
+  return out;
+}
+
+absl::Status NotAcquiredError(absl::string_view ns, absl::string_view name, absl::Duration wait,
+                              const v1::AcquireResponse& resp) {
+  std::string holder;
+  if (resp.has_current() && resp.current().held()) {
+    holder = absl::StrCat("; held by owner \"", resp.current().owner(), "\" (fencing token ",
+                          resp.current().fencing_token(), ")");
+  }
+  absl::Status s = absl::DeadlineExceededError(absl::StrCat(
+      "lockd acquire of ", DescribeLock(ns, name), ": not acquired",
+      wait > absl::ZeroDuration() ? absl::StrCat(" within ", absl::FormatDuration(wait))
+                                  : std::string(" (no wait)"),
+      holder));
+  if (resp.has_current()) {
+    s.SetPayload(kHolderPayload, absl::Cord(resp.current().SerializeAsString()));
+  }
+  return s;
 }
 
 }  // namespace lockd::client_internal

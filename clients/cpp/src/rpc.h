@@ -32,6 +32,11 @@ void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline);
 // noticed seconds late.
 void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until);
 
+// A pause uniformly jittered in [backoff/2, backoff].
+absl::Duration Jittered(absl::Duration backoff);
+// The backoff after `backoff`: doubled, capped at options.max_backoff.
+absl::Duration NextBackoff(const ClientOptions& options, absl::Duration backoff);
+
 // Runs `attempt` with a fresh context whose deadline is `deadline`, again
 // after UNAVAILABLE with capped, jittered exponential backoff (cut short when
 // `channel`, if given, becomes READY), until another status comes back or the
@@ -47,12 +52,13 @@ grpc::Status CallWithRetry(const ClientOptions& options, grpc::ChannelInterface*
 // returns its lost status; other errors leave the lease alone.
 absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime deadline);
 
-// Release of one hold with a fresh request_id, retried on UNAVAILABLE with
-// that same request_id until `deadline`. Errors as Client::Release.
+// Release of one hold with `request_id` (empty: a fresh one), retried on
+// UNAVAILABLE with that same request_id until `deadline`. Errors as
+// Client::Release.
 absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* channel,
                                            const ClientOptions& options, absl::string_view ns,
                                            absl::string_view name, absl::string_view owner,
-                                           SteadyTime deadline);
+                                           SteadyTime deadline, std::string request_id = "");
 
 // True if a call that ended with `status` may have been applied by the server
 // although no answer said so: DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (the
@@ -95,6 +101,21 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
                              v1::AcquireRequest* req,
                              absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
                              std::string* unresolved);
+
+// The status a failed Acquire of (ns, name) by `owner` reports, given the
+// failure `s` and `unresolved`, the request_id of an attempt that may have
+// left a hold (empty: none). Undoes that attempt first (UndoAcquire, bounded
+// by UndoTimeout, even past the caller's deadline); if the undo is not
+// confirmed, the status names the owner and id and carries
+// kUnconfirmedAcquirePayload (see UnconfirmedAcquireRequestId).
+absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
+                         absl::string_view ns, absl::string_view name, absl::string_view owner,
+                         const std::string& unresolved, absl::Status s);
+
+// The kDeadlineExceeded of an Acquire answered acquired = false after
+// waiting `wait`, naming the holder and carrying it (CurrentHolder).
+absl::Status NotAcquiredError(absl::string_view ns, absl::string_view name, absl::Duration wait,
+                              const v1::AcquireResponse& resp);
 
 }  // namespace lockd::client_internal
 

@@ -1,4 +1,6 @@
-// lockd::Client against a real lockd process (memory backend): grants,
+// lockd::Client's unary path (ClientOptions::use_sessions = false; the
+// Session path is client_session_test.cc) against a real lockd process
+// (memory backend): grants,
 // waiting, renewal past the TTL, loss on a server restart, retries across a
 // server that comes up late, release on destruction, and Acquires whose reply
 // is held back or lost on the way (through StallProxy) leaving no hold behind.
@@ -40,6 +42,7 @@ class ClientIntegrationTest : public ::testing::Test {
 
   static Client NewClientAt(const std::string& address, ClientOptions options = {}) {
     options.rpc_timeout = absl::Seconds(3);
+    options.use_sessions = false;
     absl::StatusOr<Client> c = Client::Connect(address, options);
     EXPECT_TRUE(c.ok()) << c.status();
     return *std::move(c);

@@ -261,6 +261,36 @@ TEST_F(LockctlTest, CommandIgnoringTheSignalIsKilledAfterKillAfter) {
   EXPECT_THAT(run->Log(), HasSubstr("SIGKILL"));
 }
 
+// `run` holds over a session without keep_on_disconnect: lockd frees the
+// lock as soon as the stream breaks, not when the 30 s lease ends.
+TEST_F(LockctlTest, KilledRunFreesTheLockAtOnce) {
+  const std::string log = Path("killed.log");
+  std::unique_ptr<Subprocess> run =
+      Start({"run", "--name", "killed", "--ttl", "30s", "--", "sh", "-c",
+             absl::StrCat("echo started >> ", log, "; sleep 30")});
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFileOrEmpty(log), "started"); },
+                      absl::Seconds(10)));
+  ASSERT_TRUE(Describe("killed").held);
+  run->Kill();  // SIGKILL: no release
+  EXPECT_TRUE(WaitFor([&] { return !Describe("killed").held; }, absl::Seconds(1)))
+      << "the lock outlived the killed lockctl: " << Describe("killed").owner;
+}
+
+// --unary: no session; the hold of a killed lockctl ends with its lease.
+TEST_F(LockctlTest, KilledUnaryRunHoldsTheLockUntilItsLeaseEnds) {
+  const std::string log = Path("unary.log");
+  std::unique_ptr<Subprocess> run =
+      Start({"run", "--unary", "--name", "unary", "--ttl", "30s", "--", "sh", "-c",
+             absl::StrCat("echo started >> ", log, "; sleep 30")});
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFileOrEmpty(log), "started"); },
+                      absl::Seconds(10)));
+  run->Kill();
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_TRUE(Describe("unary").held);
+}
+
 TEST_F(LockctlTest, SigtermToLockctlIsForwardedAndTheLockReleased) {
   const std::string log = Path("fwd.log");
   std::unique_ptr<Subprocess> run =

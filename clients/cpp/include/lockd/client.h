@@ -6,6 +6,33 @@
 //   absl::StatusOr<lockd::Lease> lease = client->Acquire("orders/42", options);
 //   if (lease.ok()) Charge(order, lease->fencing_token());  // released when `lease` dies
 //
+// Sessions (the default, ClientOptions::use_sessions). A Client holds its
+// locks over ONE Session stream (design/API.md "Sessions"), opened on its
+// first Acquire with the Client's owner. What changes for session holds:
+//  * No watchdog: the server renews every hold while the stream is up; a
+//    Lease stays valid() (valid_until() is time_point::max()) until the
+//    server pushes `lost` (ForceRelease, lease found gone), which marks it
+//    lost at once and fires on_lost.
+//  * Crash or disconnect: when the stream breaks, the server frees the holds
+//    at once if ClientOptions::keep_on_disconnect is false; if it is true
+//    (the default) it leaves them to their lease (session_ttl), so a crashed
+//    process's locks free after that lease, not at once.
+//  * Resume: a broken stream (network, or the lockd replica died or shut
+//    down) is reopened with backoff, on the same target, as a session of the
+//    same owner that resumes every held lease; a lease the server does not
+//    give back is lost. Meanwhile a lease stays valid for 2/3 of its ttl
+//    minus the drift after the break, then is lost. Acquires and releases in
+//    flight at the break follow the uncertain-outcome rules below (an
+//    Acquire is undone with the unary Release{acquire_request_id} and
+//    retried; a Release is repeated as a unary Release with its request_id).
+//  * A waiting Acquire whose options.timeout passes is cancelled on the
+//    stream (SessionCancel) and leaves no hold.
+//  * Unary instead: acquires with AcquireOptions::owner other than the
+//    Client's, with auto_renew false, or with a ttl other than the session's
+//    lease (see ClientOptions::session_ttl) use the unary RPCs, as does
+//    every call when use_sessions is false or the server has no Session
+//    stream (UNIMPLEMENTED). Everything below then applies as written.
+//
 // What this library adds over the raw stubs (design/API.md has the contract):
 //  * Validity from the send time. A Lease's client-side validity deadline is
 //    `send_time + ttl - drift` where send_time is when the granting request
@@ -13,7 +40,7 @@
 //    lease cannot have started before the request left, so this deadline is
 //    never later than the server's. drift = ttl * clock_drift_factor +
 //    min_clock_drift (Redlock's allowance for clock rate differences).
-//  * Watchdog. Leases with auto_renew (the default) are renewed every ttl/3
+//  * Watchdog (unary holds). Leases with auto_renew (the default) are renewed every ttl/3
 //    by ONE background thread per Client (started on the first such lease),
 //    not a thread per lease. Renewals are issued one at a time, each bounded
 //    by min(rpc_timeout, the lease's remaining validity).
@@ -142,10 +169,30 @@ struct ClientOptions {
   // Validity safety margin: drift = ttl * clock_drift_factor + min_clock_drift.
   double clock_drift_factor = 0.01;
   absl::Duration min_clock_drift = absl::Milliseconds(2);
+
+  // Hold locks over the Client's Session stream (see "Sessions" above).
+  // False: every call uses the unary RPCs and the watchdog, as before
+  // sessions (also what a Client does, per call, when the server has no
+  // Session stream).
+  bool use_sessions = true;
+  // The lease of session holds, kept renewed by the server while the stream
+  // is up; it is how long a hold outlives a broken stream. Zero: the ttl of
+  // the first Acquire that uses the session (zero: the server's default).
+  absl::Duration session_ttl = absl::ZeroDuration();
+  // True: when the stream breaks, the server leaves the session's holds to
+  // their lease so that the Client can resume them on a new stream (on any
+  // replica); a crash of this process then frees its locks only after
+  // session_ttl. False: a broken stream (process crash, network loss) frees
+  // the holds at once; a network break then loses them (the client cannot
+  // resume them). A lockd replica that dies or shuts down leaves its
+  // sessions' holds to their lease either way.
+  bool keep_on_disconnect = true;
 };
 
 // Called once, when a Lease becomes lost, with the reason (kFailedPrecondition,
-// IsLockLost() true). Runs on the Client's watchdog thread, or on the thread
+// IsLockLost() true). Runs on the Client's watchdog thread (unary holds), its
+// session thread (session holds: a `lost` from the server, a hold not
+// resumed after a reconnect, validity run out while no stream was up), or on the thread
 // whose Lease call (lost(), valid(), Renew()) noticed the loss first, never
 // with a lock of this library held. It should return quickly (it delays other
 // leases' renewals); it may call any Lease method, and may destroy the Lease.
@@ -166,8 +213,10 @@ struct AcquireOptions {
   // Overall deadline of the call, waiting and retries included. Zero:
   // wait + ClientOptions::rpc_timeout.
   absl::Duration timeout = absl::ZeroDuration();
-  // Renew every ttl/3 from the watchdog thread. False: the lease lasts one
-  // ttl unless the caller calls Lease::Renew(); its loss is still detected.
+  // Keep the lease renewed: by the server for a session hold, else every
+  // ttl/3 from the watchdog thread. False: the lease lasts one ttl unless the
+  // caller calls Lease::Renew(); its loss is still detected. Acquires with
+  // auto_renew false use the unary path (a session renews all its holds).
   bool auto_renew = true;
   // Optional; see LostCallback.
   LostCallback on_lost;
@@ -238,7 +287,7 @@ std::optional<std::string> UnconfirmedAcquireRequestId(const absl::Status& statu
 // effort, bounded by ClientOptions::release_timeout, errors ignored: the
 // server's lease ends an unreleased hold). Call Release() to see the outcome.
 //
-// A Lease keeps its Client's connection and watchdog alive: it may outlive
+// A Lease keeps its Client's connection, session and watchdog alive: it may outlive
 // the Client object it came from.
 //
 // Thread-safety: every method may be called concurrently from any thread
@@ -268,6 +317,8 @@ class Lease {
 
   // The client-side validity deadline: send time of the last successful
   // Acquire/Renew + ttl - drift. Never later than the server's expiry.
+  // Session holds: time_point::max() while the stream is up (the server
+  // renews them); after a break, the break + 2/3 ttl - drift.
   std::chrono::steady_clock::time_point valid_until() const;
   // valid_until() - now; zero or negative once passed.
   absl::Duration validity_remaining() const;
@@ -283,7 +334,8 @@ class Lease {
   bool active() const;
 
   // Renews now (normally the watchdog does this). Blocks up to
-  // ClientOptions::rpc_timeout.
+  // ClientOptions::rpc_timeout. Session holds: no call (the server renews
+  // them); OK unless lost.
   // OK: validity extended from this call's send time.
   // kFailedPrecondition + IsLockLost(): the lease is lost (now marked so).
   // kFailedPrecondition (not IsLockLost): the Lease is not active.
@@ -304,7 +356,9 @@ class Lease {
 
   // Stops renewal and tracking WITHOUT releasing: the hold stays on the
   // server until its lease ends or someone releases it with owner() (as
-  // `lockctl acquire` does). The Lease becomes inactive.
+  // `lockctl acquire` does). The Lease becomes inactive. A session hold
+  // stays in the server's session (renewed, and released when the Client's
+  // session ends): acquire with auto_renew false to hand a hold on.
   void Detach();
 
  private:

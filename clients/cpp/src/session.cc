@@ -1,0 +1,568 @@
+#include "clients/cpp/src/session.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "clients/cpp/src/errors.h"
+#include "google/rpc/status.pb.h"
+#include "protos/proto_duration.h"
+
+namespace lockd::client_internal {
+namespace {
+
+// Validity of a hold while its stream is up: the server renews it.
+constexpr SteadyTime kKeptByServer = SteadyTime::max();
+
+grpc::Status ToGrpc(const google::rpc::Status& s) {
+  if (s.code() == 0) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message(), s.SerializeAsString());
+}
+
+bool SameHold(const LeaseState& lease, absl::string_view ns, absl::string_view name,
+              uint64_t token) {
+  return lease.ns == ns && lease.name == name && lease.fencing_token == token;
+}
+
+}  // namespace
+
+struct Session::Op {
+  uint64_t id = 0;
+  v1::SessionRequest req;    // with op_id set
+  LeaseState::Params grant;  // acquires: the lease a grant becomes
+  bool sent = false;         // written (or being written) on an open stream
+  bool cancelled = false;
+  bool done = false;
+  // When done: the server's answer, or else `error` (outcome unknown iff sent).
+  std::optional<v1::SessionResult> result;
+  std::shared_ptr<LeaseState> lease;  // a grant, already in holds_
+  grpc::Status error;
+};
+
+struct Session::Stream {
+  grpc::ClientContext ctx;
+  // A sync stream takes one writer at a time; write_mu also keeps writes off
+  // a stream being finished.
+  std::mutex write_mu;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse>> rw;
+  bool closed = false;  // under write_mu
+
+  bool Write(const v1::SessionRequest& req) {
+    std::lock_guard<std::mutex> l(write_mu);
+    return !closed && rw != nullptr && rw->Write(req);
+  }
+  void Close(bool half_close) {
+    std::lock_guard<std::mutex> l(write_mu);
+    if (closed) return;
+    closed = true;
+    if (half_close && rw != nullptr) rw->WritesDone();
+  }
+};
+
+Session::Session(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
+                 ClientOptions options)
+    : stub_(std::move(stub)), channel_(std::move(channel)), options_(std::move(options)) {}
+
+Session::~Session() {
+  // Only reachable joinable if Shutdown() was skipped; never terminate().
+  if (thread_.joinable()) thread_.detach();
+}
+
+bool Session::Accepts(absl::Duration ttl) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (unsupported_) return false;
+  if (!ttl_fixed_) {
+    ttl_ = options_.session_ttl > absl::ZeroDuration() ? options_.session_ttl : ttl;
+    ttl_fixed_ = true;
+  }
+  return ttl == absl::ZeroDuration() || ttl == ttl_ ||
+         (granted_ttl_ > absl::ZeroDuration() && ttl == granted_ttl_);
+}
+
+bool Session::OnSessionThread() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return started_ && std::this_thread::get_id() == thread_id_;
+}
+
+std::shared_ptr<Session::Op> Session::Submit(v1::SessionRequest req, LeaseState::Params grant) {
+  auto op = std::make_shared<Op>();
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    op->id = next_op_id_++;
+    if (req.has_acquire()) {
+      req.mutable_acquire()->set_op_id(op->id);
+    } else {
+      req.mutable_release()->set_op_id(op->id);
+    }
+    op->req = std::move(req);
+    op->grant = std::move(grant);
+    if (stop_ || unsupported_) {
+      op->done = true;
+      op->error = stop_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client is shutting down")
+                        : grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no Session stream");
+      return op;
+    }
+    ops_[op->id] = op;
+    if (!started_) {
+      started_ = true;
+      // The thread owns a reference so that a detached thread (see
+      // Shutdown) never outlives this object.
+      thread_ = std::thread([self = shared_from_this()] { self->Run(); });
+      thread_id_ = thread_.get_id();
+    }
+    if (open_) {
+      s = stream_;
+      op->sent = true;
+    }
+  }
+  cv_.notify_all();
+  if (s != nullptr) s->Write(op->req);  // a failed write shows as the stream's end
+  return op;
+}
+
+bool Session::Wait(Op& op, SteadyTime until) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_until(l, until, [&] { return op.done; });
+  return op.done;
+}
+
+void Session::Cancel(const std::shared_ptr<Op>& op) {
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (op->done) return;
+    op->cancelled = true;
+    if (!op->sent) {
+      ops_.erase(op->id);
+      op->done = true;
+      op->error = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "never sent");
+      return;
+    }
+    if (open_) s = stream_;
+  }
+  if (s == nullptr) return;
+  v1::SessionRequest cancel;
+  cancel.mutable_cancel()->set_op_id(op->id);
+  s->Write(cancel);
+}
+
+void Session::Abandon(const Op& op) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!op.done) ops_.erase(op.id);
+}
+
+void Session::Forget(const LeaseState* lease) {
+  std::shared_ptr<LeaseState> dropped;  // released after the lock
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = std::find_if(holds_.begin(), holds_.end(),
+                         [&](const std::shared_ptr<LeaseState>& h) { return h.get() == lease; });
+  if (it == holds_.end()) return;
+  dropped = std::move(*it);
+  holds_.erase(it);
+}
+
+absl::StatusOr<std::shared_ptr<LeaseState>> Session::Acquire(AcquireCall call) {
+  const std::string& ns = call.ns;
+  const std::string& name = call.name;
+  const std::string& owner = options_.owner;
+  v1::SessionRequest proto;
+  v1::AcquireRequest* req = proto.mutable_acquire()->mutable_request();
+  req->set_namespace_(ns);
+  req->set_name(name);
+  req->set_request_id(RandomHex(16));
+  LeaseState::Params grant;
+  grant.ns = ns;
+  grant.name = name;
+  grant.owner = owner;
+  grant.on_lost = call.on_lost;
+  auto fail = [&](absl::Status s, const std::string& unresolved) {
+    return FailAcquire(*stub_, channel_.get(), options_, ns, name, owner, unresolved, std::move(s));
+  };
+  auto not_in_time = [&] {
+    return absl::DeadlineExceededError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                                    ": not acquired within the call's timeout"));
+  };
+  std::string unresolved;  // an attempt that may have left a hold
+  while (true) {
+    SteadyTime now = SteadyClock::now();
+    if (call.wait_end > now) {
+      SetProtoDuration(FromSteady(call.wait_end - now), req->mutable_wait_timeout());
+    } else {
+      req->clear_wait_timeout();
+    }
+    std::shared_ptr<Op> op = Submit(proto, grant);
+    if (!Wait(*op, call.deadline)) {
+      Cancel(op);
+      if (!Wait(*op, SteadyClock::now() + ToSteady(UndoTimeout(options_)))) Abandon(*op);
+    }
+    if (op->result.has_value()) {
+      const v1::SessionResult& r = *op->result;
+      if (r.status().code() != 0) {
+        grpc::Status gs = ToGrpc(r.status());
+        if (gs.error_code() == grpc::StatusCode::CANCELLED && op->cancelled) {
+          return fail(not_in_time(), unresolved);
+        }
+        return fail(FromGrpc("acquire", ns, name, gs), unresolved);
+      }
+      if (!r.acquire().acquired()) {
+        return fail(NotAcquiredError(ns, name, call.wait, r.acquire()), unresolved);
+      }
+      if (op->cancelled) {  // granted as the cancel went out: give it back
+        Forget(op->lease.get());
+        op->lease->End(SteadyClock::now());
+        return fail(not_in_time(), req->request_id());
+      }
+      return op->lease;
+    }
+    if (!op->done) {  // no answer even to the cancel
+      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                                      ": no answer on the session stream")),
+                  req->request_id());
+    }
+    if (!op->sent) {
+      if (op->error.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        return absl::UnimplementedError("lockd has no Session stream");
+      }
+      if (!op->cancelled) return fail(FromGrpc("acquire (session open)", ns, name, op->error), "");
+      std::string why;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        why = last_error_;
+      }
+      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                                      ": no session stream to lockd in time",
+                                                      why.empty() ? "" : ": ", why)),
+                  unresolved);
+    }
+    // Sent, and the stream broke before the answer: outcome unknown.
+    unresolved = req->request_id();
+    if (op->cancelled || SteadyClock::now() >= call.deadline) {
+      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                                      ": ", op->error.error_message())),
+                  unresolved);
+    }
+    absl::StatusOr<ReleaseOutcome> undo =
+        UndoAcquire(*stub_, channel_.get(), options_, ns, name, owner, unresolved,
+                    std::min(SteadyClock::now() + ToSteady(UndoTimeout(options_)), call.deadline));
+    if (UndoConfirmed(undo)) {
+      unresolved.clear();
+      req->set_request_id(RandomHex(16));
+    }
+  }
+}
+
+absl::StatusOr<ReleaseOutcome> Session::Release(const LeaseState& lease, SteadyTime deadline) {
+  Forget(&lease);
+  v1::SessionRequest proto;
+  v1::ReleaseRequest* req = proto.mutable_release()->mutable_request();
+  req->set_namespace_(lease.ns);
+  req->set_name(lease.name);
+  req->set_request_id(RandomHex(16));
+  bool open;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    open = open_ && !stop_;
+  }
+  // The hold is the owner's: without a stream (or from the session thread,
+  // which must keep reading) the unary Release gives it up as well.
+  if (open && !OnSessionThread()) {
+    std::shared_ptr<Op> op = Submit(proto, {});
+    if (!Wait(*op, deadline)) {
+      Abandon(*op);
+      if (op->sent) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("lockd release of ", DescribeLock(lease.ns, lease.name),
+                         ": no answer on the session stream in time"));
+      }
+    }
+    if (op->result.has_value()) {
+      const v1::SessionResult& r = *op->result;
+      if (r.status().code() != 0)
+        return FromGrpc("release", lease.ns, lease.name, ToGrpc(r.status()));
+      return ReleaseOutcome{r.release().released(), r.release().hold_count()};
+    }
+    // The stream broke: repeat with the same request_id, which the server
+    // answers with the first result if it had been applied.
+  }
+  return ReleaseHold(*stub_, channel_.get(), options_, lease.ns, lease.name, lease.owner, deadline,
+                     req->request_id());
+}
+
+void Session::Shutdown() {
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+    if (!started_) return;
+    s = stream_;
+  }
+  cv_.notify_all();
+  // Half-close: the server releases what is left and ends the stream OK.
+  if (s != nullptr) s->Close(/*half_close=*/true);
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+    return;
+  }
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_until(l, SteadyClock::now() + ToSteady(options_.release_timeout),
+                   [&] { return exited_; });
+    s = exited_ ? nullptr : stream_;
+  }
+  if (s != nullptr) s->ctx.TryCancel();
+  thread_.join();
+}
+
+void Session::Run() {
+  const absl::Duration initial = std::max(options_.initial_backoff, absl::Milliseconds(1));
+  absl::Duration backoff = initial;
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    if (ops_.empty() && holds_.empty()) {
+      cv_.wait(l);
+      continue;
+    }
+    l.unlock();
+    const bool opened = RunStream();
+    l.lock();
+    if (opened) backoff = initial;
+    if (stop_ || unsupported_ || (ops_.empty() && holds_.empty())) continue;
+    Backoff(l, SteadyClock::now() + ToSteady(Jittered(backoff)));
+    backoff = NextBackoff(options_, backoff);
+  }
+  exited_ = true;
+  cv_.notify_all();
+}
+
+void Session::Backoff(std::unique_lock<std::mutex>& l, SteadyTime until) {
+  while (!stop_) {
+    SteadyTime now = SteadyClock::now();
+    SteadyTime wake = std::min(until, now + std::chrono::milliseconds(100));
+    std::vector<std::shared_ptr<LeaseState>> expired;
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      SteadyTime valid_until = (*it)->valid_until();
+      if (now >= valid_until) {
+        expired.push_back(std::move(*it));
+        it = holds_.erase(it);
+      } else {
+        wake = std::min(wake, valid_until);
+        ++it;
+      }
+    }
+    if (!expired.empty()) {
+      l.unlock();
+      for (const auto& lease : expired) lease->CheckExpiry(SteadyClock::now());
+      expired.clear();
+      l.lock();
+      continue;
+    }
+    if (now >= until) return;
+    if (channel_ != nullptr && channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+      l.unlock();
+      PauseWatchingChannel(channel_.get(), wake);
+      l.lock();
+      if (SteadyClock::now() < wake) cv_.wait_until(l, wake);  // READY early: keep the pause
+    } else {
+      cv_.wait_until(l, wake);
+    }
+  }
+}
+
+bool Session::RunStream() {
+  auto s = std::make_shared<Stream>();
+  v1::SessionRequest open;
+  v1::SessionOpen* o = open.mutable_open();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return false;
+    o->set_owner(options_.owner);
+    if (ttl_fixed_ && ttl_ > absl::ZeroDuration()) SetProtoDuration(ttl_, o->mutable_lease_ttl());
+    o->set_keep_on_disconnect(options_.keep_on_disconnect);
+    for (const auto& h : holds_) {
+      if (!h->active() || !h->lost_status().ok()) continue;
+      bool listed = false;
+      for (const v1::LockRef& r : o->resume()) {
+        listed = listed || SameHold(*h, r.namespace_(), r.name(), r.fencing_token());
+      }
+      if (listed) continue;  // reentrant holds share one entry
+      v1::LockRef* r = o->add_resume();
+      r->set_namespace_(h->ns);
+      r->set_name(h->name);
+      r->set_fencing_token(h->fencing_token);
+    }
+    stream_ = s;
+    open_ = false;
+  }
+  {
+    std::lock_guard<std::mutex> l(s->write_mu);
+    if (!s->closed) s->rw = stub_->Session(&s->ctx);
+  }
+  if (s->rw == nullptr) {
+    OnStreamEnd(s, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "the stub has no Session stream"),
+                false);
+    return false;
+  }
+  s->Write(open);
+  v1::SessionResponse resp;
+  bool opened = false;
+  if (s->rw->Read(&resp)) {
+    if (resp.has_opened()) {
+      opened = true;
+      OnOpened(s, resp.opened());
+      while (s->rw->Read(&resp)) {
+        if (resp.has_result()) {
+          HandleResult(resp.result());
+        } else if (resp.has_lost()) {
+          HandleLost(resp.lost());
+        }
+      }
+    } else {
+      s->ctx.TryCancel();  // not the protocol
+      while (s->rw->Read(&resp)) {
+      }
+    }
+  }
+  s->Close(/*half_close=*/false);
+  OnStreamEnd(s, s->rw->Finish(), opened);
+  return opened;
+}
+
+void Session::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened) {
+  std::vector<std::shared_ptr<LeaseState>> not_resumed;
+  std::vector<std::shared_ptr<Op>> queued;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    granted_ttl_ = FromProtoDuration(opened.lease_ttl());
+    open_ = true;
+    last_error_.clear();
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      bool resumed = false;
+      for (const v1::LockInfo& info : opened.resumed()) {
+        resumed = resumed || SameHold(**it, info.namespace_(), info.name(), info.fencing_token());
+      }
+      if (resumed) {
+        (*it)->SetValidUntil(kKeptByServer);
+        ++it;
+      } else {
+        not_resumed.push_back(std::move(*it));
+        it = holds_.erase(it);
+      }
+    }
+    for (auto& [id, op] : ops_) {
+      if (op->sent) continue;
+      op->sent = true;
+      queued.push_back(op);
+    }
+  }
+  for (const auto& lease : not_resumed) {
+    lease->MarkLost(LockLostError(
+        "SESSION_NOT_RESUMED",
+        absl::StrCat("lease of ", DescribeLock(lease->ns, lease->name),
+                     " lost: after the session stream broke, the new session did not get it "
+                     "back (the hold had ended or changed hands)")));
+  }
+  for (const auto& op : queued) s->Write(op->req);
+}
+
+void Session::HandleResult(const v1::SessionResult& result) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = ops_.find(result.op_id());
+  if (it == ops_.end()) return;  // abandoned
+  std::shared_ptr<Op> op = std::move(it->second);
+  ops_.erase(it);
+  if (result.status().code() == 0 && result.has_acquire() && result.acquire().acquired()) {
+    // Registered here, under mu_, so that a stream break right after this
+    // result resumes it.
+    const v1::AcquireResponse& a = result.acquire();
+    LeaseState::Params p = op->grant;
+    p.fencing_token = a.fencing_token();
+    p.hold_count = a.hold_count();
+    p.ttl = a.has_lease_ttl() ? FromProtoDuration(a.lease_ttl()) : granted_ttl_;
+    p.drift = Drift(p.ttl, options_);
+    p.auto_renew = true;
+    p.session = true;
+    p.valid_until = kKeptByServer;
+    op->lease = std::make_shared<LeaseState>(std::move(p));
+    holds_.push_back(op->lease);
+  }
+  op->result = result;
+  op->done = true;
+  cv_.notify_all();
+}
+
+void Session::HandleLost(const v1::LockLost& lost) {
+  std::vector<std::shared_ptr<LeaseState>> gone;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      if (SameHold(**it, lost.namespace_(), lost.name(), lost.fencing_token())) {
+        gone.push_back(std::move(*it));
+        it = holds_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  const std::string reason = lost.reason().empty() ? "LOCK_NOT_HELD" : lost.reason();
+  for (const auto& lease : gone) {
+    lease->MarkLost(LockLostError(
+        reason, absl::StrCat("lease of ", DescribeLock(lease->ns, lease->name),
+                             " lost: the server reports the hold gone (", reason, ")")));
+  }
+}
+
+void Session::OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& status,
+                          bool opened) {
+  std::vector<std::shared_ptr<LeaseState>> rejected;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stream_ == s) stream_.reset();
+    open_ = false;
+    last_error_ = status.ok() ? "the session stream ended" : status.error_message();
+    // An open the server refused outright (not a transport failure) fails
+    // the operations waiting for it, and the holds it could not resume.
+    const bool refused = !opened && !status.ok() && !OutcomeUnknown(status);
+    if (refused && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) unsupported_ = true;
+    if (refused && status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      ttl_fixed_ = false;  // e.g. open.lease_ttl out of bounds: the next Acquire picks again
+      granted_ttl_ = absl::ZeroDuration();
+    }
+    for (auto it = ops_.begin(); it != ops_.end();) {
+      Op& op = *it->second;
+      if (op.sent || refused) {
+        op.done = true;
+        op.error = op.sent ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                          absl::StrCat("the session stream broke before the "
+                                                       "answer: ",
+                                                       last_error_))
+                           : status;
+        ops_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    if (refused) {
+      rejected.swap(holds_);
+    } else {
+      // The server renewed each hold at most ttl/3 before the break.
+      const SteadyTime now = SteadyClock::now();
+      for (const auto& h : holds_) {
+        if (h->valid_until() == kKeptByServer) {
+          h->SetValidUntil(now + ToSteady(h->ttl * 2 / 3 - h->drift));
+        }
+      }
+    }
+  }
+  cv_.notify_all();
+  for (const auto& lease : rejected) {
+    lease->MarkLost(LockLostError(
+        "SESSION_REFUSED",
+        absl::StrCat("lease of ", DescribeLock(lease->ns, lease->name),
+                     " lost: lockd refused to reopen the session: ", status.error_message())));
+  }
+}
+
+}  // namespace lockd::client_internal

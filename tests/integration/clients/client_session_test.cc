@@ -1,0 +1,226 @@
+// lockd::Client over the Session stream (ClientOptions::use_sessions, the
+// default) against real lockd processes: holds taken and released as session
+// operations, kept by the server past their ttl with no watchdog, `lost`
+// pushed after a ForceRelease, reentrancy, a wait cancelled at the caller's
+// deadline, and a broken stream: resumed on a lockd restarted on the same
+// port over a shared Redis, lost when the restarted lockd (memory backend)
+// no longer has the hold. The unary path is tested in
+// client_integration_test.cc.
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lockd/client.h"
+#include "tests/integration/clients/restartable_lockd.h"
+#include "tests/support/lockd_process.h"
+#include "tests/support/process.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/status_matchers.h"
+
+namespace lockd {
+namespace {
+
+using ::lockd::testing::LockdProcess;
+using ::lockd::testing::RedisServer;
+using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::StatusIs;
+using ::lockd::testing::TempDir;
+using ::lockd::testing::WaitFor;
+
+Client NewClientAt(const std::string& address, ClientOptions options = {}) {
+  options.rpc_timeout = absl::Seconds(3);
+  absl::StatusOr<Client> c = Client::Connect(address, options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *std::move(c);
+}
+
+AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  o.wait = wait;
+  return o;
+}
+
+// A session hold is kept valid by the server while its stream is up; a
+// unary one only to its last renewal's send time + ttl.
+bool KeptByTheServer(const Lease& lease) { return lease.validity_remaining() > absl::Hours(24); }
+
+class ClientSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lockd_.emplace(tmp_.path());
+    ASSERT_TRUE(lockd_->Start().ok());
+  }
+
+  Client NewClient(ClientOptions options = {}) { return NewClientAt(lockd_->address(), options); }
+
+  TempDir tmp_;
+  std::optional<RestartableLockd> lockd_;
+};
+
+TEST_F(ClientSessionTest, AcquireAndReleaseGoOverTheSession) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("orders/42", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_TRUE(KeptByTheServer(*lease));
+  EXPECT_EQ(lease->ttl(), absl::Seconds(10));
+  EXPECT_EQ(lease->owner(), a.owner());
+  absl::StatusOr<LockInfo> info = observer.Describe("orders/42");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, a.owner());
+  EXPECT_EQ(info->fencing_token, lease->fencing_token());
+  ASSERT_TRUE(lease->Release().ok());
+  EXPECT_FALSE(observer.Describe("orders/42")->held);
+  EXPECT_THAT(lease->Release(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(ClientSessionTest, UnarySwitchAndPerCallOwnersUseTheUnaryPath) {
+  ClientOptions unary;
+  unary.use_sessions = false;
+  Client u = NewClient(unary);
+  absl::StatusOr<Lease> a = u.Acquire("u1", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(KeptByTheServer(*a));
+  Client s = NewClient();
+  AcquireOptions other = Opts(absl::Seconds(10));
+  other.owner = "someone-else";
+  absl::StatusOr<Lease> b = s.Acquire("u2", other);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(KeptByTheServer(*b));
+  EXPECT_EQ(b->owner(), "someone-else");
+}
+
+TEST_F(ClientSessionTest, LeaseStaysValidLongPastItsTtlWithoutAWatchdog) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("long", Opts(absl::Milliseconds(300)));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  absl::SleepFor(absl::Milliseconds(1500));  // five ttls
+  EXPECT_TRUE(lease->valid());
+  EXPECT_FALSE(lease->lost());
+  absl::StatusOr<LockInfo> info = observer.Describe("long");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->fencing_token, lease->fencing_token());
+  EXPECT_TRUE(lease->Release().ok());
+}
+
+TEST_F(ClientSessionTest, ForceReleasePushesLostAtOnce) {
+  Client a = NewClient();
+  Client admin = NewClient();
+  std::atomic<int> calls{0};
+  AcquireOptions o = Opts(absl::Seconds(30));
+  o.on_lost = [&](const absl::Status& why) {
+    EXPECT_TRUE(IsLockLost(why)) << why;
+    ++calls;
+  };
+  absl::StatusOr<Lease> lease = a.Acquire("forced", o);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(admin.ForceRelease("forced", "test").ok());
+  EXPECT_TRUE(WaitFor([&] { return calls.load() == 1; }, absl::Seconds(1)));
+  EXPECT_TRUE(lease->lost());
+  EXPECT_THAT(lease->lost_status().message(), ::testing::HasSubstr("FORCE_RELEASED"));
+  EXPECT_TRUE(IsLockLost(lease->Release()));
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(ClientSessionTest, SameClientIsReentrant) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> one = a.Acquire("re", Opts(absl::Seconds(10)));
+  absl::StatusOr<Lease> two = a.Acquire("re", Opts(absl::Seconds(10)));
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ(one->fencing_token(), two->fencing_token());
+  EXPECT_EQ(two->hold_count(), 2u);
+  ASSERT_TRUE(one->Release().ok());
+  EXPECT_EQ(observer.Describe("re")->hold_count, 1u);
+  ASSERT_TRUE(two->Release().ok());
+  EXPECT_FALSE(observer.Describe("re")->held);
+}
+
+TEST_F(ClientSessionTest, WaitCancelledAtTheDeadlineLeavesNoHold) {
+  Client holder = NewClient();
+  Client waiter = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> held = holder.Acquire("busy", Opts(absl::Seconds(30)));
+  ASSERT_TRUE(held.ok());
+  AcquireOptions o = Opts(absl::Seconds(30), /*wait=*/absl::Seconds(20));
+  o.timeout = absl::Milliseconds(500);
+  absl::Time start = absl::Now();
+  absl::StatusOr<Lease> waited = waiter.Acquire("busy", o);
+  EXPECT_THAT(waited, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(observer.Describe("busy")->waiters, 0u);
+  ASSERT_TRUE(held->Release().ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(observer.Describe("busy")->held);
+}
+
+TEST_F(ClientSessionTest, HoldGoneAfterTheServerRestartsIsLostOnceOnResume) {
+  Client a = NewClient();
+  std::atomic<int> calls{0};
+  AcquireOptions o = Opts(absl::Seconds(30));
+  o.on_lost = [&](const absl::Status&) { ++calls; };
+  absl::StatusOr<Lease> lease = a.Acquire("gone", o);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(lockd_->Restart().ok());  // memory backend: the hold is gone
+  EXPECT_TRUE(WaitFor([&] { return calls.load() == 1; }, absl::Seconds(10)));
+  EXPECT_THAT(lease->lost_status().message(), ::testing::HasSubstr("did not get it back"));
+  // The session is back: new holds go over it.
+  absl::StatusOr<Lease> again = a.Acquire("gone", Opts(absl::Seconds(30)));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(KeptByTheServer(*again));
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// Two lockd processes, one after the other on the same port, over one Redis:
+// the first shuts down (its streams end UNAVAILABLE, holds kept to their
+// lease), the client reconnects to the second and resumes its hold.
+TEST(ClientSessionResumeTest, HoldIsResumedOnALockdRestartedOverTheSameBackend) {
+  TempDir tmp;
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::vector<std::string> flags = {
+      "--backend=redis", "--redis.addresses=" + (*redis)->address(), "--lease.min=100ms"};
+  const int port = testing::FreePort();
+  absl::StatusOr<std::unique_ptr<LockdProcess>> first =
+      LockdProcess::StartOnPort(port, flags, tmp.path());
+  ASSERT_TRUE(first.ok()) << first.status();
+  Client a = NewClientAt((*first)->address());
+  std::atomic<int> lost{0};
+  AcquireOptions o = Opts(absl::Seconds(5));
+  o.on_lost = [&](const absl::Status&) { ++lost; };
+  absl::StatusOr<Lease> lease = a.Acquire("resumed", o);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(KeptByTheServer(*lease));
+
+  (*first)->process().Stop();  // SIGTERM: a graceful shutdown
+  EXPECT_TRUE(WaitFor([&] { return !KeptByTheServer(*lease); }, absl::Seconds(5)));
+  absl::StatusOr<std::unique_ptr<LockdProcess>> second =
+      LockdProcess::StartOnPort(port, flags, tmp.path());
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(WaitFor([&] { return KeptByTheServer(*lease); }, absl::Seconds(10)))
+      << lease->lost_status();
+  absl::SleepFor(absl::Seconds(6));  // past the ttl: the second lockd renews it
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(lease->valid());
+  Client observer = NewClientAt((*second)->address());
+  absl::StatusOr<LockInfo> info = observer.Describe("resumed");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, a.owner());
+  EXPECT_EQ(info->fencing_token, lease->fencing_token());
+  EXPECT_TRUE(lease->Release().ok());
+  EXPECT_FALSE(observer.Describe("resumed")->held);
+}
+
+}  // namespace
+}  // namespace lockd
