@@ -20,7 +20,7 @@ constexpr uint64_t kRelease = uint64_t{1} << 40;
 class WaiterStream final : public grpc::ClientBidiReactor<v1::SessionRequest, v1::SessionResponse> {
  public:
   WaiterStream(SessionWaiters* parent, int first, int count)
-      : parent_(parent), first_(first), remaining_(count) {}
+      : parent_(parent), first_(first), count_(count), remaining_(count) {}
 
   void Begin(v1::LockService::Stub* stub, const std::string& owner) {
     const SessionWaiters::Options& o = parent_->options_;
@@ -28,7 +28,7 @@ class WaiterStream final : public grpc::ClientBidiReactor<v1::SessionRequest, v1
     v1::SessionRequest open;
     SetOpen(o.ns, owner, o.lease, &open);
     Enqueue(std::move(open));
-    for (int k = 0; k < remaining_; ++k) {
+    for (int k = 0; k < count_; ++k) {
       v1::SessionRequest a;
       SetAcquire(static_cast<uint64_t>(k) + 1, LockOf(k), o.wait, &a);
       Enqueue(std::move(a));
@@ -131,6 +131,7 @@ class WaiterStream final : public grpc::ClientBidiReactor<v1::SessionRequest, v1
 
   SessionWaiters* const parent_;
   const int first_;  // global index of waiter 0 of this stream
+  const int count_;  // waiters on this stream
   grpc::ClientContext ctx_;
   v1::SessionResponse resp_;  // one Read outstanding at a time
   absl::Mutex mu_;
