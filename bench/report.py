@@ -204,7 +204,7 @@ def ratio_line(g, text, num, den, key, note=""):
 def sessions_section(g):
     """Unary calls and the Session stream side by side, and the ratios asked
     for: each figure through lockd's Session over a reference."""
-    if not any(l.endswith(SESSION) for l in labels_in(g)):
+    if not any(l.endswith(SESSION) and s in ("contended", "uncontended") for (l, s, _) in g):
         return []
     lines = ["### Unary vs Session\n",
              "The same scenario through unary RPCs (one call per acquire/release) and through "
@@ -257,8 +257,9 @@ def waiters_table(g):
             rs = g[(label, "waiters", c)]
             rss = med(rs, "rss_parked_kb")
             ti, tp = med(rs, "threads_idle"), med(rs, "threads_parked")
+            streams = med(rs, "sessions")
             lines.append("| {} | {} | {} | {} MB | {} MB | {} B | {} / {} | {} s | {} s |".format(
-                label, c, fmt(med(rs, "waiters")), fmt(med(rs, "rss_idle_kb") / 1024, 1),
+                label + (" ({} streams)".format(fmt(streams)) if streams else ""), c, fmt(med(rs, "waiters")), fmt(med(rs, "rss_idle_kb") / 1024, 1),
                 fmt(rss / 1024, 1), fmt(med(rs, "rss_per_waiter_bytes")), fmt(ti), fmt(tp),
                 fmt(med(rs, "park_s"), 2), fmt(med(rs, "drain_s"), 2)))
             if rss is not None and rss > WAITERS_RSS_LIMIT_KB:
@@ -268,6 +269,12 @@ def waiters_table(g):
             if ti is not None and tp is not None and tp > ti + 2:
                 verdicts.append("{} waiters (C={}): threads grew {} -> {}".format(label, c, ti, tp))
     lines.append("")
+    if any(l.endswith(SESSION) and s == "waiters" for (l, s, _) in g):
+        lines.append("`+session` rows park the waiters as ops on few Session streams (100 per "
+                     "stream). The waiters of a stream share its owner, so when one of them is "
+                     "granted a lock its stream's other waiters on that lock are granted at once "
+                     "(reentrantly): the drain hands each lock over once per stream, not once "
+                     "per waiter.\n")
     return lines, verdicts
 
 

@@ -238,7 +238,8 @@ TICK=$(getconf CLK_TCK)
 # during it) goes to raw.jsonl.
 bench() {
   local label=$1 api=$2 rep=$3; shift 3
-  [[ $api != - ]] && set -- "$@" --api="$api"
+  local tag=$label
+  [[ $api != - ]] && set -- "$@" --api="$api" && tag="$label $api"
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
   echo "lockbench $*" >>"$OUT/commands.txt"
   local lockd_pid=$LOCKD_PID server_pid=""
@@ -251,7 +252,7 @@ bench() {
     2>>"$OUT/lockbench.stderr") || rc=$?
   l1=$(cpu_ticks "$lockd_pid"); r1=$(cpu_ticks "$REDIS_PID"); s1=$(cpu_ticks "$server_pid")
   if [[ -z $out ]]; then
-    log "  $label $api rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
+    log "  $tag $1 rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
     echo "{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"api\": \"$api\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
     return 0
   fi
@@ -259,7 +260,7 @@ bench() {
   local cpu; cpu=$(awk -v t="$TICK" -v l=$((l1 - l0)) -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v c="$client_cpu" \
     'BEGIN {printf "\"cpu_lockd_s\": %.2f, \"cpu_redis_s\": %.2f, \"cpu_db_s\": %.2f, \"cpu_client_s\": %.2f, ", l/t, r/t, s/t, c}')
   echo "$out" | sed "s/^{/{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, $cpu/" >>"$OUT/raw.jsonl"
-  log "  $label $api $1 rep $rep: $(echo "$out" | python3 -c '
+  log "  $tag $1 rep $rep: $(echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 keys = ["clients", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness", "lost_updates",
