@@ -4,7 +4,11 @@ bench/RESULTS.md (between the BEGIN/END GENERATED markers; the text around
 them is written by hand and kept) and the PNG charts.
 
 Every figure is the median over the repetitions of one point (backend,
-scenario, clients); throughput also shows the min-max range.
+API, scenario, clients); throughput also shows the min-max range. A run
+through lockd's Session stream (lockbench --api=session) is labelled
+"<backend>+session"; unary runs keep the backend's name, so results recorded
+before sessions existed read as unary. "Unary vs Session" puts the two side
+by side.
 
 Usage: report.py --out bench/results --results bench/RESULTS.md --charts bench/charts
 """
@@ -22,8 +26,10 @@ BEGIN = "<!-- BEGIN GENERATED (bench/report.py) -->"
 END = "<!-- END GENERATED -->"
 
 BACKEND_ORDER = ["memory", "grpc-floor", "redis", "redis-direct", "mysql", "zookeeper"]
+SESSION = "+session"
 NOTES = {"redis-direct": "baseline: hiredis + the same scripts, no lockd",
-         "grpc-floor": "gRPC floor: a LockService doing no lock work"}
+         "grpc-floor": "gRPC floor: a LockService doing no lock work",
+         "grpc-floor" + SESSION: "stream floor: a Session doing no lock work"}
 
 # Issue 7's targets, at 16 clients: (min CS/s, max acquire p99 ms,
 # min fairness, min pairs/s, max handoff p50 ms).
@@ -59,6 +65,8 @@ def load(out):
                 continue
             r = json.loads(line)
             r.setdefault("run", first)
+            if r.get("api") == "session":
+                r["label"] += SESSION
             (failures if r.get("failed") else runs).append(r)
     return env_runs, runs, failures
 
@@ -104,9 +112,15 @@ def fmt(v, digits=None):
     return "{:,.{d}f}".format(v, d=digits)
 
 
+def base(label):
+    return label[:-len(SESSION)] if label.endswith(SESSION) else label
+
+
 def labels_in(g):
+    """Backends in BACKEND_ORDER, each one's session runs right after its unary ones."""
     present = {k[0] for k in g}
-    return [b for b in BACKEND_ORDER if b in present] + sorted(present - set(BACKEND_ORDER))
+    order = [l for b in BACKEND_ORDER for l in (b, b + SESSION)]
+    return [l for l in order if l in present] + sorted(present - set(order))
 
 
 def clients_in(g, label, scenario):
@@ -131,7 +145,7 @@ def headline(g):
         cs, p99, fair = med(c, "cs_per_s"), med(c, "acquire_p99_ms"), med(c, "fairness")
         pairs = med(u, "pairs_per_s")
         hand = med(c, "handoff_p50_ms") if med(c, "handoff_samples") else None
-        t = TARGETS.get(label)
+        t = TARGETS.get(base(label))
         if t is None:
             cells = [fmt(cs), fmt(p99) + " ms", fmt(fair, 2), fmt(pairs), fmt(hand) + " ms"]
             lines.append("| {} ({}) | {} |".format(label, NOTES.get(label, "no target"), " | ".join(cells)))
@@ -176,6 +190,63 @@ def headline(g):
     return lines, verdicts
 
 
+def ratio_line(g, text, num, den, key, note=""):
+    """One "text: **x.xx**" line for med(num)/med(den) at TARGET_CLIENTS, or
+    None when either point was not measured."""
+    n = g.get((num[0], num[1], TARGET_CLIENTS), [])
+    d = g.get((den[0], den[1], TARGET_CLIENTS), [])
+    nv, dv = med(n, key), med(d, key)
+    if not nv or not dv:
+        return None
+    return "- {}: **{:.2f}x** ({} vs {}){}".format(text, nv / dv, fmt(nv), fmt(dv), note)
+
+
+def sessions_section(g):
+    """Unary calls and the Session stream side by side, and the ratios asked
+    for: each figure through lockd's Session over a reference."""
+    if not any(l.endswith(SESSION) and s in ("contended", "uncontended") for (l, s, _) in g):
+        return []
+    lines = ["### Unary vs Session\n",
+             "The same scenario through unary RPCs (one call per acquire/release) and through "
+             "one Session stream per client (each acquire/release an op on it, one outstanding "
+             "per client). Ratios at {} clients, throughput over throughput:\n".format(TARGET_CLIENTS)]
+    U, C = "uncontended", "contended"
+    pairs, cs = "pairs_per_s", "cs_per_s"
+    wanted = [
+        ratio_line(g, "memory via Session / unary gRPC floor (uncontended pairs/s)",
+                   ("memory" + SESSION, U), ("grpc-floor", U), pairs),
+        ratio_line(g, "memory via Session / stream floor (uncontended pairs/s; a Session doing no work)",
+                   ("memory" + SESSION, U), ("grpc-floor" + SESSION, U), pairs),
+        ratio_line(g, "stream floor / unary gRPC floor (uncontended pairs/s)",
+                   ("grpc-floor" + SESSION, U), ("grpc-floor", U), pairs),
+        ratio_line(g, "redis via Session / direct Redis (uncontended pairs/s)",
+                   ("redis" + SESSION, U), ("redis-direct", U), pairs),
+        ratio_line(g, "redis via Session / direct Redis (contended CS/s)",
+                   ("redis" + SESSION, C), ("redis-direct", C), cs),
+    ]
+    for b in ("memory", "redis", "mysql", "zookeeper"):
+        wanted.append(ratio_line(g, "{} Session / unary (uncontended pairs/s)".format(b),
+                                 (b + SESSION, U), (b, U), pairs))
+        wanted.append(ratio_line(g, "{} Session / unary (contended CS/s)".format(b),
+                                 (b + SESSION, C), (b, C), cs))
+    lines += [w for w in wanted if w] + [""]
+    lines.append("| backend | scenario | clients | unary /s | session /s | session / unary "
+                 "| acquire p50 ms unary / session | acquire p99 ms unary / session |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for b in [l for l in labels_in(g) if not l.endswith(SESSION)]:
+        for scenario, key in ((C, cs), (U, pairs)):
+            for c in clients_in(g, b + SESSION, scenario):
+                un, se = g.get((b, scenario, c), []), g[(b + SESSION, scenario, c)]
+                uv, sv = med(un, key), med(se, key)
+                lines.append("| {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |".format(
+                    b, scenario, c, fmt(uv), fmt(sv),
+                    "{:.2f}x".format(sv / uv) if uv and sv else "-",
+                    fmt(med(un, "acquire_p50_ms")), fmt(med(se, "acquire_p50_ms")),
+                    fmt(med(un, "acquire_p99_ms")), fmt(med(se, "acquire_p99_ms"))))
+    lines.append("")
+    return lines
+
+
 def waiters_table(g):
     lines = ["### Parked waiters (lockd process, from /proc)\n",
              "| backend | clients | waiters | lockd RSS idle | RSS parked | per waiter | threads idle / parked | park | drain |",
@@ -186,8 +257,9 @@ def waiters_table(g):
             rs = g[(label, "waiters", c)]
             rss = med(rs, "rss_parked_kb")
             ti, tp = med(rs, "threads_idle"), med(rs, "threads_parked")
+            streams = med(rs, "sessions")
             lines.append("| {} | {} | {} | {} MB | {} MB | {} B | {} / {} | {} s | {} s |".format(
-                label, c, fmt(med(rs, "waiters")), fmt(med(rs, "rss_idle_kb") / 1024, 1),
+                label + (" ({} streams)".format(fmt(streams)) if streams else ""), c, fmt(med(rs, "waiters")), fmt(med(rs, "rss_idle_kb") / 1024, 1),
                 fmt(rss / 1024, 1), fmt(med(rs, "rss_per_waiter_bytes")), fmt(ti), fmt(tp),
                 fmt(med(rs, "park_s"), 2), fmt(med(rs, "drain_s"), 2)))
             if rss is not None and rss > WAITERS_RSS_LIMIT_KB:
@@ -197,6 +269,12 @@ def waiters_table(g):
             if ti is not None and tp is not None and tp > ti + 2:
                 verdicts.append("{} waiters (C={}): threads grew {} -> {}".format(label, c, ti, tp))
     lines.append("")
+    if any(l.endswith(SESSION) and s == "waiters" for (l, s, _) in g):
+        lines.append("`+session` rows park the waiters as ops on few Session streams (100 per "
+                     "stream). The waiters of a stream share its owner, so when one of them is "
+                     "granted a lock its stream's other waiters on that lock are granted at once "
+                     "(reentrantly): the drain hands each lock over once per stream, not once "
+                     "per waiter.\n")
     return lines, verdicts
 
 
@@ -349,6 +427,7 @@ def main():
               "idle); higher means other work shared the 2 CPUs.\n")
     h, verdicts = headline(g)
     md += h
+    md += sessions_section(g)
     w, wv = waiters_table(g)
     verdicts += wv
     made = charts(g, a.out, a.charts)

@@ -2,7 +2,8 @@
 # Runs the lockd benchmark: starts real Redis, MariaDB and ZooKeeper servers
 # (plain processes on free loopback ports in temporary directories, as the
 # tests do), starts lockd on each backend, runs every lockbench scenario at
-# each client count (repeated; the report takes the median), runs the
+# each client count and API (unary calls and the Session stream; repeated,
+# the report takes the median), runs the
 # direct-Redis baseline (hiredis + the redis backend's Lua scripts, no lockd),
 # then writes the generated part of bench/RESULTS.md and the PNG charts in
 # bench/charts/.
@@ -14,6 +15,10 @@
 #   --duration 5s            length of each contended/uncontended run
 #   --waiters 10000          parked Acquires in the waiters scenario
 #   --scenarios "contended uncontended waiters expiry"
+#   --apis "unary session"   how lockbench calls lockd (lockbench --api): each
+#                            scenario runs once per API (expiry: unary only,
+#                            a session renews its holds); the direct-Redis
+#                            baseline has no API and runs once
 #   --quick                  1 repetition, 2 s runs, 2000 waiters (a smoke run)
 #   --append                 add to the results in $OUT instead of starting
 #                            afresh; the report keeps, for each point, the
@@ -41,6 +46,7 @@ REPS=3
 DURATION=5s
 WAITERS=10000
 SCENARIOS="contended uncontended waiters expiry"
+APIS="unary session"
 BUILD=1
 REPORT=1
 FLOOR=1
@@ -57,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --duration) DURATION=$2; shift 2 ;;
     --waiters) WAITERS=$2; shift 2 ;;
     --scenarios) SCENARIOS=$2; shift 2 ;;
+    --apis) APIS=$2; shift 2 ;;
     --quick) REPS=1; DURATION=2s; WAITERS=2000; shift ;;
     --no-build) BUILD=0; shift ;;
     --no-floor) FLOOR=0; shift ;;
@@ -66,6 +73,10 @@ while [[ $# -gt 0 ]]; do
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
+done
+
+for api in $APIS; do
+  [[ $api == unary || $api == session ]] || { echo "run.sh: --apis: unary and/or session, not $api" >&2; exit 2; }
 done
 
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
@@ -221,11 +232,14 @@ stop_lockd() {
 cpu_ticks() { [[ -n ${1:-} && -r /proc/$1/stat ]] && awk '{print $14+$15}' "/proc/$1/stat" || echo 0; }
 TICK=$(getconf CLK_TCK)
 
-# bench LABEL REP ARGS...: one lockbench run; its JSON line (plus the
-# repetition, the 1-minute load average before it and the CPU seconds each
-# process used during it) goes to raw.jsonl.
+# bench LABEL API REP ARGS...: one lockbench run (with --api=API unless API
+# is "-", the direct baseline); its JSON line (plus the repetition, the
+# 1-minute load average before it and the CPU seconds each process used
+# during it) goes to raw.jsonl.
 bench() {
-  local label=$1 rep=$2; shift 2
+  local label=$1 api=$2 rep=$3; shift 3
+  local tag=$label
+  [[ $api != - ]] && set -- "$@" --api="$api" && tag="$label $api"
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
   echo "lockbench $*" >>"$OUT/commands.txt"
   local lockd_pid=$LOCKD_PID server_pid=""
@@ -238,15 +252,15 @@ bench() {
     2>>"$OUT/lockbench.stderr") || rc=$?
   l1=$(cpu_ticks "$lockd_pid"); r1=$(cpu_ticks "$REDIS_PID"); s1=$(cpu_ticks "$server_pid")
   if [[ -z $out ]]; then
-    log "  $label rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
-    echo "{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
+    log "  $tag $1 rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
+    echo "{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"api\": \"$api\", \"rep\": $rep, \"failed\": true, \"exit\": $rc, \"args\": \"$*\"}" >>"$OUT/raw.jsonl"
     return 0
   fi
   local client_cpu; client_cpu=$(awk '{print $1+$2}' "$WORK/time.txt" 2>/dev/null || echo 0)
   local cpu; cpu=$(awk -v t="$TICK" -v l=$((l1 - l0)) -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v c="$client_cpu" \
     'BEGIN {printf "\"cpu_lockd_s\": %.2f, \"cpu_redis_s\": %.2f, \"cpu_db_s\": %.2f, \"cpu_client_s\": %.2f, ", l/t, r/t, s/t, c}')
   echo "$out" | sed "s/^{/{\"run\": \"$RUN_ID\", \"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, $cpu/" >>"$OUT/raw.jsonl"
-  log "  $label $1 rep $rep: $(echo "$out" | python3 -c '
+  log "  $tag $1 rep $rep: $(echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 keys = ["clients", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness", "lost_updates",
@@ -254,36 +268,42 @@ keys = ["clients", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms"
 print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
 }
 
-# run_scenarios LABEL: every scenario at every client count, against the
-# running lockd (LOCKD_PORT) or, for redis-direct, straight against Redis.
+# run_scenarios LABEL: every scenario at every client count, for each API,
+# against the running lockd (LOCKD_PORT) or, for redis-direct, straight
+# against Redis (no API).
 run_scenarios() {
   local label=$1
-  local c rep
+  local c rep api apis=$APIS
+  [[ $label == redis-direct ]] && apis="-"
   for scenario in $SCENARIOS; do
     for c in $CLIENTS; do
-      for rep in $(seq 1 "$REPS"); do
-        local target=(--target="127.0.0.1:${LOCKD_PORT:-0}")
-        [[ $label == redis-direct ]] && target=(--direct-redis="127.0.0.1:$REDIS_PORT")
-        set -- "${target[@]}"
-        case $scenario in
-          contended)
-            bench "$label" "$rep" contended "$@" --clients="$c" --budget=10000000 \
-              --duration="$DURATION" --counter-redis="127.0.0.1:$REDIS_PORT" ;;
-          uncontended)
-            bench "$label" "$rep" uncontended "$@" --clients="$c" --duration="$DURATION" ;;
-          waiters)
-            [[ $label == redis-direct ]] && continue
-            # A fresh lockd for each: memory freed by earlier runs stays in
-            # the process (malloc keeps it) and would be counted as the
-            # waiters' cost. --target changes with the new port.
-            stop_lockd; start_lockd "$label"
-            bench "$label" "$rep" waiters --target="127.0.0.1:$LOCKD_PORT" --clients="$c" \
-              --waiters="$WAITERS" --lockd-pid="$LOCKD_PID" ;;
-          expiry)
-            [[ $label == redis-direct ]] && continue
-            bench "$label" "$rep" expiry --target="127.0.0.1:$LOCKD_PORT" --clients="$c" \
-              --lease=1s --chain=3 ;;
-        esac
+      for api in $apis; do
+        # A session renews its holds: no lease ends by itself.
+        [[ $scenario == expiry && $api == session ]] && continue
+        for rep in $(seq 1 "$REPS"); do
+          local target=(--target="127.0.0.1:${LOCKD_PORT:-0}")
+          [[ $label == redis-direct ]] && target=(--direct-redis="127.0.0.1:$REDIS_PORT")
+          set -- "${target[@]}"
+          case $scenario in
+            contended)
+              bench "$label" "$api" "$rep" contended "$@" --clients="$c" --budget=10000000 \
+                --duration="$DURATION" --counter-redis="127.0.0.1:$REDIS_PORT" ;;
+            uncontended)
+              bench "$label" "$api" "$rep" uncontended "$@" --clients="$c" --duration="$DURATION" ;;
+            waiters)
+              [[ $label == redis-direct ]] && continue
+              # A fresh lockd for each: memory freed by earlier runs stays in
+              # the process (malloc keeps it) and would be counted as the
+              # waiters' cost. --target changes with the new port.
+              stop_lockd; start_lockd "$label"
+              bench "$label" "$api" "$rep" waiters --target="127.0.0.1:$LOCKD_PORT" --clients="$c" \
+                --waiters="$WAITERS" --lockd-pid="$LOCKD_PID" ;;
+            expiry)
+              [[ $label == redis-direct ]] && continue
+              bench "$label" "$api" "$rep" expiry --target="127.0.0.1:$LOCKD_PORT" --clients="$c" \
+                --lease=1s --chain=3 ;;
+          esac
+        done
       done
     done
   done
@@ -324,6 +344,7 @@ echo "# run $RUN_ID: bench/run.sh $ARGS_USED" >>"$OUT/commands.txt"
   echo "reps=$REPS"
   echo "duration=$DURATION"
   echo "waiters=$WAITERS"
+  echo "apis=$APIS"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >>"$OUT/env.txt"
 
@@ -335,7 +356,10 @@ for backend in $BACKENDS; do
   esac
   start_lockd "$backend"
   # Warm-up (connections, caches, JIT of ZooKeeper); not recorded.
-  "$LOCKBENCH" uncontended --target="127.0.0.1:$LOCKD_PORT" --clients=4 --duration=1s >/dev/null 2>&1 || true
+  for api in $APIS; do
+    "$LOCKBENCH" uncontended --target="127.0.0.1:$LOCKD_PORT" --clients=4 --duration=1s \
+      --api="$api" >/dev/null 2>&1 || true
+  done
   log "backend $backend (load $(cut -d' ' -f1-3 /proc/loadavg))"
   run_scenarios "$backend"
   echo "lockd_threads_$backend=$(grep Threads /proc/$LOCKD_PID/status | awk '{print $2}')" >>"$OUT/env.txt"
@@ -346,9 +370,10 @@ for backend in $BACKENDS; do
   esac
 done
 
-# The gRPC floor: the uncontended runs against a LockService that does no
-# lock work, served like lockd. lockd's uncontended figure over this one is
-# the share of the cost that is lockd's own.
+# The gRPC floor: the uncontended runs (each API: unary calls, and ops on a
+# Session stream) against a LockService that does no lock work, served like
+# lockd. lockd's uncontended figure over this one is the share of the cost
+# that is lockd's own.
 if [[ $FLOOR == 1 && -x $NULL_SERVER && " $SCENARIOS " == *" uncontended "* ]]; then
   LOCKD_PORT=$(free_port)
   "$NULL_SERVER" "127.0.0.1:$LOCKD_PORT" >"$WORK/null-server.log" 2>&1 &

@@ -90,11 +90,12 @@ OpResult ResultOf(const AsyncClient& c) {
 
 }  // namespace
 
-void RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
-                  const std::vector<ClientLogic*>& logics, absl::Duration lease,
-                  const StartFn& start) {
+absl::Status RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
+                          const std::vector<ClientLogic*>& logics, absl::Duration lease,
+                          const StartFn& start) {
   absl::Notification go;
   std::vector<std::thread> threads;
+  std::vector<absl::Status> closed(logics.size());
   for (size_t i = 0; i < logics.size(); ++i) {
     threads.emplace_back([&, i] {
       ClientLogic& logic = *logics[i];
@@ -102,11 +103,16 @@ void RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
       for (Op op = logic.First(); op.kind != Op::Kind::kDone;) {
         op = logic.Next(Execute(*lockers[i], op, logic.owner(), lease));
       }
+      closed[i] = lockers[i]->Close();
     });
   }
   start(NowNanos());
   go.Notify();
   for (std::thread& t : threads) t.join();
+  for (absl::Status& s : closed) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels,

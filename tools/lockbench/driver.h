@@ -9,6 +9,8 @@
 //     blocking gRPC client spends more CPU per call than lockd itself does
 //     (measured: bench/RESULTS.md), and on a shared machine that CPU is taken
 //     from the server being measured.
+// Against lockd, calls are unary RPCs or ops on one Session stream per
+// client (--api=session; session.h).
 // A logic may block briefly inside Next() (the contended scenario's critical
 // section talks to Redis); its event loop waits meanwhile, which delays no
 // one else's measurement because no other client can be granted the lock.
@@ -57,16 +59,29 @@ class ClientLogic {
 using StartFn = std::function<void(int64_t start_ns)>;
 
 // One thread per logic, each over its Locker (lockers[i] for logics[i]).
-// Returns when every logic is done.
-void RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
-                  const std::vector<ClientLogic*>& logics, absl::Duration lease,
-                  const StartFn& start);
+// Returns when every logic is done and each Locker is closed: the first
+// error of a Close() (an op's error goes to its logic).
+absl::Status RunOnThreads(const std::vector<std::unique_ptr<Locker>>& lockers,
+                          const std::vector<ClientLogic*>& logics, absl::Duration lease,
+                          const StartFn& start);
 
 // Asynchronous gRPC: channels[i] for logics[i], `threads` event loops.
 // Returns when every logic is done.
 void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
                      const std::string& ns, const std::vector<ClientLogic*>& logics,
                      absl::Duration lease, int threads, const StartFn& start);
+
+// The same over lockd's Session stream (API.md "Sessions"): each logic opens
+// one stream on channels[i] (owner = its owner, lease_ttl = `lease`,
+// namespace `ns`), all opened before `start`; then each op is a
+// SessionAcquire/SessionRelease with increasing op_ids, one outstanding per
+// client; a non-OK result.status is the op's failure. When its logic is done
+// a client half-closes and waits for the stream's end. Returns the first
+// stream-level error (an open that failed, a stream that did not end OK);
+// if an open failed, no logic is started.
+absl::Status RunSessionsOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                                     const std::string& ns, const std::vector<ClientLogic*>& logics,
+                                     absl::Duration lease, int threads, const StartFn& start);
 
 }  // namespace lockd::bench
 

@@ -37,6 +37,10 @@ class Locker {
   // Gives the hold back; an error if the call failed or the owner did not
   // hold the lock (which, in a benchmark, means exclusion was broken).
   virtual absl::Status Release(const std::string& name, const std::string& owner) = 0;
+  // Ends the client's use of its connection, once, after its last call: a
+  // session half-closes and returns the stream's final status. OK for the
+  // others.
+  virtual absl::Status Close() { return absl::OkStatus(); }
 };
 
 // A new gRPC channel to `target` that shares no connection with any other

@@ -59,6 +59,14 @@ Common flags:
                        clients' asynchronous calls (default: one per CPU)
   --sync-client        contended/uncontended: blocking calls, a thread per
                        client, instead (costs more client CPU per call)
+  --api=unary|session  how clients call lockd (unary): `session` opens one
+                       Session stream per client on its own channel (owner =
+                       the client's, lease_ttl = --lease) and sends each
+                       acquire/release as an op on it, one outstanding per
+                       client; in waiters, one stream per --waiters-per-session
+                       waiters. Not with expiry (a session renews its holds,
+                       so no lease ends by itself) nor with --direct-redis:
+                       both are usage errors
 
 contended:
   --budget=N           critical sections in total (20000)
@@ -74,6 +82,10 @@ waiters:
   --locks=L            locks they wait on (4)
   --lockd-pid=PID      lockd process to read /proc/PID/status of
   --timeout=DUR        limit for parking and for draining (300s)
+  --waiters-per-session=N   --api=session: waiting acquires per stream (100,
+                       at most 10000, lockd's limit of ops in flight); the
+                       waiters of one stream share its owner, so one granted
+                       a lock makes its stream's others on it reentrant grants
 expiry:
   --chain=N            clients per lock: one holder, N-1 waiters (3)
 
@@ -162,14 +174,14 @@ int Main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string scenario = argv[1];
-  std::set<std::string> known = {"target", "clients",      "namespace",     "lease",
-                                 "seed",   "direct-redis", "direct-prefix", "client-threads"};
+  std::set<std::string> known = {"target",       "clients",       "namespace",      "lease", "seed",
+                                 "direct-redis", "direct-prefix", "client-threads", "api"};
   if (scenario == "contended") {
     known.insert({"budget", "duration", "wait", "counter-redis"});
   } else if (scenario == "uncontended") {
     known.insert({"duration", "names-per-client"});
   } else if (scenario == "waiters") {
-    known.insert({"waiters", "locks", "lockd-pid", "timeout"});
+    known.insert({"waiters", "locks", "lockd-pid", "timeout", "waiters-per-session"});
   } else if (scenario == "expiry") {
     known.insert({"chain"});
   } else {
@@ -189,6 +201,23 @@ int Main(int argc, char** argv) {
   common.direct_redis = GetString(*flags, "direct-redis", "");
   common.direct_prefix = GetString(*flags, "direct-prefix", common.direct_prefix);
   common.sync_client = flags->sync_client;
+  const std::string api = GetString(*flags, "api", "unary");
+  if (api != "unary" && api != "session") {
+    std::cerr << "lockbench: --api: unary or session, not \"" << api << "\"\n";
+    return 2;
+  }
+  if (api == "session") {
+    if (scenario == "expiry") {
+      std::cerr << "lockbench: expiry cannot run with --api=session: a session renews its "
+                   "holds while its stream is open, so no lease ends by itself\n";
+      return 2;
+    }
+    if (!common.direct_redis.empty()) {
+      std::cerr << "lockbench: --api=session is for lockd; --direct-redis has no sessions\n";
+      return 2;
+    }
+    common.api = CommonOptions::Api::kSession;
+  }
   // Unique per run (pid and start time), so leftovers never collide; the
   // seed drives the randomness that is measured.
   common.run_id = absl::StrCat(getpid(), "-", absl::ToUnixMillis(absl::Now()) % 100000000);
@@ -210,6 +239,7 @@ int Main(int argc, char** argv) {
       GetInt(*flags, "locks", &waiters.locks, 1),
       GetInt(*flags, "lockd-pid", &waiters.lockd_pid, 0),
       GetDuration(*flags, "timeout", &waiters.timeout),
+      GetInt(*flags, "waiters-per-session", &waiters.per_session, 1),
       GetInt(*flags, "chain", &expiry.chain, 2),
   };
   if (scenario == "contended") {
@@ -222,6 +252,10 @@ int Main(int argc, char** argv) {
       std::cerr << "lockbench: " << s.message() << "\n";
       return 2;
     }
+  }
+  if (waiters.per_session > 10000) {
+    std::cerr << "lockbench: --waiters-per-session: at most 10000\n";
+    return 2;
   }
   if (common.targets.empty()) {
     std::cerr << "lockbench: --target is empty\n";

@@ -19,12 +19,11 @@
 #include "protos/proto_duration.h"
 #include "tools/lockbench/driver.h"
 #include "tools/lockbench/locker.h"
+#include "tools/lockbench/scenario_util.h"
+#include "tools/lockbench/session.h"
 #include "tools/lockbench/stats.h"
 
 namespace lockd::bench {
-namespace {
-
-constexpr absl::Duration kConnectTimeout = absl::Seconds(20);
 
 std::string Target(const CommonOptions& c, int client) {
   return c.targets[static_cast<size_t>(client) % c.targets.size()];
@@ -34,36 +33,13 @@ std::string Owner(const CommonOptions& c, absl::string_view role, int client) {
   return absl::StrCat("lockbench-", c.run_id, "-", role, "-", client);
 }
 
-// One Locker per client, each on its own connection(s).
-absl::StatusOr<std::vector<std::unique_ptr<Locker>>> NewLockers(const CommonOptions& c, int n) {
-  std::vector<std::unique_ptr<Locker>> out;
-  for (int i = 0; i < n; ++i) {
-    if (!c.direct_redis.empty()) {
-      absl::StatusOr<std::unique_ptr<Locker>> l =
-          NewRedisDirectLocker(c.direct_redis, c.direct_prefix, c.ns);
-      if (!l.ok()) return l.status();
-      out.push_back(*std::move(l));
-      continue;
-    }
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
-        NewDedicatedChannel(Target(c, i), kConnectTimeout);
-    if (!ch.ok()) return ch.status();
-    out.push_back(NewGrpcLocker(*std::move(ch), c.ns));
-  }
-  return out;
-}
-
-absl::StatusOr<std::unique_ptr<Counter>> NewCounter(const std::string& redis,
-                                                    const std::string& key,
-                                                    std::atomic<int64_t>* cell) {
-  if (redis.empty()) return NewLocalCounter(cell);
-  return NewRedisCounter(redis, key);
-}
-
 // Fills the fields every report starts with.
 absl::StatusOr<Report> NewReport(const CommonOptions& c, absl::string_view scenario) {
   Report r;
   r.Set("scenario", std::string(scenario));
+  r.Set("api", std::string(!c.direct_redis.empty()                 ? "redis-direct"
+                           : c.api == CommonOptions::Api::kSession ? "session"
+                                                                   : "unary"));
   if (!c.direct_redis.empty()) {
     r.Set("backend", std::string("redis-direct"));
     r.Set("target", c.direct_redis);
@@ -92,6 +68,43 @@ void AddLatency(Report& r, const std::string& prefix, Samples& s) {
 
 double PerSecond(int64_t n, int64_t nanos) {
   return nanos <= 0 ? 0.0 : static_cast<double>(n) * 1e9 / static_cast<double>(nanos);
+}
+
+namespace {
+
+// One Locker per logic, each on its own connection(s); with --api=session,
+// each over its own Session stream, opened for the logic's owner.
+absl::StatusOr<std::vector<std::unique_ptr<Locker>>> NewLockers(
+    const CommonOptions& c, const std::vector<ClientLogic*>& logics) {
+  std::vector<std::unique_ptr<Locker>> out;
+  for (int i = 0; i < static_cast<int>(logics.size()); ++i) {
+    if (!c.direct_redis.empty()) {
+      absl::StatusOr<std::unique_ptr<Locker>> l =
+          NewRedisDirectLocker(c.direct_redis, c.direct_prefix, c.ns);
+      if (!l.ok()) return l.status();
+      out.push_back(*std::move(l));
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
+        NewDedicatedChannel(Target(c, i), kConnectTimeout);
+    if (!ch.ok()) return ch.status();
+    if (c.api == CommonOptions::Api::kSession) {
+      absl::StatusOr<std::unique_ptr<Locker>> l =
+          NewSessionLocker(*std::move(ch), c.ns, logics[static_cast<size_t>(i)]->owner(), c.lease);
+      if (!l.ok()) return l.status();
+      out.push_back(*std::move(l));
+      continue;
+    }
+    out.push_back(NewGrpcLocker(*std::move(ch), c.ns));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Counter>> NewCounter(const std::string& redis,
+                                                    const std::string& key,
+                                                    std::atomic<int64_t>* cell) {
+  if (redis.empty()) return NewLocalCounter(cell);
+  return NewRedisCounter(redis, key);
 }
 
 void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
@@ -128,12 +141,14 @@ absl::StatusOr<std::string> RunClients(const CommonOptions& c,
                                        const std::vector<ClientLogic*>& logics,
                                        const StartFn& start) {
   const int n = static_cast<int>(logics.size());
+  const bool session = c.api == CommonOptions::Api::kSession;
   if (!c.direct_redis.empty() || c.sync_client) {
-    absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(c, n);
+    absl::StatusOr<std::vector<std::unique_ptr<Locker>>> lockers = NewLockers(c, logics);
     if (!lockers.ok()) return lockers.status();
-    RunOnThreads(*lockers, logics, c.lease, start);
-    return std::string(c.direct_redis.empty() ? "grpc-sync, a thread per client"
-                                              : "hiredis-sync, a thread per client");
+    if (absl::Status s = RunOnThreads(*lockers, logics, c.lease, start); !s.ok()) return s;
+    if (!c.direct_redis.empty()) return std::string("hiredis-sync, a thread per client");
+    return std::string(session ? "grpc-sync-session, a thread per client"
+                               : "grpc-sync, a thread per client");
   }
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < n; ++i) {
@@ -145,6 +160,11 @@ absl::StatusOr<std::string> RunClients(const CommonOptions& c,
   int threads = c.client_threads > 0 ? c.client_threads
                                      : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, std::min(threads, n));
+  if (session) {
+    absl::Status s = RunSessionsOnEventLoops(channels, c.ns, logics, c.lease, threads, start);
+    if (!s.ok()) return s;
+    return absl::StrCat("grpc-async-session, ", threads, " event loop thread(s)");
+  }
   RunOnEventLoops(channels, c.ns, logics, c.lease, threads, start);
   return absl::StrCat("grpc-async, ", threads, " event loop thread(s)");
 }
@@ -449,241 +469,15 @@ absl::StatusOr<Report> RunUncontended(const CommonOptions& common,
 }
 
 // ---------------------------------------------------------------------------
-// waiters
-
-namespace {
-
-struct ProcSample {
-  int64_t rss_kb = -1;
-  int64_t threads = -1;
-};
-
-ProcSample ReadProc(int pid) {
-  ProcSample s;
-  if (pid <= 0) return s;
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view v(line);
-    if (absl::ConsumePrefix(&v, "VmRSS:")) {
-      v = absl::StripAsciiWhitespace(v);
-      (void)absl::ConsumeSuffix(&v, "kB");
-      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &s.rss_kb);
-    } else if (absl::ConsumePrefix(&v, "Threads:")) {
-      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &s.threads);
-    }
-  }
-  return s;
-}
-
-// One parked Acquire: granted, it releases at once (through the callback
-// API, so W waiters need no W threads on this side either).
-struct AsyncWaiter {
-  grpc::ClientContext acquire_ctx;
-  v1::AcquireRequest acquire;
-  v1::AcquireResponse acquire_resp;
-  grpc::ClientContext release_ctx;
-  v1::ReleaseRequest release;
-  v1::ReleaseResponse release_resp;
-};
-
-// What the waiters' callbacks report, guarded by `mu`.
-struct DrainState {
-  absl::Mutex mu;
-  int64_t target = 0;
-  int64_t granted = 0;
-  int64_t drained = 0;  // finished, granted or not
-  int64_t failed = 0;
-  int64_t last_drain_ns = 0;
-  absl::Status first_error;
-
-  static bool AllDone(DrainState* s) { return s->drained >= s->target; }
-
-  void Finish(bool ok, const grpc::Status& s) {
-    absl::MutexLock l(&mu);
-    ++drained;
-    last_drain_ns = NowNanos();
-    if (ok) return;
-    ++failed;
-    if (first_error.ok() && !s.ok()) {
-      first_error = absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-    }
-  }
-};
-
-}  // namespace
-
-absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOptions& options) {
-  if (!common.direct_redis.empty()) {
-    return absl::InvalidArgumentError("waiters: --direct-redis is not supported");
-  }
-  absl::StatusOr<Report> report = NewReport(common, "waiters");
-  if (!report.ok()) return report;
-  const int n = std::max(1, common.clients);
-  const int locks = std::max(1, options.locks);
-  const int w_total = std::max(0, options.waiters);
-
-  std::vector<std::unique_ptr<v1::LockService::Stub>> stubs;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> ch =
-        NewDedicatedChannel(Target(common, i), kConnectTimeout);
-    if (!ch.ok()) return ch.status();
-    stubs.push_back(v1::LockService::NewStub(*ch));
-  }
-  // The holder and the observer use client 0's channel.
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> holder_ch =
-      NewDedicatedChannel(Target(common, 0), kConnectTimeout);
-  if (!holder_ch.ok()) return holder_ch.status();
-  std::unique_ptr<Locker> holder = NewGrpcLocker(*holder_ch, common.ns);
-  auto observer = v1::LockService::NewStub(*holder_ch);
-  const std::string holder_owner = Owner(common, "holder", 0);
-  auto lock_name = [&](int l) { return absl::StrCat("waiters-", common.run_id, "-", l); };
-
-  for (int l = 0; l < locks; ++l) {
-    absl::StatusOr<AcquireOutcome> a =
-        holder->Acquire(lock_name(l), holder_owner, options.timeout * 2, absl::ZeroDuration());
-    if (!a.ok()) return a.status();
-    if (!a->acquired) return absl::InternalError("waiters: the holder could not take a fresh lock");
-  }
-  ProcSample idle = ReadProc(options.lockd_pid);
-
-  DrainState st;
-  st.target = w_total;
-  std::vector<std::unique_ptr<AsyncWaiter>> waiters;
-  waiters.reserve(static_cast<size_t>(w_total));
-  // Callbacks reference `st` and `waiters`: every early return below first
-  // cancels what is outstanding and waits for it.
-  auto abandon = [&](absl::Status why) -> absl::Status {
-    for (auto& w : waiters) w->acquire_ctx.TryCancel();
-    absl::MutexLock l(&st.mu);
-    if (!st.mu.AwaitWithTimeout(absl::Condition(&DrainState::AllDone, &st), absl::Seconds(60))) {
-      std::fprintf(stderr, "lockbench: waiters did not finish after cancellation; aborting\n");
-      std::abort();
-    }
-    return why;
-  };
-
-  int64_t park_start = NowNanos();
-  for (int i = 0; i < w_total; ++i) {
-    auto w = std::make_unique<AsyncWaiter>();
-    AsyncWaiter* wp = w.get();
-    v1::LockService::Stub* stub = stubs[static_cast<size_t>(i % n)].get();
-    wp->acquire.set_namespace_(common.ns);
-    wp->acquire.set_name(lock_name(i % locks));
-    wp->acquire.set_owner(Owner(common, "w", i));
-    SetProtoDuration(common.lease, wp->acquire.mutable_lease_ttl());
-    SetProtoDuration(options.timeout, wp->acquire.mutable_wait_timeout());
-    wp->acquire_ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout * 2));
-    waiters.push_back(std::move(w));
-    stub->async()->Acquire(
-        &wp->acquire_ctx, &wp->acquire, &wp->acquire_resp, [&, wp, stub](grpc::Status s) {
-          if (!s.ok() || !wp->acquire_resp.acquired()) {
-            st.Finish(false, s);
-            return;
-          }
-          {
-            absl::MutexLock l(&st.mu);
-            ++st.granted;
-          }
-          wp->release.set_namespace_(common.ns);
-          wp->release.set_name(wp->acquire.name());
-          wp->release.set_owner(wp->acquire.owner());
-          wp->release_ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-          stub->async()->Release(&wp->release_ctx, &wp->release, &wp->release_resp,
-                                 [&st](grpc::Status rs) { st.Finish(rs.ok(), rs); });
-        });
-  }
-
-  // Parked once lockd reports every waiter on the locks.
-  int64_t seen = 0;
-  const int64_t park_deadline = park_start + absl::ToInt64Nanoseconds(options.timeout);
-  while (NowNanos() < park_deadline) {
-    seen = 0;
-    for (int l = 0; l < locks; ++l) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-      v1::DescribeRequest req;
-      req.set_namespace_(common.ns);
-      req.set_name(lock_name(l));
-      v1::LockInfo info;
-      if (observer->Describe(&ctx, req, &info).ok()) seen += info.waiters();
-    }
-    {
-      absl::MutexLock l(&st.mu);
-      if (st.drained > 0) break;  // a waiter failed (e.g. RESOURCE_EXHAUSTED)
-    }
-    if (seen >= w_total) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  int64_t parked_ns = NowNanos();
-  // Let lockd settle, then take the highest of a few samples.
-  ProcSample parked;
-  for (int k = 0; k < 5; ++k) {
-    absl::SleepFor(absl::Milliseconds(100));
-    ProcSample s = ReadProc(options.lockd_pid);
-    parked.rss_kb = std::max(parked.rss_kb, s.rss_kb);
-    parked.threads = std::max(parked.threads, s.threads);
-  }
-
-  // Release the locks: each granted waiter releases at once, which grants
-  // the next, one by one, until every waiter has been served.
-  int64_t drain_start = NowNanos();
-  for (int l = 0; l < locks; ++l) {
-    absl::Status s = holder->Release(lock_name(l), holder_owner);
-    if (!s.ok()) return abandon(s);
-  }
-  int64_t drain_end = 0;
-  int64_t drained = 0;
-  {
-    absl::MutexLock l(&st.mu);
-    st.mu.AwaitWithTimeout(absl::Condition(&DrainState::AllDone, &st), options.timeout);
-    drain_end = st.last_drain_ns;
-    drained = st.drained;
-  }
-  if (drained < w_total) {
-    return abandon(absl::DeadlineExceededError(
-        absl::StrCat("waiters: only ", drained, " of ", w_total, " waiters finished")));
-  }
-  ProcSample after = ReadProc(options.lockd_pid);
-
-  Report& r = *report;
-  int64_t fails, grants;
-  absl::Status err;
-  {
-    absl::MutexLock l(&st.mu);
-    fails = st.failed;
-    grants = st.granted;
-    err = st.first_error;
-  }
-  r.SetInt("waiters", w_total);
-  r.SetInt("locks", locks);
-  r.SetInt("waiters_seen_by_lockd", seen);
-  r.Set("park_s", static_cast<double>(parked_ns - park_start) / 1e9);
-  if (options.lockd_pid > 0) {
-    r.SetInt("lockd_pid", options.lockd_pid);
-    r.SetInt("rss_idle_kb", idle.rss_kb);
-    r.SetInt("rss_parked_kb", parked.rss_kb);
-    r.Set("rss_per_waiter_bytes",
-          w_total == 0 ? 0.0 : (parked.rss_kb - idle.rss_kb) * 1024.0 / w_total);
-    r.SetInt("threads_idle", idle.threads);
-    r.SetInt("threads_parked", parked.threads);
-    r.SetInt("threads_after", after.threads);
-  }
-  r.SetInt("granted", grants);
-  r.SetInt("failed", fails);
-  if (!err.ok()) r.Set("first_error", err.ToString());
-  r.Set("drain_s", static_cast<double>(drain_end - drain_start) / 1e9);
-  r.Set("drain_per_s", PerSecond(grants, drain_end - drain_start));
-  r.Set("ok", fails == 0 && grants == w_total && seen >= w_total);
-  return report;
-}
-
-// ---------------------------------------------------------------------------
 // expiry
 
 absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOptions& options) {
   if (!common.direct_redis.empty()) {
     return absl::InvalidArgumentError("expiry: --direct-redis is not supported");
+  }
+  if (common.api == CommonOptions::Api::kSession) {
+    return absl::InvalidArgumentError(
+        "expiry: --api=session is not supported (a session renews its holds, so no lease ends)");
   }
   absl::StatusOr<Report> report = NewReport(common, "expiry");
   if (!report.ok()) return report;

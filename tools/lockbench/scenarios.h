@@ -9,6 +9,13 @@
 // threads (driver.h), expiry clients on threads; in `waiters`, W asynchronous
 // calls share the C clients' channels. Clients are assigned to the targets
 // round-robin.
+//
+// api = kSession (--api=session): the same clients use lockd's Session stream
+// instead of unary calls, one stream per client on its own channel (in
+// `waiters`, one stream per WaitersOptions::per_session waiters). `expiry`
+// cannot: a session renews its holds while its stream is open, so no lease
+// ends by itself (RunExpiry returns INVALID_ARGUMENT); neither can
+// --direct-redis.
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
 #define LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
@@ -24,6 +31,8 @@
 namespace lockd::bench {
 
 struct CommonOptions {
+  enum class Api { kUnary, kSession };
+  Api api = Api::kUnary;
   std::vector<std::string> targets = {"127.0.0.1:7411"};  // lockd host:port
   int clients = 16;
   std::string ns = "lockbench";
@@ -59,6 +68,10 @@ struct WaitersOptions {
   int locks = 4;
   int lockd_pid = 0;                            // 0: do not read /proc
   absl::Duration timeout = absl::Seconds(300);  // for parking and for draining
+  // api = kSession: waiting acquires per Session stream. The waiters of one
+  // stream share its owner, so once one of them is granted a lock, its
+  // others on that lock are granted at once (reentrantly) too.
+  int per_session = 100;
 };
 
 struct ExpiryOptions {

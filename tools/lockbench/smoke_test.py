@@ -2,7 +2,9 @@
 lockd on the memory backend, so that the benchmark cannot rot. Asserts what
 must hold on any machine, however loaded: the JSON parses, work was done,
 exclusion held (no lost updates), every parked waiter was served and lockd's
-thread count did not grow with the waiters. No timing thresholds.
+thread count did not grow with the waiters. No timing thresholds. The
+scenarios that can run over lockd's Session stream (--api=session: all but
+expiry) run both ways.
 
 LockbenchDirectRedisSmokeTest does the same for the direct-Redis baseline
 (--direct-redis: the redis backend's Lua scripts sent straight to Redis with
@@ -75,8 +77,15 @@ class LockbenchSmokeTest(unittest.TestCase):
         return report
 
     def test_contended_keeps_exclusion(self):
-        r = self.run_bench("contended", "--clients=4", "--duration=1s", "--budget=1000000")
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                self.check_contended(api)
+
+    def check_contended(self, api):
+        r = self.run_bench("contended", "--clients=4", "--duration=1s", "--budget=1000000",
+                           "--api=" + api)
         self.assertEqual(r["scenario"], "contended")
+        self.assertEqual(r["api"], api)
         self.assertGreater(r["critical_sections"], 0)
         self.assertGreater(r["cs_per_s"], 0)
         self.assertEqual(r["lost_updates"], 0)
@@ -91,18 +100,41 @@ class LockbenchSmokeTest(unittest.TestCase):
         self.assertLessEqual(r["fairness"], 1)
 
     def test_contended_budget_is_exact(self):
-        r = self.run_bench("contended", "--clients=3", "--budget=200", "--duration=60s")
-        self.assertEqual(r["critical_sections"], 200)
-        self.assertEqual(r["lost_updates"], 0)
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                r = self.run_bench("contended", "--clients=3", "--budget=200", "--duration=60s",
+                                   "--api=" + api)
+                self.assertEqual(r["critical_sections"], 200)
+                self.assertEqual(r["lost_updates"], 0)
 
     def test_contended_with_blocking_clients(self):
-        r = self.run_bench("contended", "--clients=3", "--budget=200", "--sync-client")
-        self.assertIn("sync", r["client"])
-        self.assertEqual(r["critical_sections"], 200)
-        self.assertEqual(r["lost_updates"], 0)
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                r = self.run_bench("contended", "--clients=3", "--budget=200", "--sync-client",
+                                   "--api=" + api)
+                self.assertIn("sync", r["client"])
+                self.assertEqual(r["api"], api)
+                self.assertEqual(r["critical_sections"], 200)
+                self.assertEqual(r["lost_updates"], 0)
+
+    def test_session_clients_use_the_stream(self):
+        for sync in ([], ["--sync-client"]):
+            with self.subTest(sync=sync):
+                r = self.run_bench("uncontended", "--clients=2", "--duration=1s",
+                                   "--api=session", *sync)
+                self.assertIn("session", r["client"])
+                self.assertGreater(r["pairs"], 0)
+                self.assertEqual(r["not_acquired"], 0)
 
     def test_uncontended_pairs(self):
-        r = self.run_bench("uncontended", "--clients=4", "--duration=1s", "--names-per-client=3")
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                self.check_uncontended(api)
+
+    def check_uncontended(self, api):
+        r = self.run_bench("uncontended", "--clients=4", "--duration=1s", "--names-per-client=3",
+                           "--api=" + api)
+        self.assertEqual(r["api"], api)
         self.assertGreater(r["pairs"], 0)
         self.assertGreater(r["pairs_per_s"], 0)
         self.assertEqual(r["not_acquired"], 0)
@@ -120,6 +152,17 @@ class LockbenchSmokeTest(unittest.TestCase):
         self.assertLess(r["threads_parked"], r["threads_idle"] + 50)
         self.assertGreater(r["drain_s"], 0)
 
+    def test_session_waiters_share_streams_and_drain(self):
+        r = self.run_bench("waiters", "--clients=4", "--waiters=1000", "--locks=4",
+                           "--lockd-pid=%d" % self.lockd.pid, "--timeout=60s", "--api=session",
+                           "--waiters-per-session=100")
+        self.assertEqual(r["api"], "session")
+        self.assertEqual(r["sessions"], 10)
+        self.assertEqual(r["waiters_seen_by_lockd"], 1000)
+        self.assertEqual(r["granted"], 1000)
+        self.assertEqual(r["failed"], 0)
+        self.assertLess(r["threads_parked"], r["threads_idle"] + 50)
+
     def test_expiry_grants_after_lease_end(self):
         r = self.run_bench("expiry", "--clients=2", "--chain=3", "--lease=200ms")
         self.assertEqual(r["grants_after_expiry"], 4)
@@ -128,6 +171,17 @@ class LockbenchSmokeTest(unittest.TestCase):
         # The next holder is granted after, not before, the lease ends (50 ms
         # of slack for the two replies' different transit times).
         self.assertGreater(r["earliest_before_lease_end_ms"], -50)
+
+    def test_session_where_it_cannot_run_is_usage_error(self):
+        for args, says in ((["expiry", "--api=session"], "renews its holds"),
+                           (["uncontended", "--api=session", "--direct-redis=127.0.0.1:1"],
+                            "no sessions"),
+                           (["uncontended", "--api=stream"], "--api")):
+            with self.subTest(args=args):
+                p = subprocess.run([ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
 
     def test_bad_flag_is_usage_error(self):
         p = subprocess.run([ARGS.lockbench, "contended", "--no-such-flag=1"],
