@@ -73,11 +73,10 @@ send-time validity apply to leases of the unary path):
   attempt (its hold, if any, ends with its lease, or now with
   ``client.undo_acquire()``). Needs a lockd that knows acquire_request_id.
 
-Owners: a Client has one owner id (random per Client unless given), also
-the owner of its sessions. Locks are
-reentrant per owner, so threads sharing a Client and taking the same lock all
-get it; use one Client per thread (or pass ``owner=``) for mutual exclusion
-between threads.
+Owners: a Client has one owner id (random per Client unless given), which is
+also its sessions' owner. Locks are reentrant per owner, so threads sharing a
+Client and taking the same lock all get it; use one Client per thread (or
+pass ``owner=``) for mutual exclusion between threads.
 
 Thread-safety: Client and Lease methods may be called from any thread.
 """
@@ -437,7 +436,8 @@ class Client:
             raise LockdError("wait must not be negative and timeout must be positive",
                              grpc.StatusCode.INVALID_ARGUMENT)
         ns = self._ns(namespace)
-        session = self._session_for(ttl) if auto_renew and owner in (None, self.owner) else None
+        own = not owner or owner == self.owner
+        session = self._session_for(ttl) if auto_renew and own else None
         owner = owner or self.owner
         start = time.monotonic()
         wait_end = start + wait

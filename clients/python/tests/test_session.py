@@ -10,6 +10,7 @@ after the connection (not lockd) broke.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -144,6 +145,20 @@ class SessionTest(LockdTestBase):
         waiting.join(10)
         self.assertEqual([type(e) for e in errors], [lockd.LockNotAcquired])
         held.release()
+
+    def test_interrupted_waiting_acquire_is_cancelled_and_leaves_no_hold(self):
+        a, b = self.client(), self.client()
+        held = a.acquire("x", ttl=10)
+        b.try_acquire("warm-up", ttl=10).release()  # session open: the acquire waits in lockd
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        with self.assertRaises(KeyboardInterrupt):
+            b.acquire("x", ttl=10, wait=30)
+        held.release()
+        time.sleep(0.3)  # a waiter left behind would be granted now
+        self.assertFalse(a.describe("x").held, "the interrupted acquire was granted")
+        b.try_acquire("x", ttl=10).release()  # the session still works
 
     def test_broken_stream_is_resumed_with_its_leases(self):
         proxy = self.proxy()
