@@ -163,7 +163,8 @@ class Lease:
 
     @property
     def valid_until(self) -> float:
-        """Client-side validity deadline on the time.monotonic() clock."""
+        """Client-side validity deadline on the time.monotonic() clock
+        (math.inf for a session lease while its stream is open)."""
         return self._state.valid_until
 
     def remaining(self) -> float:
@@ -416,9 +417,9 @@ class Client:
           on the unary path the watchdog thread renews every ttl/3). False:
           the unary path, the lease ends with its ttl unless renewed.
         owner: acquire for this owner instead of the Client's (unary path).
-        on_lost: called once (on the session or watchdog thread, or the
-          thread that noticed) with the LockLost when the lease is lost while
-          active.
+        on_lost: called once with the LockLost when the lease is lost while
+          active: for a session lease on a thread of its own, otherwise on
+          the watchdog thread or the thread that noticed.
 
         Returns an active Lease. If the grant came so late that a renewal was
         already due (a long wait), it is renewed before returning.

@@ -9,6 +9,7 @@ that such a lease becomes lost, and test_broken_stream_is_resumed resumes
 after the connection (not lockd) broke.
 """
 
+import gc
 import os
 import signal
 import subprocess
@@ -193,6 +194,14 @@ class SessionTest(LockdTestBase):
         self.assertFalse(a.describe("x").held)
         again = a.try_acquire("x", ttl=5)  # the client keeps working
         again.release()
+
+    def test_collected_lease_is_released_over_the_session(self):
+        a, observer = self.client(), self.client()
+        a._stub.Release = _unary_forbidden
+        lease = a.acquire("x", ttl=10)
+        del lease
+        gc.collect()
+        self.assertTrue(wait_until(lambda: not observer.describe("x").held, 3))
 
     def test_acquire_for_another_owner_uses_the_unary_rpcs(self):
         a = self.client()
