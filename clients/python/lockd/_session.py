@@ -9,7 +9,13 @@ backoff and resumes the live leases (``open.resume``); those the server does
 not return in ``opened.resumed`` become lost. Requests are written through a
 queue that the stream's request iterator drains. The thread exits when the
 stream breaks while no lease is live (the next operation starts it again)
-and after close().
+and after close(), which cancels the stream (a break for lockd, so
+keep_on_disconnect decides what becomes of the holds).
+
+While the stream is open a lease's validity is unbounded (lockd renews it and
+says when it is lost); from a break until resumed, 2/3 of its ttl (lockd
+renews every ttl/3). on_lost callbacks run on a thread of their own, never on
+the reader thread (a callback may use the session).
 
 Operation errors are raised as _SessionError, a grpc.RpcError carrying the
 result's google.rpc.Status as ``grpc-status-details-bin`` trailing metadata,
@@ -66,6 +72,7 @@ class _SessionError(grpc.RpcError):
 
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+_CANCELLED = grpc.StatusCode.CANCELLED.value[0]
 
 
 class _Op:
@@ -133,7 +140,7 @@ class _Session:
                 self.forget(op.state)
                 raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "granted after the deadline")
-            if op.result is not None and op.result.status.code == grpc.StatusCode.CANCELLED.value[0]:
+            if op.result is not None and op.result.status.code == _CANCELLED:
                 raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "deadline passed; cancelled", not_applied=True)
         self._raise_if_failed(op)

@@ -43,6 +43,14 @@ class SessionTest(LockdTestBase):
         lease.release()
         self.assertFalse(observer.describe("orders/42").held)
 
+    def test_release_of_a_hold_gone_meanwhile_is_lock_lost(self):
+        a = self.client()
+        lease = a.acquire("x", ttl=10)
+        self.assertEqual(a.release("x", a.owner), (True, 0))  # behind the session's back
+        with self.assertRaises(lockd.LockLost) as cm:
+            lease.release()  # over the session: lockd's LOCK_NOT_HELD in the result
+        self.assertEqual(cm.exception.reason, "LOCK_NOT_HELD")
+
     def test_lockd_renews_the_lease_without_a_watchdog(self):
         a, observer = self.client(), self.client()
         lease = a.acquire("x", ttl=0.3)
