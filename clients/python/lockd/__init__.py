@@ -6,8 +6,10 @@
     with client.lock("orders/42", ttl=10, wait=5) as lease:
         charge(order, fencing_token=lease.fencing_token)
 
-See lockd.client for the guarantees (send-time validity, one watchdog thread
-per Client renewing every ttl/3, lost detection, safe retries).
+See lockd.client for the guarantees: locks bound to a Session stream that
+lockd renews and resumes after a reconnect (the default), or the unary path
+(send-time validity, one watchdog thread per Client renewing every ttl/3);
+lost detection, safe retries.
 """
 
 from lockd._auth import tls_credentials

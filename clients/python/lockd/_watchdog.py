@@ -4,6 +4,7 @@ abandoned ones. Private to the lockd package; the public Lease and Client
 are in lockd.client."""
 
 import logging
+import math
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
@@ -39,6 +40,7 @@ class _LeaseState:
         self._lost_error: Optional[LockLost] = None
         self._active = True
         self._on_lost = on_lost
+        self.session = None  # the lockd._session._Session keeping it, if any
 
     @property
     def valid_until(self) -> float:
@@ -55,8 +57,11 @@ class _LeaseState:
         with self._mu:
             return self._lost_error
 
-    def mark_lost(self, error: LockLost) -> None:
-        """First call wins; runs on_lost once if the lease is still active."""
+    def mark_lost(self, error: LockLost,
+                  defer: Optional[Callable[[Callable[[], None]], None]] = None) -> None:
+        """First call wins; runs on_lost once if the lease is still active
+        (through ``defer`` when given: the session's reader thread must not
+        run user code that may wait for it)."""
         with self._mu:
             if self._lost_error is not None:
                 return
@@ -64,14 +69,23 @@ class _LeaseState:
             callback = self._on_lost if self._active else None
             self._on_lost = None
         self.lost.set()
-        if callback is not None:
+        if callback is None:
+            return
+
+        def run() -> None:
             try:
                 callback(error)
             except Exception:  # a user callback must not kill the watchdog
                 _log.exception("lockd: on_lost callback for %s raised",
                                _describe(self.namespace, self.name))
 
-    def check_expiry(self, now: float) -> bool:
+        if defer is not None:
+            defer(run)
+        else:
+            run()
+
+    def check_expiry(self, now: float,
+                     defer: Optional[Callable[[Callable[[], None]], None]] = None) -> bool:
         with self._mu:
             if self._lost_error is not None:
                 return True
@@ -79,7 +93,7 @@ class _LeaseState:
                 return False
         self.mark_lost(LockLost(
             "lease of %s lost: its validity ran out before a renewal succeeded (ttl %gs)"
-            % (_describe(self.namespace, self.name), self.ttl), "VALIDITY_EXPIRED"))
+            % (_describe(self.namespace, self.name), self.ttl), "VALIDITY_EXPIRED"), defer)
         return True
 
     def on_renewed(self, send_time: float, reply_time: float, granted: float,
@@ -103,6 +117,17 @@ class _LeaseState:
         if lost is not None:
             self.mark_lost(lost)
         return self.lost_error
+
+    def suspend_session(self, until: float) -> None:
+        """A session lease whose stream broke: valid until ``until`` unless
+        resumed."""
+        with self._mu:
+            self._valid_until = until
+
+    def resume_session(self) -> None:
+        """A session lease the server keeps renewing: valid until lost."""
+        with self._mu:
+            self._valid_until = math.inf
 
     def end(self, now: float) -> Tuple[bool, Optional[LockLost]]:
         """Ends the lease locally: returns (was_active, lost error or None)."""

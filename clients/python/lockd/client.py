@@ -6,7 +6,38 @@
     with client.lock("orders/42", ttl=10, wait=5) as lease:
         charge(order, fencing_token=lease.fencing_token)
 
-Guarantees (the same as the C++ client, lockd::Client):
+Sessions (the default, ``use_sessions=True``; design/API.md "Sessions"): a
+Client binds its locks to one Session stream per lease ttl it uses (normally
+one), opened by the first acquire, with open.owner = the Client's owner and
+keep_on_disconnect (the ``keep_on_disconnect`` argument, default True).
+acquire() and release() are operations on that stream; what changes:
+
+* lockd renews the leases while the stream is open: no watchdog thread, no
+  Renew calls. ``lease.valid_until`` is infinite while the stream is open.
+* A lease is lost (``lease.lost`` set, ``on_lost`` called once) when lockd
+  sends ``lost`` (reason LEASE_EXPIRED, FORCE_RELEASED or NOT_HELD).
+* A waiting acquire whose deadline passes, or that is interrupted, is
+  cancelled in lockd (it leaves no hold once lockd answers CANCELLED).
+* When the stream breaks (lockd restarted, connection lost) the client
+  reconnects with capped, jittered backoff and resumes its live leases
+  (open.resume); those lockd does not return are lost (LOCK_NOT_HELD). Until
+  resumed a lease is valid for 2/3 of its ttl from the break (then lost,
+  VALIDITY_EXPIRED). Operations in flight at the break fail like an
+  UNAVAILABLE call (an acquire is undone, see "No hold left behind").
+* With keep_on_disconnect=True a client that vanishes (killed, partitioned)
+  keeps its locks until their lease ends, so that a reconnect can resume
+  them; with False lockd releases them as soon as the stream breaks, and a
+  break makes every lease lost (SESSION_ENDED).
+* close() ends the streams as a break would: holds (detached ones included)
+  end with their lease, or at once without keep_on_disconnect.
+* The unary RPCs are used instead for an acquire with auto_renew=False or
+  with an ``owner`` other than the Client's (a session acts for one owner),
+  for everything but acquire/release, for undoing uncertain acquires, and
+  for the whole Client with ``use_sessions=False`` or when lockd does not
+  implement Session (UNIMPLEMENTED).
+
+Guarantees (the same as the C++ client, lockd::Client; the watchdog and
+send-time validity apply to leases of the unary path):
 
 * Validity from the send time: a lease's client-side deadline is
   ``send_time + ttl - drift`` where send_time is when the granting Acquire or
@@ -42,32 +73,33 @@ Guarantees (the same as the C++ client, lockd::Client):
   attempt (its hold, if any, ends with its lease, or now with
   ``client.undo_acquire()``). Needs a lockd that knows acquire_request_id.
 
-Owners: a Client has one owner id (random per Client unless given). Locks are
-reentrant per owner, so threads sharing a Client and taking the same lock all
-get it; use one Client per thread (or pass ``owner=``) for mutual exclusion
-between threads.
+Owners: a Client has one owner id (random per Client unless given), which is
+also its sessions' owner. Locks are reentrant per owner, so threads sharing a
+Client and taking the same lock all get it; use one Client per thread (or
+pass ``owner=``) for mutual exclusion between threads.
 
 Thread-safety: Client and Lease methods may be called from any thread.
 """
 
-# The exceptions are in lockd.errors, the lease state and watchdog thread in
-# lockd._watchdog; this module is the public Client and Lease.
+# The exceptions are in lockd.errors, LockInfo in lockd._values, the lease
+# state and watchdog thread in lockd._watchdog, the Session stream in
+# lockd._session; this module is the public Client and Lease.
 
 import logging
 import os
 import random
-import socket
 import threading
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import grpc
 
 from lockd._auth import BearerTokenInterceptor, read_token_file
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+from lockd._session import _Session, _SessionError
+from lockd._values import LockInfo, _new_owner, _seconds, _set_duration
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
     _OUTCOME_UNKNOWN,
@@ -88,45 +120,6 @@ DEFAULT_SERVER = "127.0.0.1:7411"
 _log = logging.getLogger("lockd")
 
 
-# --------------------------------------------------------------------------- values
-
-@dataclass(frozen=True)
-class LockInfo:
-    """One lock's state. owner/hold_count/fencing_token/ttl_remaining only mean
-    something when ``held``. ttl_remaining is in seconds (backend clock)."""
-    namespace: str
-    name: str
-    held: bool
-    owner: str
-    hold_count: int
-    fencing_token: int
-    ttl_remaining: float
-    waiters: int
-    backend: str
-
-    @staticmethod
-    def _from_proto(p: lock_pb2.LockInfo) -> "LockInfo":
-        return LockInfo(namespace=p.namespace or "default", name=p.name, held=p.held,
-                        owner=p.owner, hold_count=p.hold_count, fencing_token=p.fencing_token,
-                        ttl_remaining=_seconds(p.ttl_remaining), waiters=p.waiters,
-                        backend=p.backend)
-
-
-def _seconds(d) -> float:
-    return d.seconds + d.nanos / 1e9
-
-
-def _set_duration(field, seconds: float) -> None:
-    nanos = int(round(seconds * 1e9))
-    field.seconds = nanos // 1_000_000_000
-    field.nanos = nanos % 1_000_000_000
-
-
-def _new_owner() -> str:
-    host = (socket.gethostname() or "unknown-host")[:64]
-    return "%s-%d-%s" % (host, os.getpid(), uuid.uuid4().hex)
-
-
 # --------------------------------------------------------------------------- Lease
 
 class Lease:
@@ -143,7 +136,9 @@ class Lease:
 
     def __init__(self, state: _LeaseState):
         self._state = state
-        self._finalizer = weakref.finalize(self, state.client._watchdog.abandon, state)
+        abandon = (state.session.release_async if state.session is not None
+                   else state.client._watchdog.abandon)
+        self._finalizer = weakref.finalize(self, abandon, state)
         self._finalizer.atexit = False
 
     name = property(lambda self: self._state.name)
@@ -168,7 +163,8 @@ class Lease:
 
     @property
     def valid_until(self) -> float:
-        """Client-side validity deadline on the time.monotonic() clock."""
+        """Client-side validity deadline on the time.monotonic() clock
+        (math.inf for a session lease while its stream is open)."""
         return self._state.valid_until
 
     def remaining(self) -> float:
@@ -215,6 +211,8 @@ class Lease:
         was_active, lost = s.end(time.monotonic())
         s.client._watchdog.remove(s)
         self._finalizer.detach()
+        if s.session is not None:
+            s.session.forget(s)
         if not was_active:
             raise LockdError("lease of %s was already released or detached"
                              % _describe(s.namespace, s.name))
@@ -224,7 +222,8 @@ class Lease:
             raise lost
         timeout = s.client._rpc_timeout if timeout is None else timeout
         try:
-            s.client._release_hold(s.namespace, s.name, s.owner, time.monotonic() + timeout)
+            s.client._release_hold(s.namespace, s.name, s.owner, time.monotonic() + timeout,
+                                   s.session)
         except LockLost as e:
             error = LockLost("lease of %s had been lost before release(): %s"
                              % (_describe(s.namespace, s.name), e), "LOCK_NOT_HELD")
@@ -236,6 +235,8 @@ class Lease:
         its lease ends or someone releases it with ``owner``."""
         self._state.end(time.monotonic())
         self._state.client._watchdog.remove(self._state)
+        if self._state.session is not None:
+            self._state.session.forget(self._state)
         self._finalizer.detach()
 
     def __enter__(self) -> "Lease":
@@ -282,7 +283,8 @@ class _LockContext:
 class Client:
     """A connection to lockd. Thread-safe. Use as a context manager or call
     close(); closing does not release outstanding leases (they end with their
-    lease once renewal stops).
+    lease once renewal stops; see close() for sessions without
+    keep_on_disconnect).
 
     Args:
       target: gRPC target ("host:port", "dns:///name:port"). Default:
@@ -306,6 +308,13 @@ class Client:
       release_timeout: seconds for releases done when leaving a ``with`` block;
         capped at rpc_timeout, also the bound on the undo of an acquire attempt
         whose outcome the client did not learn.
+      initial_backoff, max_backoff: bounds of the jittered backoff between
+        retries and session reconnects, in seconds.
+      use_sessions: acquire and release over Session streams (see the module
+        docstring); False: the unary RPCs only.
+      keep_on_disconnect: sessions ask lockd to keep their holds to their
+        lease when the stream breaks (so a reconnect resumes them) instead of
+        releasing them at once.
     """
 
     def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
@@ -314,7 +323,8 @@ class Client:
                  bearer_token: Optional[str] = None, bearer_token_file: Optional[str] = None,
                  rpc_timeout: float = 10.0, release_timeout: float = 2.0,
                  initial_backoff: float = 0.05, max_backoff: float = 2.0,
-                 clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002):
+                 clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002,
+                 use_sessions: bool = True, keep_on_disconnect: bool = True):
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
         self.owner = owner or _new_owner()
         self.namespace = namespace
@@ -350,11 +360,24 @@ class Client:
         self._stub = lock_pb2_grpc.LockServiceStub(channel)
         self._watchdog = _Watchdog(self)
         self._random = random.Random()
+        self._use_sessions = use_sessions
+        self._keep_on_disconnect = keep_on_disconnect
+        self._sessions_mu = threading.Lock()
+        self._sessions: Dict[Optional[float], _Session] = {}  # by lease ttl
 
     # -- lifecycle
 
     def close(self) -> None:
-        """Stops the watchdog and closes the channel (if this Client made it)."""
+        """Ends the sessions, stops the watchdog and closes the channel (if
+        this Client made it). Holds are not released: those of unary leases
+        end with their lease once renewal stops, and so do those of session
+        leases with keep_on_disconnect; without it lockd frees them at once
+        (their leases become lost, CLIENT_CLOSED)."""
+        with self._sessions_mu:
+            sessions, self._sessions = list(self._sessions.values()), {}
+            self._use_sessions = False
+        for session in sessions:
+            session.close(self._rpc_timeout)
         self._watchdog.stop()
         self._channel.unsubscribe(self._on_connectivity)
         if self._own_channel:
@@ -390,9 +413,13 @@ class Client:
         ttl: lease in seconds (default: the server's, 30 s unless configured).
         timeout: overall seconds for the call, retries included (default
           wait + rpc_timeout).
-        auto_renew: renew every ttl/3 from the watchdog thread.
-        on_lost: called once (on the watchdog thread, or the thread that noticed)
-          with the LockLost when the lease is lost while active.
+        auto_renew: keep the lease alive (lockd renews it over the session;
+          on the unary path the watchdog thread renews every ttl/3). False:
+          the unary path, the lease ends with its ttl unless renewed.
+        owner: acquire for this owner instead of the Client's (unary path).
+        on_lost: called once with the LockLost when the lease is lost while
+          active: for a session lease on a thread of its own, otherwise on
+          the watchdog thread or the thread that noticed.
 
         Returns an active Lease. If the grant came so late that a renewal was
         already due (a long wait), it is renewed before returning.
@@ -410,6 +437,8 @@ class Client:
             raise LockdError("wait must not be negative and timeout must be positive",
                              grpc.StatusCode.INVALID_ARGUMENT)
         ns = self._ns(namespace)
+        own = not owner or owner == self.owner
+        session = self._session_for(ttl) if auto_renew and own else None
         owner = owner or self.owner
         start = time.monotonic()
         wait_end = start + wait
@@ -422,18 +451,26 @@ class Client:
         send_time = start
 
         def attempt(call_timeout: float):
-            nonlocal send_time
+            nonlocal send_time, session
             now = time.monotonic()
             if wait_end > now:
                 _set_duration(req.wait_timeout, wait_end - now)
             else:
                 req.ClearField("wait_timeout")
             send_time = now
-            return self._stub.Acquire(req, timeout=call_timeout)
+            if session is not None:
+                try:
+                    return session.acquire(req, call_timeout, self._undo_timeout(), on_lost)
+                except _SessionError as e:
+                    if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                        raise
+                    self._use_sessions = False  # a lockd without sessions: unary from now on
+                    session = None
+            return self._stub.Acquire(req, timeout=call_timeout), None
 
         unresolved: List[Optional[str]] = [None]  # an attempt that may have left a hold
         try:
-            resp = self._acquire_with_undo(req, deadline, attempt, unresolved)
+            resp, state = self._acquire_with_undo(req, deadline, attempt, unresolved)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 if deadline > wait_end:
@@ -463,6 +500,8 @@ class Client:
             raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
                 _describe(ns, name), "within %gs" % wait if wait > 0 else "(no wait)", who),
                 holder), ns, name, owner, unresolved[0])
+        if state is not None:
+            return Lease(state)  # a session lease: lockd renews it while the stream is open
 
         granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else (ttl or 0)
         if granted <= 0:
@@ -646,14 +685,17 @@ class Client:
             except grpc.RpcError as e:
                 if e.code() not in _OUTCOME_UNKNOWN:
                     raise
-                unresolved[0] = req.request_id
+                applied = not getattr(e, "not_applied", False)  # a session op may know
+                if applied:
+                    unresolved[0] = req.request_id
                 if e.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
                 resume = time.monotonic() + self._random.uniform(backoff / 2, backoff)
                 if resume >= deadline:
                     raise
-                if self._undo_confirmed(req.namespace, req.name, req.owner, unresolved[0],
-                                        min(time.monotonic() + self._undo_timeout(), deadline)):
+                if applied and self._undo_confirmed(
+                        req.namespace, req.name, req.owner, unresolved[0],
+                        min(time.monotonic() + self._undo_timeout(), deadline)):
                     unresolved[0] = None
                     req.request_id = uuid.uuid4().hex
                 if time.monotonic() >= deadline:
@@ -725,11 +767,31 @@ class Client:
             raise lost
         return send_time
 
-    def _release_hold(self, ns: str, name: str, owner: str, deadline: float) -> Tuple[bool, int]:
+    def _session_for(self, ttl: Optional[float]) -> Optional[_Session]:
+        """The session for leases of ``ttl`` (opened by its first operation),
+        or None when this Client does not use sessions."""
+        with self._sessions_mu:
+            if not self._use_sessions:
+                return None
+            session = self._sessions.get(ttl)
+            if session is None or session.failed:  # e.g. refused lease_ttl: try again
+                session = self._sessions[ttl] = _Session(self, ttl, self._keep_on_disconnect)
+            return session
+
+    def _release_hold(self, ns: str, name: str, owner: str, deadline: float,
+                      session: Optional[_Session] = None) -> Tuple[bool, int]:
+        """Releases one hold, over ``session`` when given (retried with the
+        same request_id, on the reconnected stream), else with the unary RPC."""
         req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
                                       request_id=uuid.uuid4().hex)
+
+        def attempt(t: float):
+            if session is not None and not session.failed:
+                return session.release(req, t)
+            return self._stub.Release(req, timeout=t)
+
         try:
-            resp = self._call_with_retry(deadline, lambda t: self._stub.Release(req, timeout=t))
+            resp = self._call_with_retry(deadline, attempt)
         except grpc.RpcError as e:
             raise _translate("release", ns, name, e) from None
         return resp.released, resp.hold_count

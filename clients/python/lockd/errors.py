@@ -37,7 +37,13 @@ class LockNotAcquired(LockdError):
 class LockLost(LockdError):
     """The lock is not (or no longer) held: the server said LOCK_NOT_HELD, or the
     lease's validity ran out, or its fencing token changed. Work done under the
-    lease may not have been protected."""
+    lease may not have been protected.
+
+    ``reason``: LOCK_NOT_HELD, VALIDITY_EXPIRED, FENCING_TOKEN_CHANGED; for
+    session leases also what lockd's ``lost`` said (FORCE_RELEASED,
+    LEASE_EXPIRED, NOT_HELD), SESSION_ENDED or CLIENT_CLOSED (the stream
+    broke, or the Client was closed, and the session does not keep its holds:
+    keep_on_disconnect=False)."""
 
     def __init__(self, message: str, reason: str = "LOCK_NOT_HELD"):
         super().__init__(message, grpc.StatusCode.FAILED_PRECONDITION)

@@ -4,7 +4,9 @@ FakeServerTest runs an in-process gRPC LockService whose answers each test
 scripts (retries, request ids, undo of acquires whose outcome is unknown,
 renewal cadence, send-time validity).
 LockdTest runs the real lockd binary ($LOCKD_BINARY) on a free port, reached
-directly or through StallProxy (replies held back, connections cut).
+directly or through StallProxy (replies held back, connections cut), with
+clients using sessions (the default); LockdUnaryTest runs the same tests with
+use_sessions=False. test_session.py has the tests of session-only behaviour.
 
 Run by ctest (label `clients`, lockd_python_wheel_test) against the package
 as users install it: tests/wheel_test.py builds the wheel, installs it into a
@@ -129,8 +131,9 @@ class FakeServerTest(unittest.TestCase):
         self.client = self.make_client()
 
     def make_client(self, **overrides) -> lockd.Client:
+        # The fake serves the unary RPCs only: these tests are about them.
         options = dict(owner="test-owner", initial_backoff=0.005, max_backoff=0.02,
-                       rpc_timeout=2, release_timeout=1)
+                       rpc_timeout=2, release_timeout=1, use_sessions=False)
         options.update(overrides)
         client = lockd.Client("127.0.0.1:%d" % self.port, **options)
         self.addCleanup(client.close)
@@ -340,6 +343,14 @@ class FakeServerTest(unittest.TestCase):
         self.assertGreater(lease.remaining(), 0.9)
         lease.release()
 
+    def test_lockd_without_sessions_is_used_through_the_unary_rpcs(self):
+        client = self.make_client(use_sessions=True)
+        lease = client.acquire("x", ttl=10)  # the Session call is UNIMPLEMENTED here
+        self.assertEqual(len(self.service.acquires), 1)
+        self.assertFalse(client._use_sessions)
+        lease.release()
+        self.assertEqual(len(self.service.releases), 1)
+
     def test_collected_lease_is_released_in_the_background(self):
         lease = self.client.acquire("x", ttl=10)
         del lease
@@ -509,7 +520,12 @@ def wait_until(cond, timeout: float = 10) -> bool:
     return False
 
 
-class LockdTest(unittest.TestCase):
+class LockdTestBase(unittest.TestCase):
+    """A fresh lockd (memory backend) per test; clients made by client()
+    use sessions unless USE_SESSIONS is False."""
+
+    USE_SESSIONS = True
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="lockd-py-test-")
         self.lockd = Lockd(self.tmp, free_port())
@@ -524,9 +540,24 @@ class LockdTest(unittest.TestCase):
 
     def client(self, target=None, **kwargs) -> lockd.Client:
         kwargs.setdefault("rpc_timeout", 3)
+        kwargs.setdefault("use_sessions", self.USE_SESSIONS)
         c = lockd.Client(target or self.lockd.address, **kwargs)
         self.clients.append(c)
         return c
+
+    def proxy(self) -> StallProxy:
+        p = StallProxy(self.lockd.port)
+        self.addCleanup(p.close)
+        return p
+
+    def held_by(self, observer: lockd.Client, name: str, owner: str) -> bool:
+        info = observer.describe(name)
+        return info.held and info.owner == owner
+
+
+class LockdTest(LockdTestBase):
+    """The client's behaviour against lockd, over sessions (the default);
+    LockdUnaryTest runs it again over the unary RPCs."""
 
     def test_with_block_holds_the_lock_and_releases_it(self):
         a, b = self.client(), self.client()
@@ -591,6 +622,8 @@ class LockdTest(unittest.TestCase):
         self.lockd.stop()
         self.lockd.start()  # memory backend: the hold is gone
         self.assertTrue(lease.lost.wait(5))
+        self.assertTrue(wait_until(lambda: fired, 2))  # on_lost runs right after
+        time.sleep(0.1)
         self.assertEqual(len(fired), 1)
         self.assertIsInstance(fired[0], lockd.LockLost)
         with self.assertRaises(lockd.LockLost):
@@ -629,6 +662,7 @@ class LockdTest(unittest.TestCase):
         time.sleep(1.5)  # renewals fail; the channel backs off
         self.lockd.start()
         self.assertTrue(lease.lost.wait(10))
+        self.assertTrue(wait_until(lambda: fired, 2))
         self.assertEqual(fired[0].reason, "LOCK_NOT_HELD")
 
     def test_unreachable_server_is_unavailable(self):
@@ -662,20 +696,18 @@ class LockdTest(unittest.TestCase):
             a.acquire("x", ttl=10 * 3600)
         self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
 
-    def proxy(self) -> StallProxy:
-        p = StallProxy(self.lockd.port)
-        self.addCleanup(p.close)
-        return p
-
-    def held_by(self, observer: lockd.Client, name: str, owner: str) -> bool:
-        info = observer.describe(name)
-        return info.held and info.owner == owner
+    @staticmethod
+    def connect(client: lockd.Client) -> None:
+        """Connected (and the session for ttl=30 opened) before any reply is
+        held back."""
+        client.describe("warm-up")
+        client.try_acquire("warm-up", ttl=30).release()
 
     def test_acquire_whose_deadline_passes_while_lockd_grants_leaves_no_hold(self):
         proxy = self.proxy()
         client = self.client(target=proxy.address, owner="late-reply", release_timeout=3)
         observer = self.client()
-        client.describe("x")  # connected before any reply is held back
+        self.connect(client)
         for _ in range(3):
             proxy.hold_replies(True)
             result = {}
@@ -705,7 +737,7 @@ class LockdTest(unittest.TestCase):
         proxy = self.proxy()
         client = self.client(target=proxy.address, owner="retried")
         observer = self.client()
-        client.describe("x")
+        self.connect(client)
         proxy.hold_replies(True)
         result = {}
         t = threading.Thread(target=lambda: result.update(
@@ -739,6 +771,10 @@ class LockdTest(unittest.TestCase):
         self.assertEqual(a.describe("r/2").namespace, "jobs")
         for lease in leases[:2]:
             lease.release()
+
+
+class LockdUnaryTest(LockdTest):
+    USE_SESSIONS = False
 
 
 if __name__ == "__main__":

@@ -1,0 +1,440 @@
+"""The Session stream of one lockd.Client (design/API.md "Sessions"): locks
+bound to one bidirectional stream, renewed by the server while it is open.
+Private to the lockd package; lockd.client routes acquire()/release() here.
+
+One _Session per (Client, lease ttl). Its one daemon thread opens the stream,
+reads every response (completing operations by op_id, marking leases lost on
+``lost``) and, when the stream breaks, reconnects with capped jittered
+backoff and resumes the live leases (``open.resume``); those the server does
+not return in ``opened.resumed`` become lost. Requests are written through a
+queue that the stream's request iterator drains. The thread exits when the
+stream breaks while no lease is live (the next operation starts it again)
+and after close(), which cancels the stream (a break for lockd, so
+keep_on_disconnect decides what becomes of the holds).
+
+While the stream is open a lease's validity is unbounded (lockd renews it and
+says when it is lost); from a break until resumed, 2/3 of its ttl (lockd
+renews every ttl/3). on_lost callbacks run on a thread of their own, never on
+the reader thread (a callback may use the session).
+
+Operation errors are raised as _SessionError, a grpc.RpcError carrying the
+result's google.rpc.Status as ``grpc-status-details-bin`` trailing metadata,
+so lockd.errors._translate and the unary retry/undo rules apply unchanged.
+``not_applied`` is True when the server certainly did not apply the
+operation (never sent, or cancelled and answered CANCELLED).
+"""
+
+import logging
+import math
+import queue
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Set, Tuple
+
+import grpc
+
+from lockd._proto.lockd.v1 import lock_pb2
+from lockd._values import _seconds, _set_duration
+from lockd._watchdog import _LeaseState
+from lockd.errors import LockLost, _describe
+
+if TYPE_CHECKING:
+    from lockd.client import Client
+
+_log = logging.getLogger("lockd")
+
+# Codes that end a session for good when the open is refused (a reconnect
+# would be refused again); every other break is retried.
+_FATAL_AT_OPEN = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED,
+})
+
+
+class _SessionError(grpc.RpcError):
+    """An operation's error, shaped like a unary call's grpc.RpcError."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, status_bin: bytes = b"",
+                 not_applied: bool = False):
+        super().__init__(details)
+        self._code, self._details, self.not_applied = code, details, not_applied
+        self._trailing = (("grpc-status-details-bin", status_bin),) if status_bin else ()
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self):
+        return self._trailing
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+_CANCELLED = grpc.StatusCode.CANCELLED.value[0]
+
+
+class _Op:
+    """One acquire or release in flight: completed once by the reader thread."""
+
+    def __init__(self, kind: str, request, on_lost):
+        self.kind, self.request, self.on_lost = kind, request, on_lost
+        self.done = threading.Event()
+        self.result: Optional[lock_pb2.SessionResult] = None
+        self.state: Optional[_LeaseState] = None  # a grant's lease
+        self.broken: Optional[str] = None  # why the stream broke before the result
+
+
+class _Session:
+    """Thread-safe: every field below _mu is guarded by it."""
+
+    def __init__(self, client: "Client", ttl: Optional[float], keep_on_disconnect: bool):
+        self._client = client
+        self._ttl = ttl
+        self._keep = keep_on_disconnect
+        self._random = random.Random()
+        self._mu = threading.Condition()
+        # "idle" (no thread), "connecting", "open", "failed", "closed".
+        self._status = "idle"
+        self._error: Optional[_SessionError] = None  # why "failed"
+        self._thread: Optional[threading.Thread] = None
+        self._requests: Optional[queue.Queue] = None  # the open stream's writes
+        self._call = None
+        self._next_op = 1
+        self._ops: Dict[int, _Op] = {}
+        self._leases: Set[_LeaseState] = set()
+        self.granted_ttl: Optional[float] = None
+
+    # -- used by lockd.client
+
+    @property
+    def failed(self) -> bool:
+        with self._mu:
+            return self._status in ("failed", "closed")
+
+    def acquire(self, request: lock_pb2.AcquireRequest, timeout: float, undo_bound: float,
+                on_lost) -> Tuple[lock_pb2.AcquireResponse, Optional[_LeaseState]]:
+        """Sends ``request`` and waits up to ``timeout`` for its result. Past
+        it (or when interrupted) sends cancel; then waits up to ``undo_bound``
+        for the result: CANCELLED means no hold (not_applied). Returns the
+        response and, when acquired, the lease state (already tracked)."""
+        op_id, op = self._send("acquire", request, time.monotonic() + timeout, on_lost)
+        try:
+            finished = op.done.wait(max(timeout, 0.0))
+        except BaseException:  # interrupted: the caller undoes what it may have added
+            self._cancel(op_id, op)
+            with self._mu:
+                self._ops.pop(op_id, None)
+            if op.state is not None:
+                self.forget(op.state)
+            raise
+        if not finished:
+            self._cancel(op_id, op)
+            if not op.done.wait(undo_bound):
+                with self._mu:
+                    self._ops.pop(op_id, None)
+                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "no result before the deadline (cancel unanswered)")
+            if op.state is not None:  # granted after all: the caller undoes it
+                self.forget(op.state)
+                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "granted after the deadline")
+            if op.result is not None and op.result.status.code == _CANCELLED:
+                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "deadline passed; cancelled", not_applied=True)
+        self._raise_if_failed(op)
+        return op.result.acquire, op.state
+
+    def release(self, request: lock_pb2.ReleaseRequest, timeout: float) -> lock_pb2.ReleaseResponse:
+        """One release over the stream; errors as _SessionError (UNAVAILABLE
+        when the stream broke: retry with the same request_id)."""
+        op_id, op = self._send("release", request, time.monotonic() + timeout, None)
+        if not op.done.wait(max(timeout, 0.0)):
+            with self._mu:
+                self._ops.pop(op_id, None)
+            raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "no result before the deadline")
+        self._raise_if_failed(op)
+        return op.result.release
+
+    def release_async(self, state: _LeaseState) -> None:
+        """Best effort, for a collected Lease: one release, result ignored."""
+        self.forget(state)
+        req = lock_pb2.ReleaseRequest(namespace=state.namespace, name=state.name,
+                                      owner=state.owner)
+        with self._mu:
+            if self._status != "open":
+                return
+            op_id = self._new_op_id()
+            self._requests.put(lock_pb2.SessionRequest(
+                release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
+
+    def forget(self, state: _LeaseState) -> None:
+        with self._mu:
+            self._leases.discard(state)
+
+    def close(self, timeout: float) -> None:
+        """Ends the stream as a break would (cancelled, no half-close), so
+        that holds, detached ones included, end as the session's
+        keep_on_disconnect says: with their lease (leases stay valid for 2/3
+        of their ttl) or at once (leases lost, CLIENT_CLOSED). Waits up to
+        ``timeout`` for the thread to end."""
+        with self._mu:
+            self._status = "closed"
+            call, thread = self._call, self._thread
+            leases, self._leases = self._leases, set()
+            self._mu.notify_all()
+        if call is not None:
+            call.cancel()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        now = time.monotonic()
+        for state in leases:
+            if self._keep:
+                state.suspend_session(now + state.ttl * 2 / 3 - state.drift)
+            else:
+                state.mark_lost(LockLost("lease of %s ended: the client was closed"
+                                         % _describe(state.namespace, state.name),
+                                         "CLIENT_CLOSED"))
+
+    # -- operations
+
+    def _new_op_id(self) -> int:
+        op_id = self._next_op
+        self._next_op += 1
+        return op_id
+
+    def _send(self, kind: str, request, deadline: float, on_lost) -> Tuple[int, _Op]:
+        """Waits for the stream to be open (until ``deadline``), then queues
+        the operation. Raises _SessionError(not_applied) when it cannot."""
+        with self._mu:
+            while self._status in ("idle", "connecting"):
+                if self._status == "idle":
+                    self._start_locked()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _SessionError(grpc.StatusCode.UNAVAILABLE,
+                                        "session stream not connected", not_applied=True)
+                self._mu.wait(left)
+            if self._status == "failed":
+                raise self._error
+            if self._status != "open":
+                raise _SessionError(grpc.StatusCode.CANCELLED, "client closed", not_applied=True)
+            op_id = self._new_op_id()
+            op = _Op(kind, request, on_lost)
+            self._ops[op_id] = op
+            if kind == "acquire":
+                msg = lock_pb2.SessionRequest(
+                    acquire=lock_pb2.SessionAcquire(op_id=op_id, request=request))
+            else:
+                msg = lock_pb2.SessionRequest(
+                    release=lock_pb2.SessionRelease(op_id=op_id, request=request))
+            self._requests.put(msg)
+            return op_id, op
+
+    def _cancel(self, op_id: int, op: _Op) -> None:
+        with self._mu:
+            if op_id in self._ops and self._status == "open" and not op.done.is_set():
+                self._requests.put(lock_pb2.SessionRequest(
+                    cancel=lock_pb2.SessionCancel(op_id=op_id)))
+
+    @staticmethod
+    def _raise_if_failed(op: _Op) -> None:
+        if op.broken is not None:
+            raise _SessionError(grpc.StatusCode.UNAVAILABLE, op.broken)
+        status = op.result.status
+        if status.code != 0:
+            raise _SessionError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN),
+                                status.message, status.SerializeToString())
+
+    # -- the thread
+
+    def _start_locked(self) -> None:
+        self._status = "connecting"
+        self._thread = threading.Thread(target=self._run, name="lockd-session", daemon=True)
+        self._thread.start()
+
+    def _open_request(self) -> lock_pb2.SessionRequest:
+        open_ = lock_pb2.SessionOpen(owner=self._client.owner, namespace=self._client.namespace,
+                                     keep_on_disconnect=self._keep)
+        if self._ttl is not None:
+            _set_duration(open_.lease_ttl, self._ttl)
+        seen = set()
+        for s in self._leases:
+            key = (s.namespace, s.name, s.fencing_token)
+            if key not in seen and s.active and s.lost_error is None:
+                seen.add(key)
+                open_.resume.add(namespace=s.namespace, name=s.name, fencing_token=s.fencing_token)
+        return lock_pb2.SessionRequest(open=open_)
+
+    def _run(self) -> None:
+        backoff = self._client._initial_backoff
+        while True:
+            with self._mu:
+                if self._status == "closed":
+                    return
+                requests: queue.Queue = queue.Queue()
+                requests.put(self._open_request())
+                self._requests = requests
+            opened = False
+            error: Optional[grpc.RpcError] = None
+            try:
+                call = self._client._stub.Session(_drain(requests))
+                with self._mu:
+                    self._call = call
+                    if self._status == "closed":  # close() ran before the call existed
+                        call.cancel()
+                for resp in call:
+                    if resp.HasField("opened"):
+                        self._on_opened(resp.opened)
+                        opened = True
+                        backoff = self._client._initial_backoff
+                    elif resp.HasField("result"):
+                        self._on_result(resp.result)
+                    elif resp.HasField("lost"):
+                        self._on_lost(resp.lost)
+            except grpc.RpcError as e:
+                error = e
+            except Exception as e:  # never let the reader die silently
+                _log.exception("lockd: session reader failed")
+                error = _SessionError(grpc.StatusCode.INTERNAL, str(e))
+            requests.put(None)  # ends the request iterator's thread
+            if not self._on_end(error, opened):
+                return
+            backoff = self._pause(backoff)
+            if backoff is None:
+                return
+
+    def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
+        resumed = {(i.namespace or "default", i.name, i.fencing_token) for i in opened.resumed}
+        ttl = _seconds(opened.lease_ttl)
+        lost = []
+        with self._mu:
+            self.granted_ttl = ttl
+            for s in list(self._leases):
+                if (s.namespace, s.name, s.fencing_token) in resumed:
+                    s.resume_session()
+                else:
+                    self._leases.discard(s)
+                    lost.append(s)
+            if self._status == "connecting":
+                self._status = "open"
+            self._mu.notify_all()
+        for s in lost:
+            s.mark_lost(LockLost(
+                "lease of %s lost: not held any more when the session reconnected"
+                % _describe(s.namespace, s.name), "LOCK_NOT_HELD"), _in_thread)
+
+    def _on_result(self, result: lock_pb2.SessionResult) -> None:
+        with self._mu:
+            op = self._ops.pop(result.op_id, None)
+            if op is None:
+                return  # its caller gave up (and undoes a grant itself)
+            op.result = result
+            if (op.kind == "acquire" and result.status.code == 0 and result.acquire.acquired):
+                req, resp = op.request, result.acquire
+                ttl = _seconds(resp.lease_ttl) or self.granted_ttl
+                op.state = _LeaseState(self._client, req.namespace, req.name, self._client.owner,
+                                       resp.fencing_token, resp.hold_count, ttl, True,
+                                       math.inf, op.on_lost)
+                op.state.session = self
+                self._leases.add(op.state)
+        op.done.set()
+
+    def _on_lost(self, lost: lock_pb2.LockLost) -> None:
+        key = (lost.namespace or "default", lost.name, lost.fencing_token)
+        with self._mu:
+            gone = [s for s in self._leases if (s.namespace, s.name, s.fencing_token) == key]
+            self._leases.difference_update(gone)
+        for s in gone:
+            s.mark_lost(LockLost("lease of %s lost: lockd reported %s"
+                                 % (_describe(s.namespace, s.name), lost.reason or "NOT_HELD"),
+                                 lost.reason or "NOT_HELD"), _in_thread)
+
+    def _on_end(self, error: Optional[grpc.RpcError], opened: bool) -> bool:
+        """The stream ended. Fails the operations in flight; returns True to
+        reconnect."""
+        why = "session stream ended: %s" % (error.details() if error is not None else "OK")
+        code = error.code() if error is not None else grpc.StatusCode.OK
+        now = time.monotonic()
+        with self._mu:
+            self._call = None
+            self._requests = None
+            ops, self._ops = self._ops, {}
+            leases = list(self._leases)
+            if self._status == "closed":
+                reconnect = False
+            elif not opened and code in _FATAL_AT_OPEN:
+                self._status = "failed"
+                self._error = _SessionError(code, why, not_applied=True)
+                self._leases = set()
+                reconnect = False
+            elif leases:
+                self._status = "connecting"
+                reconnect = True
+            else:
+                self._status = "idle"  # nothing to resume: the next operation reconnects
+                reconnect = False
+            if not reconnect and self._thread is threading.current_thread():
+                self._thread = None
+            if not self._keep and self._status != "closed":
+                self._leases = set()
+            self._mu.notify_all()
+        for op in ops.values():
+            op.broken = why
+            op.done.set()
+        for s in leases:
+            if self._keep and reconnect:
+                s.suspend_session(now + s.ttl * 2 / 3 - s.drift)
+            elif self._status_is("closed"):
+                continue  # close() marks them
+            else:
+                s.mark_lost(LockLost("lease of %s lost: %s" % (_describe(s.namespace, s.name),
+                                                               why), "SESSION_ENDED"), _in_thread)
+        if reconnect:
+            _log.debug("lockd: %s; reconnecting", why)
+        return reconnect
+
+    def _status_is(self, status: str) -> bool:
+        with self._mu:
+            return self._status == status
+
+    def _pause(self, backoff: float) -> Optional[float]:
+        """Sleeps a jittered ``backoff`` (waking early for a lease whose
+        validity ends, which it marks lost). Returns the next backoff, or None
+        when the session was closed or no lease is left to resume."""
+        resume_at = time.monotonic() + self._random.uniform(backoff / 2, backoff)
+        while True:
+            now = time.monotonic()
+            with self._mu:
+                leases = list(self._leases)
+            for s in leases:
+                if s.check_expiry(now, _in_thread):
+                    self.forget(s)
+            with self._mu:
+                if self._status == "closed":
+                    return None
+                if not self._leases and not self._ops and now >= resume_at:
+                    self._status = "idle"
+                    self._thread = None
+                    self._mu.notify_all()
+                    return None
+                if now >= resume_at:
+                    return min(backoff * 2, self._client._max_backoff)
+                wake = min([resume_at] + [s.valid_until for s in self._leases])
+                self._mu.wait(max(0.0, wake - now))
+
+
+def _in_thread(run: Callable[[], None]) -> None:
+    """Runs an on_lost callback on a thread of its own: on the reader thread
+    a callback waiting for the session (an acquire) would wait forever."""
+    threading.Thread(target=run, name="lockd-on-lost", daemon=True).start()
+
+
+def _drain(requests: queue.Queue):
+    """The stream's request iterator: the queued requests until None."""
+    while True:
+        item = requests.get()
+        if item is None:
+            return
+        yield item

@@ -1,0 +1,247 @@
+"""Tests of what the Session stream changes in the lockd Python client, against
+the real lockd binary (memory backend, started per test by test_client's
+LockdTestBase). The behaviour sessions share with the unary path is tested by
+test_client.LockdTest (sessions) and LockdUnaryTest (unary RPCs).
+
+The memory backend loses every hold when lockd restarts, so resuming after a
+restart is not tested here: test_lease_is_lost_when_its_lockd_restarts checks
+that such a lease becomes lost, and test_broken_stream_is_resumed resumes
+after the connection (not lockd) broke.
+"""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import unittest
+
+import grpc
+
+import lockd
+from test_client import LockdTestBase, wait_until
+
+
+def _unary_forbidden(*args, **kwargs):
+    raise AssertionError("a unary RPC was used where the session should be")
+
+
+class SessionTest(LockdTestBase):
+    def test_acquire_and_release_go_over_the_stream(self):
+        a, observer = self.client(), self.client()
+        a._stub.Acquire = a._stub.Release = a._stub.Renew = _unary_forbidden
+        lease = a.acquire("orders/42", ttl=10)
+        info = observer.describe("orders/42")
+        self.assertEqual((info.held, info.owner, info.fencing_token),
+                         (True, a.owner, lease.fencing_token))
+        again = a.acquire("orders/42", ttl=10)  # reentrant, same session
+        self.assertEqual((again.hold_count, again.fencing_token), (2, lease.fencing_token))
+        again.release()
+        lease.release()
+        self.assertFalse(observer.describe("orders/42").held)
+
+    def test_release_of_a_hold_gone_meanwhile_is_lock_lost(self):
+        a = self.client()
+        lease = a.acquire("x", ttl=10)
+        self.assertEqual(a.release("x", a.owner), (True, 0))  # behind the session's back
+        with self.assertRaises(lockd.LockLost) as cm:
+            lease.release()  # over the session: lockd's LOCK_NOT_HELD in the result
+        self.assertEqual(cm.exception.reason, "LOCK_NOT_HELD")
+
+    def test_lockd_renews_the_lease_without_a_watchdog(self):
+        a, observer = self.client(), self.client()
+        lease = a.acquire("x", ttl=0.3)
+        time.sleep(1.5)  # five leases long
+        self.assertTrue(lease.valid())
+        self.assertFalse(lease.lost.is_set())
+        info = observer.describe("x")
+        self.assertEqual((info.held, info.owner, info.fencing_token),
+                         (True, a.owner, lease.fencing_token))
+        self.assertIsNone(a._watchdog._thread, "a watchdog thread was started")
+        lease.release()
+        self.assertFalse(observer.describe("x").held)
+
+    def test_force_release_makes_the_lease_lost_once(self):
+        a, admin = self.client(), self.client()
+        fired = []
+        lease = a.acquire("x", ttl=10, on_lost=fired.append)
+        released, previous = admin.force_release("x", "test", fencing_token=lease.fencing_token)
+        self.assertTrue(released)
+        self.assertEqual(previous.owner, a.owner)
+        self.assertTrue(lease.lost.wait(5))
+        self.assertEqual(lease.lost_error.reason, "FORCE_RELEASED")
+        self.assertFalse(lease.valid())
+        time.sleep(0.2)
+        self.assertEqual([e.reason for e in fired], ["FORCE_RELEASED"])
+        with self.assertRaises(lockd.LockLost):
+            lease.release()
+        # The client's next grant of the lock is a new hold with a new token.
+        again = a.try_acquire("x", ttl=10)
+        self.assertGreater(again.fencing_token, lease.fencing_token)
+        again.release()
+
+    def _holder(self, keep_on_disconnect: bool) -> subprocess.Popen:
+        """A process holding "x" (ttl 30 s) over a session until killed."""
+        package = os.path.dirname(os.path.dirname(lockd.__file__))
+        script = textwrap.dedent("""
+            import sys, time
+            sys.path.insert(0, %r)
+            import lockd
+            client = lockd.Client(%r, keep_on_disconnect=%r)
+            lease = client.acquire("x", ttl=30)
+            print(client.owner, flush=True)
+            time.sleep(120)
+        """ % (package, self.lockd.address, keep_on_disconnect))
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        return proc
+
+    def test_killed_client_process_frees_its_locks_at_once(self):
+        observer = self.client()
+        proc = self._holder(keep_on_disconnect=False)
+        owner = proc.stdout.readline().strip()
+        self.assertTrue(owner)
+        self.assertTrue(self.held_by(observer, "x", owner))
+        proc.kill()  # SIGKILL: no release, no half-close
+        killed = time.monotonic()
+        self.assertTrue(wait_until(lambda: not observer.describe("x").held, 1.0),
+                        "the lock of a killed client was still held after 1 s")
+        self.assertLess(time.monotonic() - killed, 1.0)
+
+    def test_killed_client_keeping_its_locks_on_disconnect_holds_them_to_their_lease(self):
+        # The default (keep_on_disconnect=True) lets a reconnect resume, so
+        # a vanished client's locks end with their lease, not at once.
+        observer = self.client()
+        proc = self._holder(keep_on_disconnect=True)
+        owner = proc.stdout.readline().strip()
+        proc.kill()
+        time.sleep(1.5)
+        self.assertTrue(self.held_by(observer, "x", owner))
+        observer.force_release("x", "test cleanup")
+
+    def test_acquire_cancelled_at_its_deadline_leaves_no_hold(self):
+        a, b = self.client(), self.client()
+        first = a.acquire("x", ttl=10)
+        start = time.monotonic()
+        with self.assertRaises(lockd.LockNotAcquired) as cm:
+            b.acquire("x", ttl=10, wait=30, timeout=0.5)  # waiting in lockd when cancelled
+        self.assertLess(time.monotonic() - start, 2.5)
+        self.assertIsNone(cm.exception.unconfirmed_acquire_request_id)
+        first.release()
+        time.sleep(0.3)  # a waiter left behind would be granted now
+        self.assertFalse(a.describe("x").held, "the cancelled acquire was granted")
+        # A waiting acquire of the session does not delay its other operations.
+        held = a.acquire("y", ttl=10)
+        errors = []
+
+        def wait_for_y():
+            try:
+                b.acquire("y", ttl=10, wait=30, timeout=2)
+            except lockd.LockdError as e:
+                errors.append(e)
+
+        waiting = threading.Thread(target=wait_for_y)
+        waiting.start()
+        time.sleep(0.3)
+        quick_start = time.monotonic()
+        b.try_acquire("z", ttl=10).release()
+        self.assertLess(time.monotonic() - quick_start, 1.0)
+        waiting.join(10)
+        self.assertEqual([type(e) for e in errors], [lockd.LockNotAcquired])
+        held.release()
+
+    def test_interrupted_waiting_acquire_is_cancelled_and_leaves_no_hold(self):
+        a, b = self.client(), self.client()
+        held = a.acquire("x", ttl=10)
+        b.try_acquire("warm-up", ttl=10).release()  # session open: the acquire waits in lockd
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        with self.assertRaises(KeyboardInterrupt):
+            b.acquire("x", ttl=10, wait=30)
+        held.release()
+        time.sleep(0.3)  # a waiter left behind would be granted now
+        self.assertFalse(a.describe("x").held, "the interrupted acquire was granted")
+        b.try_acquire("x", ttl=10).release()  # the session still works
+
+    def test_broken_stream_is_resumed_with_its_leases(self):
+        proxy = self.proxy()
+        a = self.client(target=proxy.address, initial_backoff=0.02, max_backoff=0.2)
+        observer = self.client()
+        fired = []
+        lease = a.acquire("x", ttl=1.0, on_lost=fired.append)
+        proxy.cut()  # the stream breaks; lockd keeps the hold to its lease
+        # Three leases later the hold is still there with its token: the
+        # reconnected session resumed it and lockd renews it again.
+        time.sleep(3)
+        self.assertEqual(fired, [])
+        self.assertTrue(lease.valid())
+        info = observer.describe("x")
+        self.assertEqual((info.held, info.owner, info.fencing_token),
+                         (True, a.owner, lease.fencing_token))
+        lease.release()
+        self.assertFalse(observer.describe("x").held)
+
+    def test_lease_is_lost_when_its_lockd_restarts(self):
+        # Memory backend: the restarted lockd holds nothing, so the resume
+        # is refused and the lease is lost (with a shared backend such as
+        # Redis the hold would be resumed).
+        a = self.client()
+        fired = []
+        lease = a.acquire("x", ttl=5, on_lost=fired.append)
+        self.lockd.stop()
+        self.lockd.start()
+        self.assertTrue(lease.lost.wait(4))  # before its validity (2/3 ttl) ends
+        self.assertTrue(wait_until(lambda: fired, 2))
+        self.assertEqual([e.reason for e in fired], ["LOCK_NOT_HELD"])
+        self.assertFalse(a.describe("x").held)
+        again = a.try_acquire("x", ttl=5)  # the client keeps working
+        again.release()
+
+    def test_collected_lease_is_released_over_the_session(self):
+        a, observer = self.client(), self.client()
+        a._stub.Release = _unary_forbidden
+        lease = a.acquire("x", ttl=10)
+        del lease
+        gc.collect()
+        self.assertTrue(wait_until(lambda: not observer.describe("x").held, 3))
+
+    def test_acquire_for_another_owner_uses_the_unary_rpcs(self):
+        a = self.client()
+        lease = a.acquire("x", ttl=10, owner="someone-else")
+        self.assertEqual(a._sessions, {})
+        self.assertEqual(a.describe("x").owner, "someone-else")
+        lease.release()
+
+    def test_close_leaves_the_holds_to_their_lease_or_frees_them(self):
+        a, observer = self.client(), self.client()
+        kept = a.acquire("kept", ttl=10)
+        detached = a.acquire("detached", ttl=10)
+        detached.detach()
+        a.close()  # like a break: keep_on_disconnect (the default) keeps the holds
+        for name in ("kept", "detached"):
+            self.assertTrue(self.held_by(observer, name, a.owner), name)
+        self.assertFalse(kept.lost.is_set())
+        self.assertTrue(kept.valid())  # for 2/3 of its ttl
+        self.assertLess(kept.remaining(), 10)
+        b = self.client(keep_on_disconnect=False)
+        freed = b.acquire("freed", ttl=10)
+        b.close()
+        self.assertTrue(wait_until(lambda: not observer.describe("freed").held, 1.0))
+        self.assertEqual(freed.lost_error.reason, "CLIENT_CLOSED")
+
+    def test_refused_session_lease_is_the_acquire_error(self):
+        a = self.client()
+        with self.assertRaises(lockd.LockdError) as cm:
+            a.acquire("x", ttl=10 * 3600)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        a.acquire("x", ttl=10).release()  # a new session for another ttl works
+
+
+if __name__ == "__main__":
+    unittest.main()
