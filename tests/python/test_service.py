@@ -94,7 +94,8 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(lock.package, "lockd.v1")
         service = [s for s in lock.service if s.name == "LockService"][0]
         self.assertEqual([m.name for m in service.method],
-                         ["Acquire", "Release", "Renew", "Describe", "List", "ForceRelease"])
+                         ["Acquire", "Release", "Renew", "Describe", "List", "ForceRelease",
+                          "Session"])
         acquire = [m for m in lock.message_type if m.name == "AcquireRequest"][0]
         self.assertEqual([(f.name, f.number) for f in acquire.field],
                          [("namespace", 1), ("name", 2), ("owner", 3), ("lease_ttl", 4),
