@@ -15,19 +15,6 @@
 namespace lockd {
 namespace {
 
-void ToProto(const LockState& s, absl::string_view backend, v1::LockInfo* out) {
-  out->set_namespace_(s.key.ns);
-  out->set_name(s.key.name);
-  out->set_held(s.held);
-  out->set_waiters(s.waiters);
-  out->set_backend(std::string(backend));
-  if (!s.held) return;
-  out->set_owner(s.owner);
-  out->set_hold_count(s.hold_count);
-  out->set_fencing_token(s.fencing_token);
-  SetProtoDuration(s.ttl_remaining, out->mutable_ttl_remaining());
-}
-
 // A unary call's reactor that counts the call in flight until gRPC is done
 // with it (LockServiceImpl::in_flight(), which shutdown waits on).
 class CountedReactor : public grpc::ServerUnaryReactor {
@@ -112,7 +99,7 @@ class AcquireReactor final : public CountedReactor {
       resp_->set_hold_count(r->hold_count);
       SetProtoDuration(r->ttl, resp_->mutable_lease_ttl());
     } else {
-      ToProto(r->current, backend_->name(), resp_->mutable_current());
+      ToLockInfo(r->current, backend_->name(), resp_->mutable_current());
     }
     Finish(grpc::Status::OK);
   }
@@ -143,13 +130,34 @@ class AcquireReactor final : public CountedReactor {
 
 }  // namespace
 
+void ToLockInfo(const LockState& s, absl::string_view backend, v1::LockInfo* out) {
+  out->set_namespace_(s.key.ns);
+  out->set_name(s.key.name);
+  out->set_held(s.held);
+  out->set_waiters(s.waiters);
+  out->set_backend(std::string(backend));
+  if (!s.held) return;
+  out->set_owner(s.owner);
+  out->set_hold_count(s.hold_count);
+  out->set_fencing_token(s.fencing_token);
+  SetProtoDuration(s.ttl_remaining, out->mutable_ttl_remaining());
+}
+
 std::string NewOwnerId() {
   thread_local absl::BitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
 }
 
 LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz)
-    : backend_(backend), lease_(lease), authz_(authz) {}
+    : backend_(backend),
+      lease_(lease),
+      authz_(authz),
+      sessions_(backend, lease, authz, &in_flight_) {}
+
+grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* LockServiceImpl::Session(
+    grpc::CallbackServerContext* ctx) {
+  return sessions_.Open(ctx);
+}
 
 absl::Status LockServiceImpl::Authorize(grpc::CallbackServerContext* ctx, Permission permission,
                                         const LockKey& key, const std::string* owner,
@@ -247,7 +255,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(grpc::CallbackServerContext*
     return reactor;
   }
   backend_->Describe(*std::move(key), [this, reactor, resp](absl::StatusOr<LockState> r) {
-    if (r.ok()) ToProto(*r, backend_->name(), resp);
+    if (r.ok()) ToLockInfo(*r, backend_->name(), resp);
     reactor->Finish(BackendToGrpcStatus(r.status()));
   });
   return reactor;
@@ -269,7 +277,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
   }
   backend_->List(*std::move(params), [this, reactor, resp](absl::StatusOr<ListResult> r) {
     if (r.ok()) {
-      for (const LockState& s : r->locks) ToProto(s, backend_->name(), resp->add_locks());
+      for (const LockState& s : r->locks) ToLockInfo(s, backend_->name(), resp->add_locks());
       resp->set_next_page_token(r->next_page_token);
     }
     reactor->Finish(BackendToGrpcStatus(r.status()));
@@ -300,20 +308,23 @@ grpc::ServerUnaryReactor* LockServiceImpl::ForceRelease(grpc::CallbackServerCont
   }
   LockKey key = params->key;
   uint64_t token = params->fencing_token;
-  backend_->ForceRelease(*std::move(params),
-                         [this, reactor, resp, identity = std::move(identity), key = std::move(key),
-                          token, reason = req->reason()](absl::StatusOr<ForceReleaseResult> r) {
-                           ForceReleaseAudit audit{identity, key.ns, key.name, reason, token};
-                           if (r.ok()) {
-                             resp->set_released(r->released);
-                             ToProto(r->previous, backend_->name(), resp->mutable_previous());
-                             audit.released = r->released;
-                             audit.previous_owner = r->previous.owner;
-                             audit.previous_token = r->previous.fencing_token;
-                           }
-                           AuditForceRelease(audit, r.status());
-                           reactor->Finish(BackendToGrpcStatus(r.status()));
-                         });
+  backend_->ForceRelease(*std::move(params), [this, reactor, resp, identity = std::move(identity),
+                                              key = std::move(key), token, reason = req->reason()](
+                                                 absl::StatusOr<ForceReleaseResult> r) {
+    ForceReleaseAudit audit{identity, key.ns, key.name, reason, token};
+    if (r.ok()) {
+      resp->set_released(r->released);
+      ToLockInfo(r->previous, backend_->name(), resp->mutable_previous());
+      audit.released = r->released;
+      if (r->released) {
+        sessions_.ForceReleased(key, r->previous.owner, r->previous.fencing_token);
+      }
+      audit.previous_owner = r->previous.owner;
+      audit.previous_token = r->previous.fencing_token;
+    }
+    AuditForceRelease(audit, r.status());
+    reactor->Finish(BackendToGrpcStatus(r.status()));
+  });
   return reactor;
 }
 

@@ -2,8 +2,8 @@
 // status. Uses the callback API: no RPC holds a thread while the backend
 // works or while an Acquire waits.
 //
-// Thread-safe: the service holds no mutable state of its own; the backend is
-// thread-safe.
+// Thread-safe: the service's only state of its own is the SessionHub (which
+// is thread-safe); the backend is thread-safe.
 
 #ifndef LOCKD_SERVICE_LOCK_SERVICE_H_
 #define LOCKD_SERVICE_LOCK_SERVICE_H_
@@ -16,6 +16,7 @@
 #include "lockd/v1/lock.grpc.pb.h"
 #include "service/auth.h"
 #include "service/config.h"
+#include "service/session.h"
 
 namespace lockd {
 
@@ -38,6 +39,14 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   grpc::ServerUnaryReactor* ForceRelease(grpc::CallbackServerContext* ctx,
                                          const v1::ForceReleaseRequest* req,
                                          v1::ForceReleaseResponse* resp) override;
+  grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* Session(
+      grpc::CallbackServerContext* ctx) override;
+
+  // Server shutdown: ends every Session stream with UNAVAILABLE, leaving
+  // their holds to their lease (service/session.h).
+  void EndSessions() { sessions_.EndAll(); }
+  // Session streams open now.
+  size_t sessions() const { return sessions_.size(); }
 
   // Calls of this service that have started and not yet ended (their
   // reply sent or their call cancelled). Thread-safe.
@@ -54,10 +63,14 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   const LeaseBounds lease_;
   std::atomic<int64_t> in_flight_{0};
   const Authorizer* const authz_;
+  SessionHub sessions_;  // after in_flight_, which it counts in
 };
 
 // A random 128-bit owner id (32 hex digits).
 std::string NewOwnerId();
+
+// A backend's lock state as the API's LockInfo.
+void ToLockInfo(const LockState& s, absl::string_view backend, v1::LockInfo* out);
 
 }  // namespace lockd
 

@@ -103,6 +103,10 @@ void LockdServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     stopped.Notify();
   });
+  // Session streams end with UNAVAILABLE and keep their holds to their
+  // lease (clients resume them on another replica); then the backend answers
+  // parked Acquires.
+  service_->EndSessions();
   backend_->Shutdown();
   // gRPC's Shutdown waits for every connection to go away, not only for
   // calls, so one idle client channel would hold it for the whole grace (and

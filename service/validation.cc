@@ -221,4 +221,42 @@ absl::StatusOr<ForceReleaseParams> ToForceReleaseParams(const v1::ForceReleaseRe
   return p;
 }
 
+namespace {
+
+absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<SessionOpenParams> ToSessionOpenParams(const v1::SessionOpen& open,
+                                                      const LeaseBounds& lease) {
+  SessionOpenParams p;
+  if (!open.namespace_().empty()) {
+    absl::StatusOr<std::string> ns = CheckNamespace(open.namespace_());
+    if (!ns.ok()) return Prefixed("open.", ns.status());
+    p.ns = *std::move(ns);
+  }
+  if (absl::Status s = CheckOwner(open.owner(), /*allow_empty=*/true); !s.ok()) {
+    return Prefixed("open.", s);
+  }
+  p.owner = open.owner();
+  absl::StatusOr<absl::Duration> ttl = CheckLease(open.has_lease_ttl(), open.lease_ttl(), lease);
+  if (!ttl.ok()) return Prefixed("open.", ttl.status());
+  p.ttl = *ttl;
+  p.keep_on_disconnect = open.keep_on_disconnect();
+  if (open.resume_size() > 0 && p.owner.empty()) {
+    return Invalid("open.resume", "needs open.owner (the owner whose holds to take over)",
+                   "no owner");
+  }
+  for (int i = 0; i < open.resume_size(); ++i) {
+    const v1::LockRef& ref = open.resume(i);
+    const std::string& ns = ref.namespace_().empty() ? p.ns : ref.namespace_();
+    absl::StatusOr<LockKey> key = CheckKey(ns, ref.name());
+    if (!key.ok()) return Prefixed(absl::StrCat("open.resume[", i, "]."), key.status());
+    p.resume.push_back({*std::move(key), ref.fencing_token()});
+  }
+  return p;
+}
+
 }  // namespace lockd

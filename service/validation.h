@@ -6,8 +6,13 @@
 #ifndef LOCKD_SERVICE_VALIDATION_H_
 #define LOCKD_SERVICE_VALIDATION_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "backends/backend.h"
 #include "lockd/v1/lock.pb.h"
 #include "service/config.h"
@@ -34,6 +39,21 @@ absl::StatusOr<ListParams> ToListParams(const v1::ListRequest& req);
 // `reason` is required (1-256 bytes); it goes to the audit log, not the
 // backend.
 absl::StatusOr<ForceReleaseParams> ToForceReleaseParams(const v1::ForceReleaseRequest& req);
+
+// A Session's `open`. Messages start with "open." and the field.
+struct SessionOpenParams {
+  std::string ns;     // empty: requests without a namespace use "default"
+  std::string owner;  // empty: the service generates one
+  absl::Duration ttl;
+  bool keep_on_disconnect = false;
+  struct Resume {
+    LockKey key;
+    uint64_t fencing_token = 0;
+  };
+  std::vector<Resume> resume;  // REQUIRES-checked: only with an owner
+};
+absl::StatusOr<SessionOpenParams> ToSessionOpenParams(const v1::SessionOpen& open,
+                                                      const LeaseBounds& lease);
 
 }  // namespace lockd
 

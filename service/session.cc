@@ -1,0 +1,507 @@
+// One Session stream (the rules are in session.h). This file holds the
+// reactor: reading, writing, the operations and the end of the stream;
+// session_holds.cc holds what the session does with its holds (resume,
+// renewal, lost, release at the end).
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "protos/proto_duration.h"
+#include "service/lock_service.h"
+#include "service/session_reactor.h"
+#include "service/status_mapping.h"
+#include "service/validation.h"
+#include "util/log.h"
+
+namespace lockd {
+namespace {
+
+google::rpc::Status ToRpcStatus(const grpc::Status& s) {
+  google::rpc::Status out;
+  // Statuses with details carry the whole google.rpc.Status.
+  if (!s.error_details().empty() && out.ParseFromString(s.error_details())) return out;
+  out.Clear();
+  out.set_code(static_cast<int32_t>(s.error_code()));
+  out.set_message(s.error_message());
+  return out;
+}
+
+v1::SessionResponse ErrorResult(uint64_t op_id, const grpc::Status& s) {
+  v1::SessionResponse resp;
+  resp.mutable_result()->set_op_id(op_id);
+  *resp.mutable_result()->mutable_status() = ToRpcStatus(s);
+  return resp;
+}
+
+}  // namespace
+
+Session::Session(SessionHub* hub, grpc::CallbackServerContext* ctx)
+    : hub_(hub), backend_(hub->backend_), ctx_(ctx) {
+  hub_->in_flight_->fetch_add(1, std::memory_order_relaxed);
+}
+
+void Session::Begin() {
+  if (!hub_->Add(this)) {
+    BeginEnd(End::kShutdown, ShutdownStatus());
+    return;
+  }
+  Read();
+}
+
+grpc::Status Session::ShutdownStatus() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "lockd is shutting down; the session's holds are kept to their lease "
+                      "(resume them on another replica)");
+}
+
+// --- Reference counting ---------------------------------------------------
+
+void Session::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+Session::Ref Session::NewRef() {
+  refs_.fetch_add(1, std::memory_order_relaxed);
+  return Ref(this);
+}
+
+// --- Reading --------------------------------------------------------------
+
+void Session::Read() {
+  {
+    absl::MutexLock l(&mu_);
+    if (end_ != End::kNone || finish_called_) return;
+    ++starting_;
+  }
+  StartRead(&request_);
+  Started();
+}
+
+void Session::Started() {
+  {
+    absl::MutexLock l(&mu_);
+    --starting_;
+  }
+  MaybeFinish();
+}
+
+void Session::OnReadDone(bool ok) {
+  if (!ok) {
+    ReadFailed();
+    return;
+  }
+  v1::SessionRequest req = std::move(request_);
+  request_.Clear();
+  switch (req.kind_case()) {
+    case v1::SessionRequest::kOpen:
+      HandleOpen(req.open());  // reads on once `opened` is queued
+      return;
+    case v1::SessionRequest::kAcquire:
+      if (!RequireOpen()) return;
+      HandleAcquire(*req.mutable_acquire());
+      break;
+    case v1::SessionRequest::kRelease:
+      if (!RequireOpen()) return;
+      HandleRelease(*req.mutable_release());
+      break;
+    case v1::SessionRequest::kCancel:
+      if (!RequireOpen()) return;
+      HandleCancel(req.cancel().op_id());
+      break;
+    case v1::SessionRequest::KIND_NOT_SET:
+      ProtocolError("a SessionRequest must set one of open, acquire, release, cancel");
+      return;
+  }
+  Read();
+}
+
+void Session::ReadFailed() {
+  bool grace = false;
+  {
+    absl::MutexLock l(&mu_);
+    if (end_ != End::kNone) return;
+    grace = opened_ && keep_on_disconnect_ && !cancelled_;
+  }
+  if (!grace) {
+    BeginEnd(End::kHalfClose, grpc::Status::OK);
+    return;
+  }
+  hub_->timers_.Schedule(kBreakGrace, [ref = NewRef()] {
+    bool broken;
+    {
+      absl::MutexLock l(&ref->mu_);
+      broken = ref->cancelled_;
+    }
+    ref->BeginEnd(broken ? End::kBroken : End::kHalfClose, grpc::Status::OK);
+  });
+}
+
+bool Session::RequireOpen() {
+  {
+    absl::MutexLock l(&mu_);
+    if (opened_) return true;
+  }
+  ProtocolError("the first SessionRequest must be `open`");
+  return false;
+}
+
+void Session::ProtocolError(absl::string_view what) {
+  BeginEnd(End::kProtocolError,
+           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(what)));
+}
+
+// --- Opening --------------------------------------------------------------
+
+void Session::HandleOpen(const v1::SessionOpen& open) {
+  bool again;
+  {
+    absl::MutexLock l(&mu_);
+    again = opening_;
+    opening_ = true;
+  }
+  if (again) {
+    ProtocolError("`open` may only be the first SessionRequest");
+    return;
+  }
+  absl::StatusOr<SessionOpenParams> p = ToSessionOpenParams(open, hub_->lease_);
+  if (!p.ok()) {
+    BeginEnd(End::kProtocolError, ToGrpcStatus(p.status()));
+    return;
+  }
+  std::string identity(kAnonymous);
+  const Authorizer* authz = hub_->authz_;
+  if (authz != nullptr && authz->enabled()) {
+    absl::StatusOr<std::string> id = authz->Identify(*ctx_);
+    if (!id.ok()) {
+      BeginEnd(End::kProtocolError, ToGrpcStatus(id.status()));
+      return;
+    }
+    identity = *std::move(id);
+  }
+  if (p->owner.empty()) p->owner = authz != nullptr ? authz->NewOwnerFor(identity) : NewOwnerId();
+  {
+    absl::MutexLock l(&mu_);
+    owner_ = p->owner;
+    ns_ = p->ns.empty() ? std::string(kDefaultNamespace) : p->ns;
+    ttl_ = p->ttl;
+    keep_on_disconnect_ = p->keep_on_disconnect;
+    opened_ = true;
+  }
+  Resume(std::move(p->resume));  // sends `opened` and reads on when done
+}
+
+void Session::SendOpened(std::vector<v1::LockInfo> resumed) {
+  v1::SessionResponse resp;
+  v1::SessionOpened* opened = resp.mutable_opened();
+  opened->set_owner(owner_);
+  SetProtoDuration(ttl_, opened->mutable_lease_ttl());
+  for (v1::LockInfo& info : resumed) *opened->add_resumed() = std::move(info);
+  Send(std::move(resp));
+  Read();
+}
+
+// --- Operations -----------------------------------------------------------
+
+bool Session::CheckOwnerAndNamespace(uint64_t op_id, std::string* owner, std::string* ns) {
+  if (!owner->empty() && *owner != owner_) {
+    Send(ErrorResult(op_id, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                         absl::StrCat("owner: must be empty or the session's "
+                                                      "owner (got \"",
+                                                      *owner, "\")"))));
+    return false;
+  }
+  *owner = owner_;
+  if (ns->empty()) *ns = ns_;
+  return true;
+}
+
+// Ends the stream (a protocol error) if `op_id` is in flight. Only the
+// reader adds operations, so an op_id checked here is still free when the
+// operation starts.
+bool Session::InFlight(uint64_t op_id) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!ops_.contains(op_id)) return false;
+  }
+  ProtocolError(absl::StrCat("op_id ", op_id, " is already in flight on this session"));
+  return true;
+}
+
+// Registers the operation; false (and answered RESOURCE_EXHAUSTED) when the
+// session has too many in flight.
+bool Session::StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel) {
+  {
+    absl::MutexLock l(&mu_);
+    if (ops_.size() < kMaxSessionOps) {
+      ops_.emplace(op_id, std::move(cancel));
+      return true;
+    }
+  }
+  Send(ErrorResult(op_id, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                       absl::StrCat("too many operations in flight on this "
+                                                    "session (at most ",
+                                                    kMaxSessionOps, ")"))));
+  return false;
+}
+
+void Session::HandleAcquire(v1::SessionAcquire& a) {
+  const uint64_t op_id = a.op_id();
+  if (InFlight(op_id)) return;
+  v1::AcquireRequest& req = *a.mutable_request();
+  if (!CheckOwnerAndNamespace(op_id, req.mutable_owner(), req.mutable_namespace_())) return;
+  SetProtoDuration(ttl_, req.mutable_lease_ttl());
+  absl::StatusOr<AcquireParams> params = ToAcquireParams(req, hub_->lease_);
+  if (!params.ok()) {
+    Send(ErrorResult(op_id, ToGrpcStatus(params.status())));
+    return;
+  }
+  if (absl::Status s = Authorize(params->key); !s.ok()) {
+    Send(ErrorResult(op_id, ToGrpcStatus(s)));
+    return;
+  }
+  if (params->request_id.empty()) params->request_id = absl::StrCat("\x01", NewOwnerId());
+  auto cancel = std::make_shared<CancelSignal>();
+  if (!StartOp(op_id, cancel)) return;
+  LockKey key = params->key;
+  std::string request_id = params->request_id;
+  backend_->Acquire(
+      *std::move(params), cancel,
+      [ref = NewRef(), op_id, key = std::move(key), request_id = std::move(request_id),
+       sent = absl::Now()](absl::StatusOr<AcquireResult> r) mutable {
+        ref->OnAcquired(op_id, key, request_id, sent, std::move(r));
+      });
+}
+
+void Session::OnAcquired(uint64_t op_id, const LockKey& key, const std::string& request_id,
+                         absl::Time sent, absl::StatusOr<AcquireResult> r) {
+  bool give_back = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = ops_.find(op_id);
+    bool cancelled = it != ops_.end() && it->second != nullptr && it->second->cancelled();
+    if (it != ops_.end()) ops_.erase(it);
+    if (r.ok() && r->acquired) {
+      if (cancelled || end_ != End::kNone) {
+        give_back = true;
+      } else {
+        Hold& h = holds_[key];
+        h.token = r->fencing_token;
+        h.expires = sent + ttl_;
+        ScheduleRenewalLocked();
+      }
+    }
+  }
+  v1::SessionResponse resp;
+  if (give_back) {
+    GiveBack(key, request_id);
+    resp = ErrorResult(op_id, grpc::Status(grpc::StatusCode::CANCELLED,
+                                           "acquire cancelled; the grant was released"));
+  } else if (!r.ok()) {
+    resp = ErrorResult(op_id, BackendToGrpcStatus(r.status()));
+  } else {
+    v1::SessionResult* result = resp.mutable_result();
+    result->set_op_id(op_id);
+    result->mutable_status();  // code 0: OK
+    v1::AcquireResponse* a = result->mutable_acquire();
+    a->set_acquired(r->acquired);
+    a->set_owner(owner_);
+    if (r->acquired) {
+      a->set_fencing_token(r->fencing_token);
+      a->set_hold_count(r->hold_count);
+      SetProtoDuration(r->ttl, a->mutable_lease_ttl());
+    } else {
+      ToLockInfo(r->current, backend_->name(), a->mutable_current());
+    }
+  }
+  Send(std::move(resp));
+  ContinueEnd();
+}
+
+void Session::GiveBack(const LockKey& key, const std::string& request_id) {
+  ReleaseParams undo;
+  undo.key = key;
+  undo.owner = owner_;
+  undo.acquire_request_id = request_id;
+  backend_->Release(std::move(undo), [ref = NewRef(), key](absl::StatusOr<ReleaseResult> rr) {
+    if (!rr.ok()) {
+      LogWarning("session: could not give back a cancelled grant of lock \"", key.name, "\" in ",
+                 key.ns, ": ", rr.status().ToString(), "; its lease will end it");
+    }
+  });
+}
+
+void Session::HandleRelease(v1::SessionRelease& rel) {
+  const uint64_t op_id = rel.op_id();
+  v1::ReleaseRequest& req = *rel.mutable_request();
+  if (InFlight(op_id)) return;
+  if (!CheckOwnerAndNamespace(op_id, req.mutable_owner(), req.mutable_namespace_())) return;
+  absl::StatusOr<ReleaseParams> params = ToReleaseParams(req);
+  if (!params.ok()) {
+    Send(ErrorResult(op_id, ToGrpcStatus(params.status())));
+    return;
+  }
+  if (absl::Status s = Authorize(params->key); !s.ok()) {
+    Send(ErrorResult(op_id, ToGrpcStatus(s)));
+    return;
+  }
+  if (!StartOp(op_id, nullptr)) return;
+  LockKey key = params->key;
+  {
+    absl::MutexLock l(&mu_);
+    if (auto it = holds_.find(key); it != holds_.end()) ++it->second.releasing;
+  }
+  backend_->Release(*std::move(params),
+                    [ref = NewRef(), op_id, key = std::move(key)](absl::StatusOr<ReleaseResult> r) {
+                      ref->OnReleased(op_id, key, std::move(r));
+                    });
+}
+
+void Session::OnReleased(uint64_t op_id, const LockKey& key, absl::StatusOr<ReleaseResult> r) {
+  {
+    absl::MutexLock l(&mu_);
+    ops_.erase(op_id);
+    if (auto it = holds_.find(key); it != holds_.end()) {
+      --it->second.releasing;
+      if ((r.ok() && r->hold_count == 0) || (!r.ok() && IsLockNotHeld(r.status()))) {
+        holds_.erase(it);
+      }
+    }
+  }
+  v1::SessionResponse resp;
+  if (!r.ok()) {
+    resp = ErrorResult(op_id, BackendToGrpcStatus(r.status()));
+  } else {
+    v1::SessionResult* result = resp.mutable_result();
+    result->set_op_id(op_id);
+    result->mutable_status();
+    result->mutable_release()->set_released(r->released);
+    result->mutable_release()->set_hold_count(r->hold_count);
+  }
+  Send(std::move(resp));
+  ContinueEnd();
+}
+
+void Session::HandleCancel(uint64_t op_id) {
+  std::shared_ptr<CancelSignal> cancel;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = ops_.find(op_id);
+    if (it != ops_.end()) cancel = it->second;
+  }
+  if (cancel != nullptr) cancel->Cancel();
+}
+
+absl::Status Session::Authorize(const LockKey& key) {
+  const Authorizer* authz = hub_->authz_;
+  if (authz == nullptr || !authz->enabled()) return absl::OkStatus();
+  return authz->Authorize(*ctx_, Permission::kLock, key.ns, key.name, &owner_).status();
+}
+
+// --- Writing --------------------------------------------------------------
+
+void Session::Send(v1::SessionResponse resp) {
+  {
+    absl::MutexLock l(&mu_);
+    if (finish_called_ || write_failed_) return;
+    outbox_.push_back(std::move(resp));
+    if (writing_) return;
+    writing_ = true;
+    writing_now_ = std::move(outbox_.front());
+    outbox_.pop_front();
+  }
+  StartWrite(&writing_now_);
+}
+
+void Session::OnWriteDone(bool ok) {
+  bool next = false;
+  {
+    absl::MutexLock l(&mu_);
+    if (!ok) {
+      write_failed_ = true;  // the stream is broken; OnCancel follows
+      outbox_.clear();
+    }
+    if (!outbox_.empty()) {
+      writing_now_ = std::move(outbox_.front());
+      outbox_.pop_front();
+      next = true;
+    } else {
+      writing_ = false;
+    }
+  }
+  if (next) {
+    StartWrite(&writing_now_);
+  } else {
+    MaybeFinish();
+  }
+}
+
+// --- Ending ---------------------------------------------------------------
+
+void Session::OnCancel() {
+  {
+    absl::MutexLock l(&mu_);
+    cancelled_ = true;
+  }
+  BeginEnd(End::kBroken, grpc::Status(grpc::StatusCode::CANCELLED, "session stream broken"));
+}
+
+void Session::BeginEnd(End why, grpc::Status status) {
+  std::vector<std::shared_ptr<CancelSignal>> cancels;
+  {
+    absl::MutexLock l(&mu_);
+    if (end_ != End::kNone) return;
+    end_ = why;
+    final_status_ = std::move(status);
+    if (renew_timer_ != 0 && hub_->timers_.Cancel(renew_timer_)) renew_timer_ = 0;
+    for (auto& [op_id, cancel] : ops_) {
+      if (cancel != nullptr) cancels.push_back(cancel);
+    }
+  }
+  for (const std::shared_ptr<CancelSignal>& c : cancels) c->Cancel();
+  ContinueEnd();
+}
+
+void Session::ContinueEnd() {
+  std::vector<LockKey> release;
+  {
+    absl::MutexLock l(&mu_);
+    if (end_ == End::kNone || end_settled_ || !ops_.empty() || resuming_) return;
+    end_settled_ = true;
+    // kShutdown and kResumeFailed keep the holds for a session that
+    // resumes them.
+    bool release_holds =
+        end_ == End::kHalfClose ||
+        ((end_ == End::kBroken || end_ == End::kProtocolError) && !keep_on_disconnect_);
+    if (release_holds) {
+      for (const auto& [key, hold] : holds_) release.push_back(key);
+    }
+    holds_.clear();
+    releases_left_ = release.size();
+  }
+  if (release.empty()) {
+    MaybeFinish();
+    return;
+  }
+  for (LockKey& key : release) ReleaseToZero(std::move(key));
+}
+
+void Session::MaybeFinish() {
+  grpc::Status status;
+  {
+    absl::MutexLock l(&mu_);
+    if (!end_settled_ || releases_left_ > 0 || writing_ || starting_ > 0 || finish_called_) {
+      return;
+    }
+    finish_called_ = true;
+    status = final_status_;
+  }
+  Finish(status);
+}
+
+void Session::OnDone() {
+  hub_->Remove(this);
+  hub_->in_flight_->fetch_sub(1, std::memory_order_release);
+  Unref();  // gRPC's reference
+}
+
+}  // namespace lockd

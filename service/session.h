@@ -1,0 +1,123 @@
+// The Session stream of lockd.v1.LockService (design/API.md "Sessions"):
+// locks bound to one bidirectional stream, renewed by the server while the
+// stream is open, released when it ends.
+//
+// One SessionHub serves every Session call of a LockServiceImpl. Each call
+// gets a reactor (service/session.cc) that follows these rules:
+//
+//  * Reading: one read outstanding, re-armed once a request is handled.
+//    After `open`, reading pauses until `opened` is queued (resumed holds
+//    are checked first), so `opened` is always the first response.
+//  * Writing: responses go through a queue with one write outstanding; no
+//    gRPC thread ever waits for the client.
+//  * Operations: an acquire or release is the unary call's backend call with
+//    the session's owner, namespace default and lease; several run at once
+//    and each answers with one `result`. A waiting acquire is parked in the
+//    backend like a unary one; `cancel` fires its CancelSignal. Every acquire
+//    carries a request_id (the caller's or a generated one), so a grant that
+//    arrives after its cancel is given back exactly (Release with
+//    acquire_request_id).
+//  * Renewal: while the stream is open and the session holds locks, every
+//    hold is renewed each lease/3, all holds of the session in one round. A
+//    renewal that finds a hold gone pushes `lost` and forgets the hold:
+//    LEASE_EXPIRED when the lease had run out (by the server's clock, from
+//    the last renewal sent) before the renewal reached the backend,
+//    otherwise NOT_HELD. A ForceRelease served by this replica pushes
+//    FORCE_RELEASED at once (SessionHub::ForceReleased).
+//  * End: on half-close, on a broken stream (OnCancel), after a protocol
+//    error and at server shutdown, waiting acquires are cancelled and the
+//    session waits for its operations in flight to finish (their results
+//    are still sent while the stream can carry them). Then:
+//      half-close                       release every hold (to hold count
+//                                       0), then finish OK;
+//      broken stream, protocol error    the same, unless keep_on_disconnect:
+//                                       holds are left to their lease;
+//      server shutdown (EndAll)         holds are left to their lease,
+//                                       finish UNAVAILABLE.
+//    gRPC reports a half-close and a broken stream alike as a failed read,
+//    and may report the break (OnCancel) a moment later; a session with
+//    keep_on_disconnect therefore waits kBreakGrace after a failed read
+//    before it takes the end for a half-close and releases.
+//
+// Thread-safety: each session's state is guarded by its own mutex; gRPC
+// reactions, backend callbacks and renewal timers may run on any thread.
+// No gRPC or backend call is made while a session's mutex is held.
+
+#ifndef LOCKD_SERVICE_SESSION_H_
+#define LOCKD_SERVICE_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backends/backend.h"
+#include "backends/common/timer_queue.h"
+#include "lockd/v1/lock.grpc.pb.h"
+#include "service/auth.h"
+#include "service/config.h"
+
+namespace lockd {
+
+class Session;
+
+// How long a keep_on_disconnect session waits, after its read failed, for
+// gRPC to report a broken stream before it treats the end as a half-close.
+inline constexpr absl::Duration kBreakGrace = absl::Milliseconds(200);
+
+// At most this many operations in flight on one session; more get
+// RESOURCE_EXHAUSTED in their result.
+inline constexpr size_t kMaxSessionOps = 10000;
+
+class SessionHub {
+ public:
+  // `backend` and `authz` (may be null) must outlive the hub. `in_flight`
+  // counts each session from its start to gRPC's OnDone.
+  SessionHub(Backend* backend, LeaseBounds lease, const Authorizer* authz,
+             std::atomic<int64_t>* in_flight);
+  // REQUIRES: every session has ended (gRPC called OnDone for each): the
+  // server was shut down and waited for.
+  ~SessionHub();
+  SessionHub(const SessionHub&) = delete;
+  SessionHub& operator=(const SessionHub&) = delete;
+
+  // The reactor for a new Session call.
+  grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* Open(
+      grpc::CallbackServerContext* ctx);
+
+  // Server shutdown: ends every stream with UNAVAILABLE, leaving holds to
+  // their lease; sessions opened afterwards end at once the same way.
+  void EndAll();
+
+  // A ForceRelease served by this replica freed `key`, held by `owner` with
+  // `token`: sessions of that owner holding it push `lost` FORCE_RELEASED.
+  void ForceReleased(const LockKey& key, const std::string& owner, uint64_t token);
+
+  // Sessions whose stream has not ended.
+  size_t size() const;
+
+ private:
+  friend class Session;
+  // False after EndAll(): the session must end at once.
+  bool Add(Session* s);
+  void Remove(Session* s);
+
+  Backend* const backend_;
+  const LeaseBounds lease_;
+  const Authorizer* const authz_;
+  std::atomic<int64_t>* const in_flight_;
+
+  mutable absl::Mutex mu_;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<Session*> live_ ABSL_GUARDED_BY(mu_);
+  // Renewal rounds and break-grace waits. Last: destroyed first, so that
+  // callbacks it drops unrun can still reach the hub.
+  TimerQueue timers_;
+};
+
+}  // namespace lockd
+
+#endif  // LOCKD_SERVICE_SESSION_H_

@@ -1,0 +1,241 @@
+// What a Session does with its holds (the rules are in session.h): resume at
+// open, renewal rounds, `lost`, and the release at the end of the stream.
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "protos/proto_duration.h"
+#include "service/lock_service.h"
+#include "service/session_reactor.h"
+#include "util/log.h"
+
+namespace lockd {
+
+// --- Resume ---------------------------------------------------------------
+
+void Session::Resume(std::vector<SessionOpenParams::Resume> refs) {
+  if (refs.empty()) {
+    SendOpened({});
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    resuming_ = true;
+    resumes_left_ = refs.size();
+  }
+  for (SessionOpenParams::Resume& ref : refs) ResumeOne(std::move(ref));
+}
+
+// Takes over one hold of the owner if it still has the token: Describe, then
+// Renew (which also proves the owner holds it). NotFound: not taken over.
+void Session::ResumeOne(SessionOpenParams::Resume ref) {
+  LockKey key = ref.key;
+  backend_->Describe(std::move(key), [self = NewRef(), ref = std::move(ref)](
+                                         absl::StatusOr<LockState> state) mutable {
+    if (!state.ok()) {
+      self->Resumed(state.status());
+      return;
+    }
+    if (!state->held || state->owner != self->owner_ || state->fencing_token != ref.fencing_token) {
+      self->Resumed(absl::NotFoundError("not held with that token"));
+      return;
+    }
+    RenewParams renew{ref.key, self->owner_, self->ttl_};
+    Session* s = self.operator->();
+    s->backend_->Renew(std::move(renew), [self = std::move(self), state = *std::move(state),
+                                          sent = absl::Now()](absl::StatusOr<RenewResult> r) {
+      if (!r.ok()) {
+        self->Resumed(IsLockNotHeld(r.status()) ? absl::NotFoundError("gone") : r.status());
+        return;
+      }
+      if (r->fencing_token != state.fencing_token) {
+        self->Resumed(absl::NotFoundError("re-granted"));
+        return;
+      }
+      v1::LockInfo info;
+      ToLockInfo(state, self->backend_->name(), &info);
+      SetProtoDuration(r->ttl, info.mutable_ttl_remaining());
+      {
+        absl::MutexLock l(&self->mu_);
+        Hold& h = self->holds_[state.key];
+        h.token = state.fencing_token;
+        h.expires = sent + self->ttl_;
+      }
+      self->Resumed(std::move(info));
+    });
+  });
+}
+
+void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
+  std::vector<v1::LockInfo> resumed;
+  absl::Status error;
+  {
+    absl::MutexLock l(&mu_);
+    if (info.ok()) {
+      resumed_.push_back(*std::move(info));
+    } else if (!absl::IsNotFound(info.status())) {
+      resume_error_ = info.status();
+    }
+    if (--resumes_left_ > 0) return;
+    resuming_ = false;
+    resumed.swap(resumed_);
+    error = resume_error_;
+    ScheduleRenewalLocked();
+  }
+  if (!error.ok()) {
+    // The client cannot learn which holds are its own: it opens again.
+    // Holds taken over so far are kept to their lease for that retry.
+    BeginEnd(End::kResumeFailed,
+             grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("could not resume the session's holds: ", error.message())));
+    return;
+  }
+  SendOpened(std::move(resumed));
+  ContinueEnd();  // the stream may have ended while the holds were checked
+}
+
+// --- Renewal --------------------------------------------------------------
+
+void Session::ScheduleRenewalLocked() {
+  if (renew_timer_ != 0 || renewals_left_ > 0 || holds_.empty() || end_ != End::kNone) return;
+  renew_timer_ = hub_->timers_.Schedule(ttl_ / 3, [self = NewRef()] { self->RenewRound(); });
+}
+
+void Session::RenewRound() {
+  std::vector<std::pair<LockKey, uint64_t>> due;
+  const absl::Time sent = absl::Now();
+  {
+    absl::MutexLock l(&mu_);
+    renew_timer_ = 0;
+    if (end_ != End::kNone) return;
+    for (const auto& [key, hold] : holds_) due.emplace_back(key, hold.token);
+    renewals_left_ = due.size();
+  }
+  for (auto& [key, token] : due) {
+    RenewParams p{key, owner_, ttl_};
+    backend_->Renew(std::move(p), [self = NewRef(), key = std::move(key), token = token,
+                                   sent](absl::StatusOr<RenewResult> r) {
+      self->OnRenewed(key, token, sent, std::move(r));
+    });
+  }
+}
+
+void Session::OnRenewed(const LockKey& key, uint64_t token, absl::Time sent,
+                        absl::StatusOr<RenewResult> r) {
+  absl::string_view lost;
+  {
+    absl::MutexLock l(&mu_);
+    --renewals_left_;
+    auto it = holds_.find(key);
+    // A hold released, lost or re-granted meanwhile is not this round's.
+    if (it != holds_.end() && it->second.token == token) {
+      if (r.ok() && r->fencing_token == token) {
+        it->second.expires = sent + ttl_;
+      } else if (r.ok() || (IsLockNotHeld(r.status()) && it->second.releasing == 0)) {
+        // Gone (or re-granted under another token). A release in flight on
+        // the lock explains a LOCK_NOT_HELD itself; its result decides.
+        lost = absl::Now() >= it->second.expires ? "LEASE_EXPIRED" : "NOT_HELD";
+        holds_.erase(it);
+      }
+      // Other errors (the backend unreachable): the next round tries again.
+    }
+    if (renewals_left_ == 0) ScheduleRenewalLocked();
+  }
+  if (!lost.empty()) SendLost(key, token, lost);
+}
+
+void Session::SendLost(const LockKey& key, uint64_t token, absl::string_view reason) {
+  v1::SessionResponse resp;
+  v1::LockLost* lost = resp.mutable_lost();
+  lost->set_namespace_(key.ns);
+  lost->set_name(key.name);
+  lost->set_fencing_token(token);
+  lost->set_reason(std::string(reason));
+  Send(std::move(resp));
+}
+
+void Session::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!opened_ || owner != owner_) return;
+    auto it = holds_.find(key);
+    if (it == holds_.end() || it->second.token != token) return;
+    holds_.erase(it);
+  }
+  SendLost(key, token, "FORCE_RELEASED");
+}
+
+// --- Release at the end ---------------------------------------------------
+
+void Session::ReleaseToZero(LockKey key) {
+  ReleaseParams p;
+  p.key = key;
+  p.owner = owner_;
+  backend_->Release(std::move(p), [self = NewRef(),
+                                   key = std::move(key)](absl::StatusOr<ReleaseResult> r) mutable {
+    if (r.ok() && r->hold_count > 0) {
+      self->ReleaseToZero(std::move(key));
+      return;
+    }
+    if (!r.ok() && !IsLockNotHeld(r.status())) {
+      LogWarning("session of \"", self->owner_, "\" ended but lock \"", key.name, "\" in ", key.ns,
+                 " could not be released (", r.status().ToString(), "); its lease will end it");
+    }
+    self->Released();
+  });
+}
+
+void Session::Released() {
+  {
+    absl::MutexLock l(&mu_);
+    --releases_left_;
+  }
+  MaybeFinish();
+}
+
+// --- SessionHub -----------------------------------------------------------
+
+SessionHub::SessionHub(Backend* backend, LeaseBounds lease, const Authorizer* authz,
+                       std::atomic<int64_t>* in_flight)
+    : backend_(backend), lease_(lease), authz_(authz), in_flight_(in_flight) {}
+
+SessionHub::~SessionHub() = default;
+
+grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* SessionHub::Open(
+    grpc::CallbackServerContext* ctx) {
+  auto* session = new Session(this, ctx);
+  session->Begin();
+  return session;
+}
+
+bool SessionHub::Add(Session* s) {
+  absl::MutexLock l(&mu_);
+  if (ending_) return false;
+  live_.insert(s);
+  return true;
+}
+
+void SessionHub::Remove(Session* s) {
+  absl::MutexLock l(&mu_);
+  live_.erase(s);
+}
+
+// Sessions are called under mu_: a session leaves live_ (in OnDone, under
+// mu_) before it can be deleted, so every one in live_ is alive here.
+void SessionHub::EndAll() {
+  absl::MutexLock l(&mu_);
+  ending_ = true;
+  for (Session* s : live_) s->EndForShutdown();
+}
+
+void SessionHub::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {
+  absl::MutexLock l(&mu_);
+  for (Session* s : live_) s->ForceReleased(key, owner, token);
+}
+
+size_t SessionHub::size() const {
+  absl::MutexLock l(&mu_);
+  return live_.size();
+}
+
+}  // namespace lockd
