@@ -33,6 +33,11 @@ using ::testing::StartsWith;
 
 constexpr absl::Duration kLong = absl::Seconds(30);
 constexpr absl::Duration kWindow = absl::Milliseconds(300);
+// A session lease that tests outlive several times. The server renews every
+// lease/3 after its previous renewal round ended, which leaves a round about
+// 2/3 of the lease: with 300 ms, holds were lost now and then (a `lost`, the
+// lock free) against MySQL on a loaded 2-core machine.
+constexpr absl::Duration kShortLease = absl::Seconds(1);
 constexpr int kOk = 0;
 constexpr int kCancelled = 1;
 constexpr int kInvalidArgument = 3;
@@ -256,16 +261,16 @@ TEST_P(SessionRules, CancelEndsAWaitingAcquireWithCancelledAndLeavesNoHold) {
 }
 
 TEST_P(SessionRules, HeldLockStaysHeldWellPastItsLease) {
-  constexpr absl::Duration kLease = absl::Milliseconds(300);
-  auto s = OpenSession(As("alice", kLease));
+  auto s = OpenSession(As("alice", kShortLease));
   ASSERT_NE(s, nullptr);
   uint64_t token = MustAcquireIn(*s, 1, "renewed").fencing_token();
-  absl::SleepFor(5 * kLease);  // time passing is the point here
+  absl::SleepFor(3 * kShortLease);  // time passing is the point here
   v1::LockInfo info = Describe("renewed", "", Stub(1));
   EXPECT_TRUE(info.held());
   EXPECT_EQ(info.owner(), "alice");
   EXPECT_EQ(info.fencing_token(), token);
-  EXPECT_EQ(s->LostCount(), 0);
+  std::optional<v1::LockLost> lost = s->WaitLost(absl::ZeroDuration());
+  EXPECT_FALSE(lost.has_value()) << lost->DebugString();
   EXPECT_TRUE(s->HalfCloseAndFinish(kLong).ok());
 }
 
@@ -331,7 +336,7 @@ TEST_P(SessionRules, KeepOnDisconnectHoldIsResumedByANewSessionOfTheOwner) {
   EXPECT_EQ(info.owner(), "carol");
 
   // Another replica takes it over, with a short lease it must keep renewing.
-  Opening second = As("carol", absl::Milliseconds(300));
+  Opening second = As("carol", kShortLease);
   second.resume.push_back(Ref("handover", token));
   v1::SessionOpened opened;
   auto s2 = OpenSession(second, 1, &opened);
@@ -344,8 +349,8 @@ TEST_P(SessionRules, KeepOnDisconnectHoldIsResumedByANewSessionOfTheOwner) {
   EXPECT_EQ(opened.resumed(0).hold_count(), 1u);
 
   // Past the first session's lease and several of the second's.
-  absl::SleepFor(std::max(broken + kFirstLease + absl::Milliseconds(500) - absl::Now(),
-                          absl::Milliseconds(1500)));
+  absl::SleepFor(
+      std::max(broken + kFirstLease + absl::Milliseconds(500) - absl::Now(), 3 * kShortLease));
   info = Describe("handover", "", Stub(0));
   EXPECT_TRUE(info.held()) << "the resumed hold was not renewed";
   EXPECT_EQ(info.owner(), "carol");
@@ -398,8 +403,7 @@ TEST_P(SessionRules, LostIsPushedAtOnceWhenForceReleasedThroughTheSameReplica) {
 }
 
 TEST_P(SessionRules, LostIsPushedWithinTwoLeasesWhenForceReleasedThroughAnotherReplica) {
-  constexpr absl::Duration kLease = absl::Milliseconds(500);
-  auto s = OpenSession(As("alice", kLease));
+  auto s = OpenSession(As("alice", kShortLease));
   ASSERT_NE(s, nullptr);
   uint64_t token = MustAcquireIn(*s, 1, "doomed").fencing_token();
   v1::ForceReleaseResponse forced;
@@ -408,7 +412,7 @@ TEST_P(SessionRules, LostIsPushedWithinTwoLeasesWhenForceReleasedThroughAnotherR
   ASSERT_TRUE(forced.released());
   std::optional<v1::LockLost> lost = s->WaitLost(kLong);
   ASSERT_TRUE(lost.has_value()) << "no lost after ForceRelease";
-  EXPECT_LT(absl::Now() - at, 2 * kLease);
+  EXPECT_LT(absl::Now() - at, 2 * kShortLease);
   EXPECT_EQ(lost->name(), "doomed");
   EXPECT_EQ(lost->fencing_token(), token);
   EXPECT_THAT(lost->reason(), AnyOf("FORCE_RELEASED", "NOT_HELD"));
