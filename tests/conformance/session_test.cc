@@ -387,14 +387,16 @@ TEST_P(SessionRules, ResumeWithAnotherTokenIsNotTakenOverAndLeavesTheLockUntouch
 }
 
 TEST_P(SessionRules, LostIsPushedAtOnceWhenForceReleasedThroughTheSameReplica) {
-  auto s = OpenSession(As("alice"));
+  auto s = OpenSession(As("alice"));  // 30 s: the first renewal comes after 10 s
   ASSERT_NE(s, nullptr);
   uint64_t token = MustAcquireIn(*s, 1, "doomed").fencing_token();
   v1::ForceReleaseResponse forced;
+  absl::Time at = absl::Now();
   ASSERT_TRUE(ForceRelease("doomed", 0, &forced, Stub(0)).ok());
   ASSERT_TRUE(forced.released());
   std::optional<v1::LockLost> lost = s->WaitLost(kLong);
   ASSERT_TRUE(lost.has_value()) << "no lost after ForceRelease";
+  EXPECT_LT(absl::Now() - at, absl::Seconds(5)) << "not pushed: found by a renewal";
   EXPECT_EQ(lost->namespace_(), "default");
   EXPECT_EQ(lost->name(), "doomed");
   EXPECT_EQ(lost->fencing_token(), token);
