@@ -96,6 +96,17 @@ struct Acq {
   absl::Duration deadline = absl::Seconds(60);
 };
 
+// The test parameters of a suite deriving from ConformanceTest, and their
+// names ("redis", "redis_3replicas"):
+//   INSTANTIATE_TEST_SUITE_P(Backends, MyRules, ::testing::ValuesIn(ReplicaCountsOfEnv()),
+//                            ReplicaCountName);
+inline std::vector<int> ReplicaCountsOfEnv() {
+  return Env().multi_replica() ? std::vector<int>{1, 3} : std::vector<int>{1};
+}
+inline std::string ReplicaCountName(const ::testing::TestParamInfo<int>& info) {
+  return absl::StrCat(Env().name(), info.param == 1 ? "" : "_3replicas");
+}
+
 // The parameter is the number of lockd replicas (1 or 3).
 class ConformanceTest : public ::testing::TestWithParam<int> {
  protected:
@@ -223,6 +234,20 @@ class ConformanceTest : public ::testing::TestWithParam<int> {
     grpc::Status s = (stub ? stub : stub_.get())->Describe(&ctx, req, &info);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return info;
+  }
+
+  // ForceRelease through `stub` (replica 0 when null); token 0: whatever the
+  // holder's token.
+  grpc::Status ForceRelease(const std::string& name, uint64_t token, v1::ForceReleaseResponse* resp,
+                            LockService::Stub* stub = nullptr,
+                            const std::string& reason = "conformance test") {
+    v1::ForceReleaseRequest req;
+    req.set_name(name);
+    req.set_fencing_token(token);
+    req.set_reason(reason);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    return (stub ? stub : stub_.get())->ForceRelease(&ctx, req, resp);
   }
 
   // Waits until `n` Acquire calls are parked on `name`, as replica

@@ -25,13 +25,7 @@ class ForceReleaseRules : public ConformanceTest {
 
   grpc::Status ForceRelease(const std::string& name, uint64_t token, v1::ForceReleaseResponse* resp,
                             const std::string& reason = "conformance test") {
-    v1::ForceReleaseRequest req;
-    req.set_name(name);
-    req.set_fencing_token(token);
-    req.set_reason(reason);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    return Operator()->ForceRelease(&ctx, req, resp);
+    return ConformanceTest::ForceRelease(name, token, resp, Operator(), reason);
   }
 };
 
@@ -135,15 +129,8 @@ TEST_P(ForceReleaseRules, BadInputIsInvalidArgumentNamingTheFieldAndChangesNothi
   EXPECT_EQ(Describe("kept").owner(), "alice");
 }
 
-std::vector<int> ReplicaCounts() {
-  if (Env().multi_replica()) return {1, 3};
-  return {1};
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, ForceReleaseRules, ::testing::ValuesIn(ReplicaCounts()),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return absl::StrCat(Env().name(), info.param == 1 ? "" : "_3replicas");
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, ForceReleaseRules, ::testing::ValuesIn(ReplicaCountsOfEnv()),
+                         ReplicaCountName);
 
 }  // namespace
 }  // namespace lockd::testing
