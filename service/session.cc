@@ -287,7 +287,7 @@ void Session::OnAcquired(uint64_t op_id, const LockKey& key, const std::string& 
         Hold& h = holds_[key];
         h.token = r->fencing_token;
         h.expires = sent + ttl_;
-        ScheduleRenewalLocked();
+        ScheduleRenewalLocked(ttl_ / 3);
       }
     }
   }

@@ -80,7 +80,7 @@ void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
     resuming_ = false;
     resumed.swap(resumed_);
     error = resume_error_;
-    ScheduleRenewalLocked();
+    ScheduleRenewalLocked(ttl_ / 3);
   }
   if (!error.ok()) {
     // The client cannot learn which holds are its own: it opens again.
@@ -96,9 +96,9 @@ void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
 
 // --- Renewal --------------------------------------------------------------
 
-void Session::ScheduleRenewalLocked() {
+void Session::ScheduleRenewalLocked(absl::Duration delay) {
   if (renew_timer_ != 0 || renewing_ || holds_.empty() || end_ != End::kNone) return;
-  renew_timer_ = hub_->timers_.Schedule(ttl_ / 3, [self = NewRef()] { self->RenewRound(); });
+  renew_timer_ = hub_->timers_.Schedule(delay, [self = NewRef()] { self->RenewRound(); });
 }
 
 void Session::RenewRound() {
@@ -146,7 +146,9 @@ void Session::OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint
       }
       // Other errors (the backend unreachable): the next round tries again.
     }
-    ScheduleRenewalLocked();
+    // Rounds start every lease/3 however long each takes (at once when a
+    // round took longer), so a slow backend does not stretch the cadence.
+    ScheduleRenewalLocked(sent + ttl_ / 3 - absl::Now());
   }
   for (const auto& [i, reason] : lost) SendLost(keys[i], tokens[i], reason);
 }

@@ -112,7 +112,8 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   void Resume(std::vector<SessionOpenParams::Resume> refs);
   void ResumeOne(SessionOpenParams::Resume ref);
   void Resumed(absl::StatusOr<v1::LockInfo> info);
-  void ScheduleRenewalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next round after `delay` (none while one is pending or in flight).
+  void ScheduleRenewalLocked(absl::Duration delay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RenewRound();
   void OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
                  absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results);
