@@ -9,6 +9,7 @@
 # lockd's own binary, hiredis).
 #
 # Usage: bench/profile.sh [--clients 16] [--duration 5] [--backends "memory redis"]
+#                         [--api unary|session]   (lockbench's --api; unary)
 # Needs: perf (Debian linux-perf), redis-server for the redis backend, a
 # Release build in $BUILD_DIR (default build-bench; bench/run.sh makes it).
 set -euo pipefail
@@ -18,11 +19,13 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
 CLIENTS=16
 DURATION=5
 BACKENDS="memory redis"
+API=unary
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --clients) CLIENTS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --backends) BACKENDS=$2; shift 2 ;;
+    --api) API=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "profile.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -61,13 +64,13 @@ profile() {
     >/dev/null 2>&1 &
   local st=$!
   "$LOCKBENCH" uncontended --target="127.0.0.1:$port" --clients="$CLIENTS" \
-    --duration="${DURATION}s" --json >"$WORK/$name.json"
+    --duration="${DURATION}s" --api="$API" --json >"$WORK/$name.json"
   t1=$(ticks "$pid")
   wait "$rec" "$st" || true
   pairs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pairs"])' "$WORK/$name.json")
   rate=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["pairs_per_s"]))' "$WORK/$name.json")
   cs=$(awk -F, '/context-switches/ {print $1}' "$WORK/$name.stat")
-  echo "== $name: $rate pairs/s; per pair: $(( (t1 - t0) * 1000000 / hz / pairs )) us of server CPU," \
+  echo "== $name ($API): $rate pairs/s; per pair: $(( (t1 - t0) * 1000000 / hz / pairs )) us of server CPU," \
     "$(python3 -c "print(round($cs / $pairs, 2))") context switches (perf stat, whole run)"
   echo "   share of the server's CPU samples by shared object:"
   perf report -i "$WORK/$name.data" --no-children --sort dso -g none --percent-limit 1 2>/dev/null \
