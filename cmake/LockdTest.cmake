@@ -9,15 +9,8 @@
 #                                without it every gtest case is a ctest test
 #     [TIMEOUT <seconds>])
 #
-# Targets labelled `unit` or `conformance` are also built by the
-# `sanitizer_tests` target, the sanitizer pass of scripts/test.sh, which runs
-# `ctest -L 'unit|conformance'`; there is no list to keep by hand.
-
-if(LOCKD_BUILD_TESTS)
-  # The sanitizer pass also needs the lockd binary that tests start.
-  add_custom_target(sanitizer_tests)
-  add_dependencies(sanitizer_tests lockd)
-endif()
+# scripts/test.sh runs every registered test in one tree (built under
+# ASan+UBSan); labels select subsets for `ctest -L`.
 
 function(lockd_add_test target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "TEST_NAME;TIMEOUT" "LABELS;SOURCES;LIBS")
@@ -37,8 +30,5 @@ function(lockd_add_test target)
   else()
     gtest_discover_tests(${target} PROPERTIES LABELS "${arg_LABELS}" ${timeout}
                          DISCOVERY_TIMEOUT 60)
-  endif()
-  if("unit" IN_LIST arg_LABELS OR "conformance" IN_LIST arg_LABELS)
-    add_dependencies(sanitizer_tests ${target})
   endif()
 endfunction()
