@@ -517,8 +517,9 @@ def main():
     for r in failures:
         md.append("- {} rep {}: exit {} ({})".format(r["label"], r["rep"], r["exit"], r.get("args", "")))
     for r in bad:
-        md.append("- {} {} C={} rep {}: ok={} lost_updates={}{}".format(
-            r["label"], r["scenario"], r["clients"], r["rep"], r.get("ok"), r.get("lost_updates"),
+        md.append("- {} {} C={} rep {}: ok={}{}{}".format(
+            r["label"], r["scenario"], r["clients"], r["rep"], r.get("ok"),
+            " lost_updates={}".format(r["lost_updates"]) if "lost_updates" in r else "",
             " lost={}".format(r["lost"]) if "lost" in r else ""))
     md.append("")
     md.append("### Targets missed in this run\n")
