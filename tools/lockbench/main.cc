@@ -43,8 +43,9 @@ Scenarios:
                --hold while lockd renews every hold each lease/3; reads
                lockd's resident memory and thread count before, at full load
                and after (--lockd-pid), counts `lost` pushes (any is a
-               failure), then half-closes every stream and checks each ends
-               OK and no lock is left held (List). Reports the time to open
+               failure), checks that a sample of 100 locks is still held by
+               its session (Describe), then half-closes every stream and
+               checks each ends OK and no lock is left held (List). Reports the time to open
                and acquire all, and the acquire latency (open included).
   expiry       per lock, a holder that never releases and waiters that never
                release either; reports how long after each lease ends the next
