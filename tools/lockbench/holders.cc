@@ -138,26 +138,58 @@ absl::StatusOr<int64_t> CountHeld(v1::LockService::Stub* stub, const std::string
 // can take minutes on a backend saturated by the renewals, e.g. ZooKeeper).
 constexpr int kHeldSample = 100;
 
+// Describe calls in flight; `left` counts those not answered.
+struct PendingDescribes {
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    v1::LockInfo info;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  absl::Mutex mu;
+  size_t left ABSL_GUARDED_BY(mu) = 0;
+  bool AllAnswered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return left == 0; }
+};
+
 // How many of `sample` locks, spread evenly over the n sessions', are held
-// by their session's owner (Describe each).
+// by their session's owner (Describe each, all at once: on a backend
+// saturated by the renewals, each waits behind them).
 absl::StatusOr<int64_t> CountHeldSample(v1::LockService::Stub* stub, const std::string& ns, int n,
                                         int sample, const std::function<std::string(int)>& lock,
                                         const std::function<std::string(int)>& owner) {
-  int64_t held = 0;
+  PendingDescribes p;
+  std::vector<int> sessions;
   for (int i = 0; i < sample; ++i) {
-    const int s = static_cast<int>(static_cast<int64_t>(i) * n / sample);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    v1::DescribeRequest req;
-    req.set_namespace_(ns);
-    req.set_name(lock(s));
-    v1::LockInfo info;
-    grpc::Status st = stub->Describe(&ctx, req, &info);
-    if (!st.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
-                          absl::StrCat("Describe: ", st.error_message()));
+    sessions.push_back(static_cast<int>(static_cast<int64_t>(i) * n / sample));
+    auto c = std::make_unique<PendingDescribes::Call>();
+    c->ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    c->req.set_namespace_(ns);
+    c->req.set_name(lock(sessions.back()));
+    p.calls.push_back(std::move(c));
+  }
+  {
+    absl::MutexLock l(&p.mu);
+    p.left = p.calls.size();
+  }
+  for (auto& c : p.calls) {
+    PendingDescribes::Call* call = c.get();
+    stub->async()->Describe(&call->ctx, &call->req, &call->info, [&p, call](grpc::Status s) {
+      absl::MutexLock l(&p.mu);
+      call->status = std::move(s);
+      --p.left;
+    });
+  }
+  absl::MutexLock l(&p.mu);
+  p.mu.Await(absl::Condition(&p, &PendingDescribes::AllAnswered));  // the deadlines bound it
+  int64_t held = 0;
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    const PendingDescribes::Call& c = *p.calls[i];
+    if (!c.status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(c.status.error_code()),
+                          absl::StrCat("Describe: ", c.status.error_message()));
     }
-    held += info.held() && info.owner() == owner(s) ? 1 : 0;
+    held += c.info.held() && c.info.owner() == owner(sessions[i]) ? 1 : 0;
   }
   return held;
 }
