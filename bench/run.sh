@@ -15,7 +15,7 @@
 #   --duration 5s            length of each contended/uncontended run
 #   --waiters 10000          parked Acquires in the waiters scenario
 #   --sessions 10000         Session streams in the holders scenario (each
-#                            holds one lock for --hold 10s, lease 2s; run
+#                            holds one lock for 10s, lease 2s; run
 #                            once per backend and repetition, over Session
 #                            streams whatever --apis and --clients say)
 #   --scenarios "contended uncontended waiters holders expiry"
@@ -37,7 +37,8 @@
 # Environment: BUILD_DIR (default build-bench, a Release build), OUT (default
 # bench/results), LOCKD_EXTRA_FLAGS (more lockd flags, split on spaces, e.g.
 # "--metrics.listen=127.0.0.1:0 --auth.rules=..." to measure metrics and
-# authorization). To measure exactly a commit while the tree has other work in
+# authorization), HOLDERS_LEASE and HOLDERS_HOLD (the holders scenario's
+# lease and hold, default 2s and 10s; the hold must be at least 3 leases). To measure exactly a commit while the tree has other work in
 # progress: git archive HEAD | tar -x -C /tmp/src && git rev-parse --short HEAD
 # > /tmp/src/.source-commit, then BUILD_DIR=/tmp/src/build-bench bench/run.sh.
 set -euo pipefail
@@ -51,8 +52,8 @@ REPS=3
 DURATION=5s
 WAITERS=10000
 SESSIONS=10000
-HOLD=10s
-HOLD_LEASE=2s
+HOLD=${HOLDERS_HOLD:-10s}
+HOLD_LEASE=${HOLDERS_LEASE:-2s}
 SCENARIOS="contended uncontended waiters holders expiry"
 APIS="unary session"
 BUILD=1
