@@ -41,6 +41,12 @@ TARGETS = {
 }
 TARGET_CLIENTS = 16
 WAITERS_RSS_LIMIT_KB = 200 * 1024
+# The sessions issue's target: 10,000 sessions each holding one lock.
+HOLDERS_RSS_LIMIT_MB = 300
+HOLDERS_TARGET_SESSIONS = 10000
+# Threads lockd may add under load whatever the session count (gRPC's
+# executor grows by a few threads when busy): more is a thread per session.
+HOLDERS_THREAD_SLACK = 8
 DIRECT_RATIO_GOAL = 0.4
 
 
@@ -278,6 +284,50 @@ def waiters_table(g):
     return lines, verdicts
 
 
+def holders_table(g):
+    """The holders scenario: N Session streams each holding one lock for
+    several leases, renewed by lockd; lockd's RSS and threads from /proc."""
+    keys = [k for k in g if k[1] == "holders"]
+    if not keys:
+        return [], []
+    lines = ["### Session holders (N streams, one lock each, renewed by lockd; lockd process from /proc)\n",
+             "| backend | sessions | channels | lease | hold | setup | acquire p50 / p99 | lost "
+             "| lockd RSS idle / full / after | per session | threads idle / full / after | ok |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for label in labels_in(g):
+        for c in clients_in(g, label, "holders"):
+            rs = g[(label, "holders", c)]
+            n, lost, full = med(rs, "sessions"), max(r.get("lost", 0) for r in rs), med(rs, "rss_full_mb")
+            ti, tf = med(rs, "threads_idle"), med(rs, "threads_full")
+            ok = all(r.get("ok") is True for r in rs)
+            lines.append("| {} | {} | {} | {} s | {} s | {} s | {} / {} ms | {} | {} / {} / {} MB "
+                         "| {} B | {} / {} / {} | {} |".format(
+                             label, fmt(n), c, fmt(med(rs, "lease_ms") / 1000), fmt(med(rs, "hold_ms") / 1000),
+                             fmt(med(rs, "setup_s"), 2), fmt(med(rs, "acquire_p50_ms")),
+                             fmt(med(rs, "acquire_p99_ms")), fmt(lost), fmt(med(rs, "rss_idle_mb"), 1),
+                             fmt(full, 1), fmt(med(rs, "rss_after_mb"), 1),
+                             fmt(med(rs, "rss_per_session_bytes"), 0), fmt(ti), fmt(tf),
+                             fmt(med(rs, "threads_after")), "yes" if ok else "**NO**"))
+            where = "{} holders ({} sessions)".format(label, fmt(n))
+            if n is not None and n < HOLDERS_TARGET_SESSIONS:
+                where += " [target is for {:,}]".format(HOLDERS_TARGET_SESSIONS)
+            if full is not None and full > HOLDERS_RSS_LIMIT_MB:
+                verdicts.append("{}: lockd RSS {} MB > {} MB".format(where, fmt(full, 1), HOLDERS_RSS_LIMIT_MB))
+            if lost:
+                verdicts.append("{}: {} hold(s) lost (must be 0)".format(where, lost))
+            if ti is not None and tf is not None and tf > ti + HOLDERS_THREAD_SLACK:
+                verdicts.append("{}: threads grew {} -> {}".format(where, fmt(ti), fmt(tf)))
+            if not ok:
+                verdicts.append("{}: ok=false (a stream failed, or a lock was not held/released)".format(where))
+    lines.append("")
+    lines.append("Targets: lockd RSS <= {} MB at {:,} sessions, thread count independent of the "
+                 "sessions (at most {} more than idle), 0 lost. `setup` opens every stream and "
+                 "acquires its lock (all at once); the acquire latency includes the stream's "
+                 "open.\n".format(HOLDERS_RSS_LIMIT_MB, HOLDERS_TARGET_SESSIONS, HOLDERS_THREAD_SLACK))
+    return lines, verdicts
+
+
 def scenario_table(g, scenario, columns):
     columns = list(columns) + [("load", "load1_before", False)]
     lines = ["| backend | clients | " + " | ".join(c[0] for c in columns) + " |",
@@ -430,6 +480,8 @@ def main():
     md += sessions_section(g)
     w, wv = waiters_table(g)
     verdicts += wv
+    hl, hv = holders_table(g)
+    verdicts += hv
     made = charts(g, a.out, a.charts)
     rel = os.path.relpath(a.charts, os.path.dirname(os.path.abspath(a.results)))
     for png in made:
@@ -447,6 +499,7 @@ def main():
         ("p90", "acquire_p90_ms", False), ("p99", "acquire_p99_ms", False),
         ("release p50 ms", "release_p50_ms", False), ("release p99", "release_p99_ms", False)])
     md += w
+    md += hl
     try:
         cpus = int(env.get("cpus", "2"))
     except ValueError:
@@ -456,15 +509,18 @@ def main():
     md += scenario_table(g, "expiry", [
         ("grants", "grants_after_expiry", False), ("delay p50 ms", "delay_p50_ms", False),
         ("p90", "delay_p90_ms", False), ("max", "delay_max_ms", False)])
-    bad = [r for r in runs if r.get("ok") is False or r.get("lost_updates", 0) != 0]
+    bad = [r for r in runs if r.get("ok") is False or r.get("lost_updates", 0) != 0
+           or r.get("lost", 0) != 0]
     md.append("### Failed or not-ok runs\n")
     if not failures and not bad:
         md.append("None: every run finished with ok=true and 0 lost updates.\n")
     for r in failures:
         md.append("- {} rep {}: exit {} ({})".format(r["label"], r["rep"], r["exit"], r.get("args", "")))
     for r in bad:
-        md.append("- {} {} C={} rep {}: ok={} lost_updates={}".format(
-            r["label"], r["scenario"], r["clients"], r["rep"], r.get("ok"), r.get("lost_updates")))
+        md.append("- {} {} C={} rep {}: ok={}{}{}".format(
+            r["label"], r["scenario"], r["clients"], r["rep"], r.get("ok"),
+            " lost_updates={}".format(r["lost_updates"]) if "lost_updates" in r else "",
+            " lost={}".format(r["lost"]) if "lost" in r else ""))
     md.append("")
     md.append("### Targets missed in this run\n")
     md += ["- " + v for v in verdicts] or ["None."]

@@ -14,12 +14,17 @@
 #   --reps 3                 repetitions of each point (median reported)
 #   --duration 5s            length of each contended/uncontended run
 #   --waiters 10000          parked Acquires in the waiters scenario
-#   --scenarios "contended uncontended waiters expiry"
+#   --sessions 10000         Session streams in the holders scenario (each
+#                            holds one lock for 10s, lease 2s; run
+#                            once per backend and repetition, over Session
+#                            streams whatever --apis and --clients say)
+#   --scenarios "contended uncontended waiters holders expiry"
 #   --apis "unary session"   how lockbench calls lockd (lockbench --api): each
 #                            scenario runs once per API (expiry: unary only,
 #                            a session renews its holds); the direct-Redis
 #                            baseline has no API and runs once
-#   --quick                  1 repetition, 2 s runs, 2000 waiters (a smoke run)
+#   --quick                  1 repetition, 2 s runs, 2000 waiters, 2000
+#                            sessions (a smoke run)
 #   --append                 add to the results in $OUT instead of starting
 #                            afresh; the report keeps, for each point, the
 #                            latest run (to re-measure some backends when
@@ -32,7 +37,8 @@
 # Environment: BUILD_DIR (default build-bench, a Release build), OUT (default
 # bench/results), LOCKD_EXTRA_FLAGS (more lockd flags, split on spaces, e.g.
 # "--metrics.listen=127.0.0.1:0 --auth.rules=..." to measure metrics and
-# authorization). To measure exactly a commit while the tree has other work in
+# authorization), HOLDERS_LEASE and HOLDERS_HOLD (the holders scenario's
+# lease and hold, default 2s and 10s; the hold must be at least 3 leases). To measure exactly a commit while the tree has other work in
 # progress: git archive HEAD | tar -x -C /tmp/src && git rev-parse --short HEAD
 # > /tmp/src/.source-commit, then BUILD_DIR=/tmp/src/build-bench bench/run.sh.
 set -euo pipefail
@@ -45,7 +51,10 @@ CLIENTS="1 4 16 64"
 REPS=3
 DURATION=5s
 WAITERS=10000
-SCENARIOS="contended uncontended waiters expiry"
+SESSIONS=10000
+HOLD=${HOLDERS_HOLD:-10s}
+HOLD_LEASE=${HOLDERS_LEASE:-2s}
+SCENARIOS="contended uncontended waiters holders expiry"
 APIS="unary session"
 BUILD=1
 REPORT=1
@@ -62,9 +71,10 @@ while [[ $# -gt 0 ]]; do
     --reps) REPS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --waiters) WAITERS=$2; shift 2 ;;
+    --sessions) SESSIONS=$2; shift 2 ;;
     --scenarios) SCENARIOS=$2; shift 2 ;;
     --apis) APIS=$2; shift 2 ;;
-    --quick) REPS=1; DURATION=2s; WAITERS=2000; shift ;;
+    --quick) REPS=1; DURATION=2s; WAITERS=2000; SESSIONS=2000; shift ;;
     --no-build) BUILD=0; shift ;;
     --no-floor) FLOOR=0; shift ;;
     --no-direct) DIRECT=0; shift ;;
@@ -264,7 +274,8 @@ bench() {
 import json, sys
 r = json.load(sys.stdin)
 keys = ["clients", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "handoff_p50_ms", "fairness", "lost_updates",
-        "rss_parked_kb", "threads_parked", "drain_s", "delay_p50_ms", "ok"]
+        "rss_parked_kb", "threads_parked", "drain_s", "delay_p50_ms", "sessions", "setup_s", "lost",
+        "rss_full_mb", "threads_full", "ok"]
 print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
 }
 
@@ -276,6 +287,17 @@ run_scenarios() {
   local c rep api apis=$APIS
   [[ $label == redis-direct ]] && apis="-"
   for scenario in $SCENARIOS; do
+    if [[ $scenario == holders ]]; then
+      [[ $label == redis-direct || $label == grpc-floor ]] && continue
+      for rep in $(seq 1 "$REPS"); do
+        # A fresh lockd, as for waiters: its idle RSS is the baseline.
+        stop_lockd; start_lockd "$label"
+        bench "$label" session "$rep" holders --target="127.0.0.1:$LOCKD_PORT" \
+          --sessions="$SESSIONS" --channels=100 --lease="$HOLD_LEASE" --hold="$HOLD" \
+          --lockd-pid="$LOCKD_PID"
+      done
+      continue
+    fi
     for c in $CLIENTS; do
       for api in $apis; do
         # A session renews its holds: no lease ends by itself.
@@ -344,6 +366,7 @@ echo "# run $RUN_ID: bench/run.sh $ARGS_USED" >>"$OUT/commands.txt"
   echo "reps=$REPS"
   echo "duration=$DURATION"
   echo "waiters=$WAITERS"
+  echo "sessions=$SESSIONS"
   echo "apis=$APIS"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >>"$OUT/env.txt"

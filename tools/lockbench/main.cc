@@ -38,6 +38,15 @@ Scenarios:
   waiters      parks W waiting Acquires on a few held locks, reads lockd's
                resident memory and thread count (--lockd-pid), then releases:
                each waiter releases once granted. Reports the drain time.
+  holders      --api=session only (the default for it): N Session streams,
+               each holding ONE lock of its own (no wait), kept open for
+               --hold while lockd renews every hold each lease/3; reads
+               lockd's resident memory and thread count before, at full load
+               and after (--lockd-pid), counts `lost` pushes (any is a
+               failure), checks that a sample of 100 locks is still held by
+               its session (Describe), then half-closes every stream and
+               checks each ends OK and no lock is left held (List). Reports the time to open
+               and acquire all, and the acquire latency (open included).
   expiry       per lock, a holder that never releases and waiters that never
                release either; reports how long after each lease ends the next
                waiter is granted.
@@ -66,7 +75,8 @@ Common flags:
                        client; in waiters, one stream per --waiters-per-session
                        waiters. Not with expiry (a session renews its holds,
                        so no lease ends by itself) nor with --direct-redis:
-                       both are usage errors
+                       both are usage errors; holders: session only (its
+                       default), --api=unary is a usage error
 
 contended:
   --budget=N           critical sections in total (20000)
@@ -86,6 +96,14 @@ waiters:
                        at most 10000, lockd's limit of ops in flight); the
                        waiters of one stream share its owner, so one granted
                        a lock makes its stream's others on it reentrant grants
+holders:
+  --sessions=N         Session streams, one lock each (10000)
+  --channels=K         channels (TCP connections) the streams are spread over
+                       (100); --clients is not used
+  --hold=DUR           how long the holds are kept (10s); at least 3 leases
+  --lease=DUR          the sessions' lease_ttl (2s here)
+  --lockd-pid=PID      lockd process to read /proc/PID/status of
+  --timeout=DUR        limit for opening+acquiring all and for closing (300s)
 expiry:
   --chain=N            clients per lock: one holder, N-1 waiters (3)
 
@@ -182,6 +200,8 @@ int Main(int argc, char** argv) {
     known.insert({"duration", "names-per-client"});
   } else if (scenario == "waiters") {
     known.insert({"waiters", "locks", "lockd-pid", "timeout", "waiters-per-session"});
+  } else if (scenario == "holders") {
+    known.insert({"sessions", "channels", "hold", "lockd-pid", "timeout"});
   } else if (scenario == "expiry") {
     known.insert({"chain"});
   } else {
@@ -201,9 +221,15 @@ int Main(int argc, char** argv) {
   common.direct_redis = GetString(*flags, "direct-redis", "");
   common.direct_prefix = GetString(*flags, "direct-prefix", common.direct_prefix);
   common.sync_client = flags->sync_client;
-  const std::string api = GetString(*flags, "api", "unary");
+  // holders runs over sessions only: that is its default.
+  const std::string api = GetString(*flags, "api", scenario == "holders" ? "session" : "unary");
   if (api != "unary" && api != "session") {
     std::cerr << "lockbench: --api: unary or session, not \"" << api << "\"\n";
+    return 2;
+  }
+  if (api == "unary" && scenario == "holders") {
+    std::cerr << "lockbench: holders cannot run with --api=unary: it measures holds kept alive "
+                 "by Session streams (the server renews them); use --api=session\n";
     return 2;
   }
   if (api == "session") {
@@ -224,7 +250,9 @@ int Main(int argc, char** argv) {
   ContendedOptions contended;
   UncontendedOptions uncontended;
   WaitersOptions waiters;
+  HoldersOptions holders;
   ExpiryOptions expiry;
+  if (scenario == "holders") common.lease = absl::Seconds(2);
   contended.counter_redis = GetString(*flags, "counter-redis", "");
 
   std::vector<absl::Status> checks = {
@@ -240,6 +268,11 @@ int Main(int argc, char** argv) {
       GetInt(*flags, "lockd-pid", &waiters.lockd_pid, 0),
       GetDuration(*flags, "timeout", &waiters.timeout),
       GetInt(*flags, "waiters-per-session", &waiters.per_session, 1),
+      GetInt(*flags, "sessions", &holders.sessions, 1),
+      GetInt(*flags, "channels", &holders.channels, 1),
+      GetDuration(*flags, "hold", &holders.hold),
+      GetInt(*flags, "lockd-pid", &holders.lockd_pid, 0),
+      GetDuration(*flags, "timeout", &holders.timeout),
       GetInt(*flags, "chain", &expiry.chain, 2),
   };
   if (scenario == "contended") {
@@ -257,6 +290,12 @@ int Main(int argc, char** argv) {
     std::cerr << "lockbench: --waiters-per-session: at most 10000\n";
     return 2;
   }
+  if (scenario == "holders" && holders.hold < common.lease * 3) {
+    std::cerr << "lockbench: holders: --hold must be at least 3 leases (--lease="
+              << absl::FormatDuration(common.lease)
+              << "), so that the server renews every hold several times\n";
+    return 2;
+  }
   if (common.targets.empty()) {
     std::cerr << "lockbench: --target is empty\n";
     return 2;
@@ -269,6 +308,8 @@ int Main(int argc, char** argv) {
     report = RunUncontended(common, uncontended);
   } else if (scenario == "waiters") {
     report = RunWaiters(common, waiters);
+  } else if (scenario == "holders") {
+    report = RunHolders(common, holders);
   } else {
     report = RunExpiry(common, expiry);
   }
@@ -283,7 +324,8 @@ int Main(int argc, char** argv) {
   }
   const Report::Value* ok = report->Find("ok");
   bool passed = ok != nullptr && std::get<bool>(*ok);
-  if (!passed) std::cerr << "lockbench " << scenario << ": FAILED (see ok/lost_updates above)\n";
+  if (!passed)
+    std::cerr << "lockbench " << scenario << ": FAILED (see ok/lost_updates/lost above)\n";
   return passed ? 0 : 1;
 }
 

@@ -1,4 +1,4 @@
-// The four lockbench scenarios. Each drives a running lockd (or, for
+// The lockbench scenarios. Each drives a running lockd (or, for
 // contended/uncontended, Redis directly) and returns its figures as a Report;
 // an error status means the run itself failed (cannot connect, an RPC error).
 // Broken exclusion is not an error status: it is reported (lost_updates,
@@ -15,7 +15,9 @@
 // `waiters`, one stream per WaitersOptions::per_session waiters). `expiry`
 // cannot: a session renews its holds while its stream is open, so no lease
 // ends by itself (RunExpiry returns INVALID_ARGUMENT); neither can
-// --direct-redis.
+// --direct-redis. `holders` is sessions only: N streams, each holding one
+// lock, spread over HoldersOptions::channels channels (common.clients is not
+// used; the report's `clients` is the channel count).
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
 #define LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
@@ -74,6 +76,14 @@ struct WaitersOptions {
   int per_session = 100;
 };
 
+struct HoldersOptions {
+  int sessions = 10000;                         // streams, each holding one lock of its own
+  int channels = 100;                           // the streams are spread over this many channels
+  absl::Duration hold = absl::Seconds(10);      // how long the holds are kept
+  int lockd_pid = 0;                            // 0: do not read /proc
+  absl::Duration timeout = absl::Seconds(300);  // for setting up and for closing
+};
+
 struct ExpiryOptions {
   int chain = 3;  // clients per lock: one holder, chain-1 waiters; none releases
 };
@@ -82,6 +92,8 @@ absl::StatusOr<Report> RunContended(const CommonOptions& common, const Contended
 absl::StatusOr<Report> RunUncontended(const CommonOptions& common,
                                       const UncontendedOptions& options);
 absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOptions& options);
+// INVALID_ARGUMENT unless common.api is kSession (and no --direct-redis).
+absl::StatusOr<Report> RunHolders(const CommonOptions& common, const HoldersOptions& options);
 absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOptions& options);
 
 }  // namespace lockd::bench

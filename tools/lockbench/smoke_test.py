@@ -2,9 +2,10 @@
 lockd on the memory backend, so that the benchmark cannot rot. Asserts what
 must hold on any machine, however loaded: the JSON parses, work was done,
 exclusion held (no lost updates), every parked waiter was served and lockd's
-thread count did not grow with the waiters. No timing thresholds. The
-scenarios that can run over lockd's Session stream (--api=session: all but
-expiry) run both ways.
+thread count did not grow with the waiters, and Session holders kept their
+locks for several leases without a `lost` and released them all. No timing
+thresholds. The scenarios that can run both ways (unary calls and lockd's
+Session stream: all but expiry, unary only, and holders, sessions only) do.
 
 LockbenchDirectRedisSmokeTest does the same for the direct-Redis baseline
 (--direct-redis: the redis backend's Lua scripts sent straight to Redis with
@@ -162,6 +163,36 @@ class LockbenchSmokeTest(unittest.TestCase):
         self.assertEqual(r["granted"], 1000)
         self.assertEqual(r["failed"], 0)
         self.assertLess(r["threads_parked"], r["threads_idle"] + 50)
+
+    def test_session_holders_keep_their_locks_and_release_them(self):
+        # 5 leases of 300 ms: the server renews every hold about 15 times.
+        r = self.run_bench("holders", "--sessions=200", "--channels=4", "--lease=300ms",
+                           "--hold=1500ms", "--lockd-pid=%d" % self.lockd.pid, "--timeout=60s")
+        self.assertEqual(r["scenario"], "holders")
+        self.assertEqual(r["api"], "session")
+        self.assertEqual(r["sessions"], 200)
+        self.assertEqual(r["channels"], 4)
+        self.assertEqual(r["acquired"], 200)
+        self.assertEqual(r["acquire_samples"], 200)
+        self.assertEqual(r["lost"], 0)
+        self.assertGreaterEqual(r["held_ms"], 1500)
+        self.assertEqual(r["held_sample"], 100)
+        self.assertEqual(r["held_at_end_of_hold"], 100)
+        self.assertEqual(r["ended_ok"], 200)
+        self.assertEqual(r["ended_early"], 0)
+        self.assertEqual(r["held_after_close"], 0)
+        self.assertGreater(r["rss_full_mb"], 0)
+        # 200 streams must not add a thread per stream.
+        self.assertLess(r["threads_full"], r["threads_idle"] + 50)
+
+    def test_holders_usage_errors(self):
+        for args, says in ((["holders", "--api=unary"], "--api=session"),
+                           (["holders", "--lease=1s", "--hold=2s"], "at least 3 leases")):
+            with self.subTest(args=args):
+                p = subprocess.run([ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
 
     def test_expiry_grants_after_lease_end(self):
         r = self.run_bench("expiry", "--clients=2", "--chain=3", "--lease=200ms")

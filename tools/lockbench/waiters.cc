@@ -4,18 +4,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "protos/proto_duration.h"
 #include "tools/lockbench/locker.h"
+#include "tools/lockbench/proc_status.h"
 #include "tools/lockbench/scenario_util.h"
 #include "tools/lockbench/scenarios.h"
 #include "tools/lockbench/session_waiters.h"
@@ -24,29 +22,6 @@
 namespace lockd::bench {
 
 namespace {
-
-struct ProcSample {
-  int64_t rss_kb = -1;
-  int64_t threads = -1;
-};
-
-ProcSample ReadProc(int pid) {
-  ProcSample s;
-  if (pid <= 0) return s;
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view v(line);
-    if (absl::ConsumePrefix(&v, "VmRSS:")) {
-      v = absl::StripAsciiWhitespace(v);
-      (void)absl::ConsumeSuffix(&v, "kB");
-      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &s.rss_kb);
-    } else if (absl::ConsumePrefix(&v, "Threads:")) {
-      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &s.threads);
-    }
-  }
-  return s;
-}
 
 // One parked Acquire: granted, it releases at once (through the callback
 // API, so W waiters need no W threads on this side either).
@@ -211,9 +186,7 @@ absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOpti
   ProcSample parked;
   for (int k = 0; k < 5; ++k) {
     absl::SleepFor(absl::Milliseconds(100));
-    ProcSample s = ReadProc(options.lockd_pid);
-    parked.rss_kb = std::max(parked.rss_kb, s.rss_kb);
-    parked.threads = std::max(parked.threads, s.threads);
+    parked = MaxOf(parked, ReadProc(options.lockd_pid));
   }
 
   // Release the locks: each granted waiter releases at once, which grants
