@@ -251,14 +251,7 @@ void Session::HandleAcquire(v1::SessionAcquire& a) {
   if (!CheckOwnerAndNamespace(op_id, req.mutable_owner(), req.mutable_namespace_())) return;
   SetProtoDuration(ttl_, req.mutable_lease_ttl());
   absl::StatusOr<AcquireParams> params = ToAcquireParams(req, hub_->lease_);
-  if (!params.ok()) {
-    Send(ErrorResult(op_id, ToGrpcStatus(params.status())));
-    return;
-  }
-  if (absl::Status s = Authorize(params->key); !s.ok()) {
-    Send(ErrorResult(op_id, ToGrpcStatus(s)));
-    return;
-  }
+  if (!Admit(op_id, params)) return;
   if (params->request_id.empty()) params->request_id = absl::StrCat("\x01", NewOwnerId());
   auto cancel = std::make_shared<CancelSignal>();
   if (!StartOp(op_id, cancel)) return;
@@ -336,14 +329,7 @@ void Session::HandleRelease(v1::SessionRelease& rel) {
   if (InFlight(op_id)) return;
   if (!CheckOwnerAndNamespace(op_id, req.mutable_owner(), req.mutable_namespace_())) return;
   absl::StatusOr<ReleaseParams> params = ToReleaseParams(req);
-  if (!params.ok()) {
-    Send(ErrorResult(op_id, ToGrpcStatus(params.status())));
-    return;
-  }
-  if (absl::Status s = Authorize(params->key); !s.ok()) {
-    Send(ErrorResult(op_id, ToGrpcStatus(s)));
-    return;
-  }
+  if (!Admit(op_id, params)) return;
   if (!StartOp(op_id, nullptr)) return;
   LockKey key = params->key;
   {
@@ -389,6 +375,14 @@ void Session::HandleCancel(uint64_t op_id) {
     if (it != ops_.end()) cancel = it->second;
   }
   if (cancel != nullptr) cancel->Cancel();
+}
+
+template <typename Params>
+bool Session::Admit(uint64_t op_id, const absl::StatusOr<Params>& params) {
+  absl::Status s = params.ok() ? Authorize(params->key) : params.status();
+  if (s.ok()) return true;
+  Send(ErrorResult(op_id, ToGrpcStatus(s)));
+  return false;
 }
 
 absl::Status Session::Authorize(const LockKey& key) {

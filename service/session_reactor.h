@@ -94,6 +94,10 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   bool InFlight(uint64_t op_id);
   bool StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel);
   absl::Status Authorize(const LockKey& key);
+  // True when `params` are valid and the caller may act on their lock;
+  // otherwise answers the operation with the error.
+  template <typename Params>
+  bool Admit(uint64_t op_id, const absl::StatusOr<Params>& params);
   void HandleAcquire(v1::SessionAcquire& a);
   void OnAcquired(uint64_t op_id, const LockKey& key, const std::string& request_id,
                   absl::Time sent, absl::StatusOr<AcquireResult> r);
