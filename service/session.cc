@@ -459,7 +459,7 @@ void Session::ContinueEnd() {
   std::vector<LockKey> release;
   {
     absl::MutexLock l(&mu_);
-    if (end_ == End::kNone || end_settled_ || !ops_.empty() || resuming_) return;
+    if (end_ == End::kNone || end_settled_ || !ops_.empty() || resumes_left_ > 0) return;
     end_settled_ = true;
     // kShutdown and kResumeFailed keep the holds for a session that
     // resumes them.

@@ -20,7 +20,6 @@ void Session::Resume(std::vector<SessionOpenParams::Resume> refs) {
   }
   {
     absl::MutexLock l(&mu_);
-    resuming_ = true;
     resumes_left_ = refs.size();
   }
   for (SessionOpenParams::Resume& ref : refs) ResumeOne(std::move(ref));
@@ -77,7 +76,6 @@ void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
       resume_error_ = info.status();
     }
     if (--resumes_left_ > 0) return;
-    resuming_ = false;
     resumed.swap(resumed_);
     error = resume_error_;
     ScheduleRenewalLocked(ttl_ / 3);

@@ -141,10 +141,9 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   v1::SessionResponse writing_now_;  // the write in progress
 
   absl::Mutex mu_;
-  bool opening_ ABSL_GUARDED_BY(mu_) = false;  // `open` was read
-  bool opened_ ABSL_GUARDED_BY(mu_) = false;   // owner_ and the rest are set
-  bool resuming_ ABSL_GUARDED_BY(mu_) = false;
-  size_t resumes_left_ ABSL_GUARDED_BY(mu_) = 0;
+  bool opening_ ABSL_GUARDED_BY(mu_) = false;     // `open` was read
+  bool opened_ ABSL_GUARDED_BY(mu_) = false;      // owner_ and the rest are set
+  size_t resumes_left_ ABSL_GUARDED_BY(mu_) = 0;  // open.resume entries being checked
   absl::Status resume_error_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::LockInfo> resumed_ ABSL_GUARDED_BY(mu_);
   // Operations in flight; an acquire's CancelSignal, null for a release.
