@@ -30,7 +30,8 @@ namespace lockd::zk {
 
 class NodeDeleter {
  public:
-  // `zk` must outlive this object.
+  // `zk` must outlive this object, and every operation it submitted must have
+  // answered before it is destroyed (close the transport first).
   explicit NodeDeleter(Transport* zk) : zk_(zk) {}
   NodeDeleter(const NodeDeleter&) = delete;
   NodeDeleter& operator=(const NodeDeleter&) = delete;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -32,12 +33,20 @@ class PartsTest : public ::testing::Test {
     created.WaitForNotification();
   }
 
+  // Declared after a part, closes the transport before the part goes out of
+  // scope, so every operation the part submitted has answered (ZCLOSING if it
+  // was still queued) and none calls back into a destroyed part.
+  auto CloseTransportAtEnd() {
+    return absl::Cleanup([this] { zk_->Close(); });
+  }
+
   FakeZooKeeper fake_;
   std::unique_ptr<Transport> zk_;
 };
 
 TEST_F(PartsTest, ListingsRequestedWhileOneIsInFlightShareTheNext) {
   ContenderListing listing(zk_.get());
+  const auto answered_first = CloseTransportAtEnd();
   const uint64_t before = fake_.listings();
   constexpr int kCalls = 100;
   std::atomic<int> answered{0};
@@ -57,6 +66,7 @@ TEST_F(PartsTest, ListingsRequestedWhileOneIsInFlightShareTheNext) {
 
 TEST_F(PartsTest, ListingOfAMissingLockNodeSaysNoNode) {
   ContenderListing listing(zk_.get());
+  const auto answered_first = CloseTransportAtEnd();
   absl::Notification done;
   listing.List("/missing", [&](ListingPtr l) {
     EXPECT_EQ(l->rc, ZNONODE);
@@ -67,6 +77,7 @@ TEST_F(PartsTest, ListingOfAMissingLockNodeSaysNoNode) {
 
 TEST_F(PartsTest, WaiterOnADeleteInFlightHearsItsReply) {
   NodeDeleter deleter(zk_.get());
+  const auto answered_first = CloseTransportAtEnd();
   absl::Notification created;
   zk_->Submit(Op::Create("/lock/c-", "", ZOO_EPHEMERAL_SEQUENTIAL, [&](Result r) {
     EXPECT_EQ(r.rc, ZOK);
@@ -92,6 +103,7 @@ TEST_F(PartsTest, WaiterOnADeleteInFlightHearsItsReply) {
 
 TEST_F(PartsTest, OrphanedPrefixIsDeletedAfterReconnect) {
   NodeDeleter deleter(zk_.get());
+  const auto answered_first = CloseTransportAtEnd();
   absl::Notification created;
   zk_->Submit(Op::Create("/lock/c-abc-", "", ZOO_EPHEMERAL_SEQUENTIAL, [&](Result) {}));
   zk_->Submit(Op::Create("/lock/c-other-", "", ZOO_EPHEMERAL_SEQUENTIAL,
