@@ -27,15 +27,13 @@ bool CancelSignal::cancelled() const {
   return cancelled_;
 }
 
-void CancelSignal::SetCallback(absl::AnyInvocable<void() &&> fn) {
-  {
-    absl::MutexLock l(&mu_);
-    if (!cancelled_) {
-      fn_ = std::move(fn);
-      return;
-    }
-  }
-  std::move(fn)();
+bool CancelSignal::SetCallback(absl::AnyInvocable<void() &&> fn) {
+  absl::AnyInvocable<void() &&> old;  // destroyed after the lock is released
+  absl::MutexLock l(&mu_);
+  if (cancelled_) return false;
+  old = std::move(fn_);
+  fn_ = std::move(fn);
+  return true;
 }
 
 void CancelSignal::ClearCallback() {

@@ -190,10 +190,12 @@ class CancelSignal {
   bool cancelled() const;
 
   // Registers `fn` to run when Cancel() is called, replacing any earlier
-  // callback. If the signal has already fired, runs `fn` now (inline).
-  // `fn` may run concurrently with, or after, ClearCallback() returns, so it
-  // must look its waiter up rather than hold a pointer to it.
-  void SetCallback(absl::AnyInvocable<void() &&> fn);
+  // callback, and returns true. If the signal has already fired, returns
+  // false and never runs `fn`: the caller, which may hold its own locks
+  // here, treats the call as cancelled itself. `fn` may run concurrently
+  // with, or after, ClearCallback() returns, so it must look its waiter up
+  // rather than hold a pointer to it.
+  bool SetCallback(absl::AnyInvocable<void() &&> fn);
 
   // Drops the registered callback, if it has not run yet.
   void ClearCallback();

@@ -36,12 +36,13 @@ uint64_t WaiterRegistry::Register(std::shared_ptr<Call> call, const LockKey& key
       });
     }
   }
-  // Without mu_: a signal that already fired runs the hook inline.
+  // Without mu_: a signal that already fired stops the call here.
   if (stoppable && cancel != nullptr) {
-    cancel->SetCallback([anchor = anchor_, id] {
+    const bool hooked = cancel->SetCallback([anchor = anchor_, id] {
       absl::ReaderMutexLock al(&anchor->mu);
       if (anchor->registry != nullptr) anchor->registry->StopById(id, StopReason::kCancelled);
     });
+    if (!hooked) StopById(id, StopReason::kCancelled);
   }
   return id;
 }

@@ -35,11 +35,22 @@ absl::Status WaiterTable::Park(Waiter& w, bool front) {
     id = next_id_++;
     LockKey key = w.params.key;
     auto anchor = anchor_;
+    // Hooked under mu_ so that PopFront cannot clear it first. The hook only
+    // schedules work; a signal that fired since the check above refuses it.
+    if (w.cancel && !w.cancel->SetCallback([anchor, key, id] {
+          absl::ReaderMutexLock al(&anchor->mu);
+          if (anchor->table != nullptr)
+            anchor->table->timers_->Schedule(absl::ZeroDuration(), [anchor, key, id] {
+              absl::ReaderMutexLock al2(&anchor->mu);
+              if (anchor->table != nullptr) anchor->table->OnCancel(key, id);
+            });
+        })) {
+      return AcquireCancelledError();
+    }
     TimerQueue::TimerId timer = timers_->ScheduleAt(w.deadline, [anchor, key, id] {
       absl::ReaderMutexLock al(&anchor->mu);
       if (anchor->table != nullptr) anchor->table->OnDeadline(key, id);
     });
-    std::shared_ptr<CancelSignal> cancel = w.cancel;
     Queue& q = queues_[key];
     ++q.owners[w.params.owner];
     Entry e{id, std::move(w), timer};
@@ -49,18 +60,6 @@ absl::Status WaiterTable::Park(Waiter& w, bool front) {
       q.entries.push_back(std::move(e));
     }
     ++total_;
-    if (cancel) {
-      // Registered under mu_ so that PopFront cannot clear it first. If the
-      // signal fired meanwhile, the hook runs inline; it only schedules work.
-      cancel->SetCallback([anchor, key, id] {
-        absl::ReaderMutexLock al(&anchor->mu);
-        if (anchor->table != nullptr)
-          anchor->table->timers_->Schedule(absl::ZeroDuration(), [anchor, key, id] {
-            absl::ReaderMutexLock al2(&anchor->mu);
-            if (anchor->table != nullptr) anchor->table->OnCancel(key, id);
-          });
-      });
-    }
   }
   return absl::OkStatus();
 }

@@ -121,6 +121,19 @@ TEST_F(WaiterTableTest, AlreadyCancelledWaiterIsNotParked) {
   EXPECT_EQ(table_.Total(), 0u);
 }
 
+// The table hooks a signal while holding its own lock (and its caller's), so
+// a signal that has fired must refuse the hook rather than run it there.
+TEST(CancelSignalTest, FiredSignalRefusesALaterCallbackWithoutRunningIt) {
+  CancelSignal cancel;
+  int runs = 0;
+  EXPECT_TRUE(cancel.SetCallback([&] { ++runs; }));
+  cancel.Cancel();
+  EXPECT_EQ(runs, 1);
+  EXPECT_FALSE(cancel.SetCallback([&] { ++runs; }));
+  cancel.Cancel();
+  EXPECT_EQ(runs, 1);
+}
+
 TEST_F(WaiterTableTest, FullTableRefusesWithResourceExhausted) {
   Slot* slot[4];
   for (int i = 0; i < 3; ++i) {
