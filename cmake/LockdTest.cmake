@@ -3,7 +3,8 @@
 #   lockd_add_test(<target>
 #     LABELS <label>...          ctest labels: unit, conformance, integration, ...
 #     SOURCES <file>...
-#     [LIBS <library>...]        linked PRIVATE, with lockd_warnings
+#     [LIBS <library>...]        linked PRIVATE, with lockd_warnings and
+#                                lockd_test_flags (LOCKD_TEST_CXX_FLAGS)
 #     [TEST_NAME <name>]         one ctest test <name> running the whole binary
 #                                (suites that start their servers once);
 #                                without it every gtest case is a ctest test
@@ -19,7 +20,7 @@ function(lockd_add_test target)
                         "unexpected: ${arg_UNPARSED_ARGUMENTS}")
   endif()
   add_executable(${target} ${arg_SOURCES})
-  target_link_libraries(${target} PRIVATE ${arg_LIBS} lockd_warnings)
+  target_link_libraries(${target} PRIVATE ${arg_LIBS} lockd_warnings lockd_test_flags)
   set(timeout)
   if(arg_TIMEOUT)
     set(timeout TIMEOUT ${arg_TIMEOUT})

@@ -36,7 +36,10 @@ if ! clang-format --dry-run --Werror $files; then
   exit 1
 fi
 
-config=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKD_WERROR=ON)
+# Test code itself is compiled at -O0 (LOCKD_TEST_CXX_FLAGS): the code under
+# test keeps the build type's optimization, and the tests compile in about
+# half the time.
+config=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKD_WERROR=ON -DLOCKD_TEST_CXX_FLAGS=-O0)
 if [ "$FAST" -eq 0 ]; then
   config+=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DLOCKD_SANITIZER=address)
   what="ASan+UBSan, -Werror"
@@ -54,6 +57,6 @@ scripts/check-thread-safety.sh build/ci
 
 step "all tests ($what)"
 (cd build/ci && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-   ctest -j "$JOBS" --output-on-failure --timeout 900)
+   ctest -j "$JOBS" --output-on-failure --timeout 300)
 
 step "all tests passed"
