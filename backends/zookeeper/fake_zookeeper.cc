@@ -301,16 +301,22 @@ Result FakeZooKeeper::Execute(FakeTransport* t, const Op& op, int64_t session) {
     }
     return r;
   }
+  multis_.fetch_add(1);
+  // All or nothing, answered as ZooKeeper does: when a sub-operation fails,
+  // those before it say ZOK, it its code, those after it
+  // ZRUNTIMEINCONSISTENCY, the multi the failing code, and nothing changes.
   Tree copy = tree_;
   for (const Op& sub : op.ops) {
+    if (r.rc != ZOK) {
+      r.multi.push_back(ZRUNTIMEINCONSISTENCY);
+      continue;
+    }
     Result ignored;
     int rc = Apply(copy, sub, session, &ignored);
     r.multi.push_back(rc);
-    if (rc != ZOK) {
-      r.rc = rc;
-      return r;
-    }
+    r.rc = rc;
   }
+  if (r.rc != ZOK) return r;
   for (const Op& sub : op.ops) {
     Result ignored;
     Apply(tree_, sub, session, &ignored);

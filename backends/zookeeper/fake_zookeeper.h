@@ -16,7 +16,7 @@
 //   - DropCreateReplies(n): the next n successful contender creates happen
 //     but their replies say ZCONNECTIONLOSS (the reply was "lost");
 //   - Expire(t): ends transport t's session as the server would on timeout;
-//   - counters of listings sent and watch events delivered.
+//   - counters of listings sent, multis executed and watch events delivered.
 //
 // Thread-safe: the tree is guarded by mu_; each session's queue by its own
 // mutex, taken after mu_. Callbacks run on the session's completion thread
@@ -75,6 +75,7 @@ class FakeZooKeeper {
   bool Exists(const std::string& path) const;
 
   uint64_t listings() const { return listings_.load(); }
+  uint64_t multis() const { return multis_.load(); }  // executed, applied or refused
   uint64_t watch_events() const { return watch_events_.load(); }
 
  private:
@@ -115,6 +116,7 @@ class FakeZooKeeper {
   std::atomic<bool> paused_{false};
   std::atomic<int> drop_create_replies_{0};
   std::atomic<uint64_t> listings_{0};
+  std::atomic<uint64_t> multis_{0};
   std::atomic<uint64_t> watch_events_{0};
 };
 

@@ -147,13 +147,7 @@ void HolderWrites::ReleaseLast(const std::shared_ptr<ReleaseOp>& op, const std::
                                const struct Stat& stat, bool from_cache) {
   const ReleaseParams& p = op->params;
   auto freed = [this, op, path, from_cache](Result r) mutable {
-    // For a multi, the code that matters is the first failing operation's.
-    for (int rc : r.multi) {
-      if (rc != ZOK && rc != ZRUNTIMEINCONSISTENCY) {
-        r.rc = rc;
-        break;
-      }
-    }
+    r.rc = MultiRc(r);
     if (r.rc == ZOK) {
       leases_->Forget(op->params.key, path);
       std::move(op->done)(ReleaseResult{true, 0});
@@ -216,32 +210,48 @@ void HolderWrites::RenewSlow(const std::shared_ptr<RenewOp>& op) {
   });
 }
 
-void HolderWrites::RenewOn(const std::shared_ptr<RenewOp>& op, const std::string& path,
-                           const struct Stat& stat, const NodeData& d, bool from_cache) {
+NodeData HolderWrites::RenewedData(const NodeData& d, absl::Duration ttl) {
   NodeData nd = d;
   nd.lease = d.lease + 1;
-  nd.ttl_ms = CeilMillis(op->params.ttl);
-  int64_t czxid = stat.czxid;
-  zk_->Submit(Op::Set(
-      path, EncodeNodeData(nd), stat.version, [this, op, path, nd, czxid, from_cache](Result r) {
-        if (r.rc == ZOK) {
-          leases_->Observe(op->params.key, path, r.stat, nd, /*new_lease=*/true, /*arm=*/true);
-          std::move(op->done)(RenewResult{op->params.ttl, static_cast<uint64_t>(czxid)});
-          return;
-        }
-        if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
-          if (from_cache || ++op->tries <= kMaxRetries) {
-            RenewSlow(op);
-          } else {
-            std::move(op->done)(absl::UnavailableError(
-                absl::StrCat("gave up renewing lock ", LockName(op->params.key),
-                             " after conflicting changes; retry")));
-          }
-          return;
-        }
-        std::move(op->done)(
-            ZkError(absl::StrCat("renewing lock ", LockName(op->params.key)), r.rc));
-      }));
+  nd.ttl_ms = CeilMillis(ttl);
+  return nd;
+}
+
+absl::Status HolderWrites::RenewError(const LockKey& key, int rc) {
+  return ZkError(absl::StrCat("renewing lock ", LockName(key)), rc);
+}
+
+absl::StatusOr<RenewResult> HolderWrites::Renewed(const RenewParams& p, const std::string& path,
+                                                  const struct Stat& stat, const NodeData& written,
+                                                  Clock::time_point sent) {
+  if (leases_->ObserveRenewal(p.key, path, stat, written, sent)) {
+    return LockNotHeldError(p.key, "the lease expired");
+  }
+  return RenewResult{p.ttl, static_cast<uint64_t>(stat.czxid)};
+}
+
+void HolderWrites::RenewOn(const std::shared_ptr<RenewOp>& op, const std::string& path,
+                           const struct Stat& stat, const NodeData& d, bool from_cache) {
+  NodeData nd = RenewedData(d, op->params.ttl);
+  const Clock::time_point sent = Clock::now();
+  zk_->Submit(Op::Set(path, EncodeNodeData(nd), stat.version,
+                      [this, op, path, nd, sent, from_cache](Result r) {
+                        if (r.rc == ZOK) {
+                          std::move(op->done)(Renewed(op->params, path, r.stat, nd, sent));
+                          return;
+                        }
+                        if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+                          if (from_cache || ++op->tries <= kMaxRetries) {
+                            RenewSlow(op);
+                          } else {
+                            std::move(op->done)(absl::UnavailableError(
+                                absl::StrCat("gave up renewing lock ", LockName(op->params.key),
+                                             " after conflicting changes; retry")));
+                          }
+                          return;
+                        }
+                        std::move(op->done)(RenewError(op->params.key, r.rc));
+                      }));
 }
 
 // ---- ForceRelease

@@ -5,7 +5,12 @@
 //     delete of the holder node; with a request_id, the delete and a
 //     tombstone {owner, request_id} in the lock node's data are one multi,
 //     so a retry of the release that freed the lock is recognised.
-//   - Renew: a new lease epoch in the holder's data (versioned set).
+//   - Renew: a new lease epoch in the holder's data (versioned set), timed
+//     from when the write was sent. A lease that has ended by this
+//     replica's monotonic clock is lost (LOCK_NOT_HELD "the lease expired",
+//     and reaped), whether or not its timer or the reaper has run yet.
+//     Several renewals at once: RenewBatch (renew_batch.h), built on the
+//     pieces below.
 //   - ForceRelease: deletes the holder node whatever its version.
 // A write that loses a race (ZBADVERSION, ZNONODE) re-reads the lock, at
 // most kMaxRetries times. A holder this replica knows (LeaseTracker) is
@@ -43,6 +48,23 @@ class HolderWrites {
   void Release(ReleaseParams params, Callback<ReleaseResult> done);
   void Renew(RenewParams params, Callback<RenewResult> done);
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done);
+
+  // The pieces of a renewal, shared with RenewBatch so that a batched
+  // renewal answers exactly as Renew does.
+  //
+  // The data a renewal of a holder with data `d` writes: the next lease
+  // epoch, lasting `ttl`.
+  static NodeData RenewedData(const NodeData& d, absl::Duration ttl);
+  // Renew's answer to a ZooKeeper error `rc` of its write (other than a lost
+  // race, which re-reads).
+  static absl::Status RenewError(const LockKey& key, int rc);
+  // Records the successful renewal `p` of the holder node `path` (now at
+  // `stat`, with `written` = RenewedData), sent at `sent`, and returns
+  // Renew's result: the lease and fencing token, or LOCK_NOT_HELD if the
+  // new lease ended before the reply came (it is then reaped).
+  absl::StatusOr<RenewResult> Renewed(const RenewParams& p, const std::string& path,
+                                      const struct Stat& stat, const NodeData& written,
+                                      Clock::time_point sent);
 
  private:
   struct ReleaseOp {

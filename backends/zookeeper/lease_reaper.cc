@@ -129,7 +129,7 @@ void LeaseTracker::ScanLock(const LockKey& key, const std::string& lock_path) {
         absl::MutexLock l(&mu_);
         if (!stopped_ && scan_ != nullptr) {
           Clock::time_point now = Clock::now();
-          Holder& h = ObserveLocked(key, holder, g.stat, d, false, now);
+          Holder& h = ObserveLocked(key, holder, g.stat, d, false, now, now);
           h.scan = scan_->number;
           if (Expired(h, now)) reap = h.version;
         }

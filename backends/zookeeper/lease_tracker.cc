@@ -39,14 +39,15 @@ std::optional<LeaseTracker::Known> LeaseTracker::Lookup(const LockKey& key) cons
 
 LeaseTracker::Holder& LeaseTracker::ObserveLocked(const LockKey& key, const std::string& path,
                                                   const struct Stat& stat, const NodeData& data,
-                                                  bool new_lease, Clock::time_point now) {
+                                                  bool new_lease, Clock::time_point now,
+                                                  Clock::time_point start) {
   Holder& h = holders_[key];
   if (h.path != path) {
     if (h.timer != 0) timers_->Cancel(h.timer);
     h = Holder();
     h.path = path;
     h.lease = data.lease;
-    h.since = now;
+    h.since = new_lease ? start : now;
     h.precise = new_lease;
     h.version = stat.version;
     h.data = data;
@@ -55,7 +56,7 @@ LeaseTracker::Holder& LeaseTracker::ObserveLocked(const LockKey& key, const std:
     return h;
   } else if (new_lease) {
     h.lease = data.lease;
-    h.since = now;
+    h.since = start;
     h.precise = true;
   } else if (h.lease != data.lease) {
     h.lease = data.lease;
@@ -81,12 +82,23 @@ LeaseTracker::Sighting LeaseTracker::Observe(const LockKey& key, const std::stri
     return s;
   }
   Clock::time_point now = Clock::now();
-  Holder& h = ObserveLocked(key, path, stat, data, new_lease, now);
+  Holder& h = ObserveLocked(key, path, stat, data, new_lease, now, now);
   if (arm) ArmLocked(key, h);
   s.version = h.version;
   s.expired = Expired(h, now);
   s.state = StateLocked(key, &h, waiters, now);
   return s;
+}
+
+bool LeaseTracker::ObserveRenewal(const LockKey& key, const std::string& path,
+                                  const struct Stat& stat, const NodeData& data,
+                                  Clock::time_point sent) {
+  absl::MutexLock l(&mu_);
+  if (stopped_) return true;
+  Clock::time_point now = Clock::now();
+  Holder& h = ObserveLocked(key, path, stat, data, /*new_lease=*/true, now, std::min(sent, now));
+  ArmLocked(key, h);
+  return Expired(h, now);
 }
 
 void LeaseTracker::Arm(const LockKey& key, const std::string& path) {
@@ -283,8 +295,9 @@ void LeaseTracker::Refresh(const LockKey& key, const std::string& path, int trie
           holders_.erase(it);
         }
       } else if (r.rc == ZOK && !stopped_ && DecodeNodeData(r.value, &d)) {
-        Holder& h = ObserveLocked(key, path, r.stat, d, false, Clock::now());
-        if (Expired(h, Clock::now())) {
+        Clock::time_point now = Clock::now();
+        Holder& h = ObserveLocked(key, path, r.stat, d, false, now, now);
+        if (Expired(h, now)) {
           reap = h.version;
         } else {
           ArmLocked(key, h);

@@ -67,7 +67,9 @@ class LeaseTracker {
     absl::Duration reap_interval = absl::Seconds(1);
     int reap_parallelism = 32;
   };
-  // The holder of a lock as last seen, with its lease judged now.
+  // The holder of a lock as last seen, with its lease judged now: `expired`
+  // compares the lease end with the monotonic clock at Lookup(), whether or
+  // not the lease timer or the reaper has run yet.
   struct Known {
     std::string path;
     int64_t czxid = 0;
@@ -104,6 +106,16 @@ class LeaseTracker {
   // Stop() (returns a sighting of an expired lease).
   Sighting Observe(const LockKey& key, const std::string& path, const struct Stat& stat,
                    const NodeData& data, bool new_lease, bool arm = false, uint32_t waiters = 0);
+
+  // Records this replica's own successful write of a new lease epoch of the
+  // holder `path` of `key` (now at `stat` with `data`), sent at `sent`. The
+  // lease is timed from `sent`, not from the reply: the write may have been
+  // applied any time after it was sent, and the caller's lease (a Session's,
+  // say) started no later. Keeps a timer at the lease end (see Arm). Returns
+  // true if that lease has already ended (a reply slower than the lease; the
+  // timer then reaps it at once). No-op after Stop() (returns true).
+  bool ObserveRenewal(const LockKey& key, const std::string& path, const struct Stat& stat,
+                      const NodeData& data, Clock::time_point sent);
 
   // Keeps a timer at the lease end of the holder `path` of `key`, if this
   // replica wrote the lease or has local waiters on the lock. The timer reaps
@@ -183,9 +195,11 @@ class LeaseTracker {
 
   Clock::time_point LeaseEnd(const Holder& h) const;
   bool Expired(const Holder& h, Clock::time_point now) const { return now >= LeaseEnd(h); }
+  // A new lease epoch of this replica's own (`new_lease`) is timed from
+  // `start` (<= now); any other sighting from `now`.
   Holder& ObserveLocked(const LockKey& key, const std::string& path, const struct Stat& stat,
-                        const NodeData& data, bool new_lease, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        const NodeData& data, bool new_lease, Clock::time_point now,
+                        Clock::time_point start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmLocked(const LockKey& key, Holder& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LockState StateLocked(const LockKey& key, const Holder* h, uint32_t waiters,
                         Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -20,6 +20,13 @@ bool IsTransient(int rc) {
   }
 }
 
+int MultiRc(const Result& r) {
+  for (int rc : r.multi) {
+    if (rc != ZOK && rc != ZRUNTIMEINCONSISTENCY) return rc;
+  }
+  return r.rc;
+}
+
 absl::Status ZkError(absl::string_view context, int rc) {
   if (rc == ZOK) return absl::OkStatus();
   if (IsTransient(rc)) {

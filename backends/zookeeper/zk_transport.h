@@ -56,6 +56,12 @@ struct Result {
   std::vector<int> multi;             // multi: each sub-operation's code
 };
 
+// The code that matters for a multi: its first failing sub-operation's (a
+// failed multi reports ZOK for those before it and ZRUNTIMEINCONSISTENCY
+// for those after), else `r.rc` (ZOK, or an error of the whole request such
+// as ZCONNECTIONLOSS). For any other operation, `r.rc`.
+int MultiRc(const Result& r);
+
 using Done = absl::AnyInvocable<void(Result) &&>;
 
 struct Op {

@@ -8,6 +8,7 @@
 //   backends/common/waiter_registry.h  live Acquire calls: max_waiters,
 //                        deadline, cancel, the drain (shared with WaitEngine)
 //   holder_writes.h      Release, Renew, ForceRelease
+//   renew_batch.h        RenewMany: known holds renewed in one multi
 // This file wires them together and answers Describe and List.
 
 #include "backends/zookeeper/zookeeper_backend.h"
@@ -31,6 +32,7 @@
 #include "backends/zookeeper/holder_writes.h"
 #include "backends/zookeeper/lease_tracker.h"
 #include "backends/zookeeper/node_deleter.h"
+#include "backends/zookeeper/renew_batch.h"
 #include "backends/zookeeper/zk_client.h"
 #include "backends/zookeeper/zk_codec.h"
 #include "backends/zookeeper/zk_common.h"
@@ -96,6 +98,14 @@ class ZooKeeperBackend final : public Backend {
     writes_->Renew(std::move(params), std::move(done));
   }
 
+  void RenewMany(std::vector<RenewParams> params, RenewManyCallback done) override {
+    if (absl::Status s = session_->Usable(); !s.ok()) {
+      std::move(done)(std::vector<absl::StatusOr<RenewResult>>(params.size(), s));
+      return;
+    }
+    batch_->RenewMany(std::move(params), std::move(done));
+  }
+
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
     if (absl::Status s = session_->Usable(); !s.ok()) {
       std::move(done)(s);
@@ -156,6 +166,7 @@ class ZooKeeperBackend final : public Backend {
   std::unique_ptr<WaiterRegistry> waiters_;
   std::unique_ptr<zk::LeaseTracker> leases_;
   std::unique_ptr<zk::HolderWrites> writes_;
+  std::unique_ptr<zk::RenewBatch> batch_;
   std::unique_ptr<zk::Session> session_;
   zk::AcquireAttempt::Deps deps_;
   // Last: its callbacks use everything above.
@@ -181,6 +192,7 @@ ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
       [this](const LockKey& key) { return waiters_->HasAdmitted(key); },
       [this] { return session_->serving(); });
   writes_ = std::make_unique<zk::HolderWrites>(&paths_, zk, leases_.get(), deleter_.get());
+  batch_ = std::make_unique<zk::RenewBatch>(zk, leases_.get(), writes_.get());
   zk::Session::Listener listener;
   listener.on_serving = [this] { deleter_->DeleteOrphans(); };
   listener.on_lost = [this] { OnSessionLost(); };

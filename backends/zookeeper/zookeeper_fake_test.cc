@@ -6,11 +6,13 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "backends/common/errors.h"
 #include "backends/zookeeper/fake_zookeeper.h"
 #include "backends/zookeeper/zookeeper_backend_internal.h"
 #include "gmock/gmock.h"
@@ -50,6 +52,12 @@ AcquireParams Params(const std::string& owner, absl::Duration wait) {
   return p;
 }
 
+AcquireParams ParamsFor(const std::string& name, const std::string& owner) {
+  AcquireParams p = Params(owner, absl::ZeroDuration());
+  p.key.name = name;
+  return p;
+}
+
 class ZooKeeperFakeTest : public ::testing::Test {
  protected:
   std::unique_ptr<Backend> NewReplica(size_t max_waiters = 1000) {
@@ -77,6 +85,38 @@ class ZooKeeperFakeTest : public ::testing::Test {
     p.key = LockKey{"ns", "lock"};
     p.owner = owner;
     b.Release(std::move(p), r.callback());
+    return r.Get();
+  }
+
+  static absl::StatusOr<RenewResult> Renew(Backend& b, const std::string& name,
+                                           const std::string& owner) {
+    Pending<RenewResult> r;
+    b.Renew(RenewParams{LockKey{"ns", name}, owner, absl::Minutes(10)}, r.callback());
+    return r.Get();
+  }
+
+  // RenewMany of `names` for `owner`, each to a lease of 10 minutes.
+  static std::vector<absl::StatusOr<RenewResult>> RenewMany(Backend& b,
+                                                            const std::vector<std::string>& names,
+                                                            const std::string& owner) {
+    std::vector<RenewParams> params;
+    for (const std::string& n : names) {
+      params.push_back(RenewParams{LockKey{"ns", n}, owner, absl::Minutes(10)});
+    }
+    std::promise<std::vector<absl::StatusOr<RenewResult>>> done;
+    auto results = done.get_future();
+    b.RenewMany(std::move(params),
+                [&](std::vector<absl::StatusOr<RenewResult>> r) { done.set_value(std::move(r)); });
+    if (results.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "RenewMany did not answer in 10 s";
+      return {};
+    }
+    return results.get();
+  }
+
+  static absl::StatusOr<LockState> Describe(Backend& b, const std::string& name) {
+    Pending<LockState> r;
+    b.Describe(LockKey{"ns", name}, r.callback());
     return r.Get();
   }
 
@@ -225,6 +265,63 @@ TEST_F(ZooKeeperFakeTest, ShutdownAnswersParkedWaiters) {
   b->Shutdown();
   EXPECT_FALSE(waiter.Get().ok());
   EXPECT_THAT(fake_.Children(kLock), SizeIs(0)) << "the session's nodes go with it";
+}
+
+TEST_F(ZooKeeperFakeTest, RenewManyOfKnownHoldsIsOneMultiAndExtendsEveryLease) {
+  std::unique_ptr<Backend> b = NewReplica();
+  const std::vector<std::string> names = {"l0", "l1", "l2", "l3"};
+  std::vector<uint64_t> tokens;
+  for (const std::string& n : names) {
+    absl::StatusOr<AcquireResult> a = Acquire(*b, ParamsFor(n, "o"));  // a 30 s lease
+    ASSERT_TRUE(a.ok() && a->acquired) << a.status();
+    tokens.push_back(a->fencing_token);
+  }
+  const uint64_t before = fake_.multis();
+  std::vector<absl::StatusOr<RenewResult>> r = RenewMany(*b, names, "o");
+  ASSERT_EQ(r.size(), names.size());
+  EXPECT_EQ(fake_.multis() - before, 1u);
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_TRUE(r[i].ok()) << names[i] << ": " << r[i].status();
+    EXPECT_EQ(r[i]->fencing_token, tokens[i]);
+    EXPECT_EQ(r[i]->ttl, absl::Minutes(10));
+    absl::StatusOr<LockState> s = Describe(*b, names[i]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE(s->held);
+    EXPECT_GT(s->ttl_remaining, absl::Minutes(9)) << names[i] << ": the lease was not extended";
+  }
+}
+
+TEST_F(ZooKeeperFakeTest, RenewManyWithAHoldForceReleasedElsewhereAnswersAsRenewPerHold) {
+  std::unique_ptr<Backend> b = NewReplica();
+  std::unique_ptr<Backend> other = NewReplica();
+  const std::vector<std::string> names = {"l0", "l1", "l2"};
+  std::vector<uint64_t> tokens;
+  for (const std::string& n : names) {
+    absl::StatusOr<AcquireResult> a = Acquire(*b, ParamsFor(n, "o"));
+    ASSERT_TRUE(a.ok() && a->acquired) << a.status();
+    tokens.push_back(a->fencing_token);
+  }
+  // Another replica frees l1: this replica still believes "o" holds it.
+  Pending<ForceReleaseResult> forced;
+  other->ForceRelease(ForceReleaseParams{LockKey{"ns", "l1"}, 0}, forced.callback());
+  ASSERT_TRUE(forced.Get().ok());
+  const uint64_t before = fake_.multis();
+  std::vector<absl::StatusOr<RenewResult>> r = RenewMany(*b, names, "o");
+  ASSERT_EQ(r.size(), names.size());
+  EXPECT_EQ(fake_.multis() - before, 1u) << "one multi, refused; then one renewal per hold";
+  ASSERT_TRUE(r[0].ok()) << r[0].status();
+  EXPECT_EQ(r[0]->fencing_token, tokens[0]);
+  ASSERT_TRUE(r[2].ok()) << r[2].status();
+  EXPECT_EQ(r[2]->fencing_token, tokens[2]);
+  EXPECT_TRUE(IsLockNotHeld(r[1].status())) << r[1].status();
+  // Exactly what Renew answers for that hold.
+  absl::StatusOr<RenewResult> single = Renew(*b, "l1", "o");
+  EXPECT_EQ(r[1].status(), single.status());
+  for (size_t i : {0u, 2u}) {
+    absl::StatusOr<LockState> s = Describe(*b, names[i]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_GT(s->ttl_remaining, absl::Minutes(9)) << names[i] << ": the lease was not extended";
+  }
 }
 
 }  // namespace
