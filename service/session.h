@@ -18,8 +18,10 @@
 //    arrives after its cancel is given back exactly (Release with
 //    acquire_request_id).
 //  * Renewal: while the stream is open and the session holds locks, every
-//    hold is renewed each lease/3, all holds of the session in one round
-//    (one Backend::RenewMany: one round trip where the backend allows). A
+//    hold is renewed each lease/3, all holds of the session in one round;
+//    under load the rounds of many sessions are joined into one
+//    Backend::RenewMany (RenewCoalescer: one round trip where the backend
+//    allows). A
 //    renewal that finds a hold gone pushes `lost` and forgets the hold:
 //    LEASE_EXPIRED when the lease had run out (by the server's clock, from
 //    the last renewal sent) before the renewal reached the backend,
@@ -60,6 +62,7 @@
 #include "lockd/v1/lock.grpc.pb.h"
 #include "service/auth.h"
 #include "service/config.h"
+#include "service/renew_coalescer.h"
 
 namespace lockd {
 
@@ -110,6 +113,7 @@ class SessionHub {
   const LeaseBounds lease_;
   const Authorizer* const authz_;
   std::atomic<int64_t>* const in_flight_;
+  RenewCoalescer renewals_;
 
   mutable absl::Mutex mu_;
   bool ending_ ABSL_GUARDED_BY(mu_) = false;

@@ -116,11 +116,11 @@ void Session::RenewRound() {
   std::vector<LockKey> keys;
   keys.reserve(params.size());
   for (const RenewParams& p : params) keys.push_back(p.key);
-  backend_->RenewMany(std::move(params),
-                      [self = NewRef(), keys = std::move(keys), tokens = std::move(tokens),
-                       sent](std::vector<absl::StatusOr<RenewResult>> results) {
-                        self->OnRenewed(keys, tokens, sent, results);
-                      });
+  hub_->renewals_.RenewMany(std::move(params),
+                            [self = NewRef(), keys = std::move(keys), tokens = std::move(tokens),
+                             sent](std::vector<absl::StatusOr<RenewResult>> results) {
+                              self->OnRenewed(keys, tokens, sent, results);
+                            });
 }
 
 void Session::OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
@@ -204,7 +204,7 @@ void Session::Released() {
 
 SessionHub::SessionHub(Backend* backend, LeaseBounds lease, const Authorizer* authz,
                        std::atomic<int64_t>* in_flight)
-    : backend_(backend), lease_(lease), authz_(authz), in_flight_(in_flight) {}
+    : backend_(backend), lease_(lease), authz_(authz), in_flight_(in_flight), renewals_(backend) {}
 
 SessionHub::~SessionHub() = default;
 
