@@ -607,6 +607,30 @@ TEST_F(MysqlBackendTest, RenewManyAfterShutdownIsUnavailableForEachHold) {
   EXPECT_THAT(r[1], StatusIs(absl::StatusCode::kUnavailable));
 }
 
+TEST_F(MysqlBackendTest, RenewManyWhileTheDatabaseIsDownIsUnavailableForEachHoldAsRenew) {
+  // A private server: this test kills it.
+  absl::StatusOr<std::unique_ptr<MariadbServer>> db = MariadbServer::Start();
+  ASSERT_TRUE(db.ok()) << db.status();
+  MysqlOptions o = Options();
+  o.host = (*db)->host();
+  o.port = (*db)->port();
+  o.user = (*db)->user();
+  o.password = (*db)->password();
+  o.database = (*db)->database();
+  auto b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(SyncAcquire(*b, Acq("a", "o")).value().acquired);
+  ASSERT_TRUE(SyncAcquire(*b, Acq("b", "o")).value().acquired);
+  (*db)->Kill();
+  std::vector<RenewParams> params = {Ren("a", "o", absl::Seconds(30)),
+                                     Ren("b", "o", absl::Seconds(30))};
+  RenewResults r = SyncRenewMany(*b, params);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_THAT(r[0], StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(r[1], StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncRenew(*b, params[0]), StatusIs(absl::StatusCode::kUnavailable));
+}
+
 TEST_F(MysqlBackendTest, RequestIdRetriesAnswerTheFirstResult) {
   MysqlOptions o = Options();
   o.release_memory = absl::Milliseconds(500);
