@@ -203,7 +203,7 @@ void RenewBatcher::Add(std::vector<RenewParams> params, RenewManyCallback done) 
       submit = true;
     }
   }
-  if (submit) pool_->Submit([this](Session* s) { Job(s); });
+  if (submit) pool_->SubmitFirst([this](Session* s) { Job(s); });
 }
 
 void RenewBatcher::Job(Session* s) {
@@ -236,9 +236,9 @@ void RenewBatcher::Job(Session* s) {
     again = !queue_.empty();
     if (!again) --jobs_;
   }
-  // Queued behind the work that arrived meanwhile, not looping on this
-  // thread: other calls get their turn.
-  if (again) pool_->Submit([this](Session* s) { Job(s); });
+  // Queued again rather than looping on this thread: a job that runs
+  // meanwhile gets its turn.
+  if (again) pool_->SubmitFirst([this](Session* s) { Job(s); });
 }
 
 }  // namespace lockd::mysql

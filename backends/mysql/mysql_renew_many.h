@@ -49,8 +49,11 @@ std::vector<absl::StatusOr<RenewResult>> RenewBatch(Session& s, const MysqlSchem
 
 // Queues renewals and runs them through RenewBatch on the pool: one job takes
 // everything queued (up to kRenewChunk * kChunksPerJob holds), so renewals
-// that arrive while a job runs form the next batch. At most `max_jobs` jobs
-// are queued or running at once, so renewals never take the whole pool.
+// that arrive while a job runs form the next batch. Jobs go to the front of
+// the pool's queue (WorkerPool::SubmitFirst): behind a backlog of Acquires
+// (10,000 sessions opening at once) leases would run out while they wait. At
+// most `max_jobs` jobs are queued or running at once, so renewals never take
+// the whole pool.
 // Thread-safe: the queue is guarded by mu_.
 class RenewBatcher {
  public:

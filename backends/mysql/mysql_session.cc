@@ -151,6 +151,17 @@ void WorkerPool::Submit(Job job) {
   std::move(job)(nullptr);
 }
 
+void WorkerPool::SubmitFirst(Job job) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!closed_) {
+      jobs_.push_front(std::move(job));
+      return;
+    }
+  }
+  std::move(job)(nullptr);
+}
+
 void WorkerPool::Close() {
   std::deque<Job> pending;
   {

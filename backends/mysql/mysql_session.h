@@ -124,6 +124,10 @@ class WorkerPool {
 
   // Queues `job`; after Close() runs it inline with nullptr.
   void Submit(Job job);
+  // The same, ahead of every queued job: for work that must not wait behind
+  // a backlog (renewals: leases run out meanwhile). The caller bounds how
+  // many such jobs it queues, so the others are not starved.
+  void SubmitFirst(Job job);
 
   // Stops taking jobs, runs the queued ones with nullptr, waits for the
   // running ones and joins the threads. Idempotent.
