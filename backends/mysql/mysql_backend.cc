@@ -8,7 +8,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -17,6 +16,7 @@
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/mysql/mysql_client.h"
+#include "backends/mysql/mysql_renew_many.h"
 #include "backends/mysql/mysql_schema.h"
 #include "backends/mysql/mysql_session.h"
 #include "backends/mysql/mysql_sweeper.h"
@@ -28,7 +28,9 @@ namespace {
 using mysql::DbHealth;
 using mysql::ForCaller;
 using mysql::Jitter;
+using mysql::ParseField;
 using mysql::Session;
+using mysql::Unexpected;
 using mysql::WorkerPool;
 
 // While the database is unreachable the sweeper, which doubles as the health
@@ -40,18 +42,6 @@ constexpr int kDemandLife = 3;
 std::string NewReplicaId() {
   absl::BitGen gen;
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
-}
-
-bool ParseField(const MysqlRow& row, size_t i, int64_t* out) {
-  return i < row.size() && row[i].has_value() && absl::SimpleAtoi(*row[i], out);
-}
-bool ParseField(const MysqlRow& row, size_t i, uint64_t* out) {
-  return i < row.size() && row[i].has_value() && absl::SimpleAtoi(*row[i], out);
-}
-
-absl::Status Unexpected(absl::string_view what, const LockKey& key) {
-  return absl::InternalError(
-      absl::StrCat("mysql ", what, " of lock ", LockName(key), ": unexpected result row"));
 }
 
 // Waiting is the WaitEngine's; this class supplies its attempts (the acquire
@@ -127,6 +117,15 @@ class MysqlBackend final : public Backend, private LockStrategy {
   void Renew(RenewParams params, Callback<RenewResult> done) override {
     RunOnSession(std::move(done),
                  [this, params = std::move(params)](Session& s) { return DoRenew(s, params); });
+  }
+
+  // Coalesced with other calls' renewals into batches (mysql_renew_many.h).
+  void RenewMany(std::vector<RenewParams> params, RenewManyCallback done) override {
+    if (IsShutdown()) {
+      std::move(done)(std::vector<absl::StatusOr<RenewResult>>(params.size(), ShuttingDownError()));
+      return;
+    }
+    renewals_.Add(std::move(params), std::move(done));
   }
 
   void Describe(LockKey key, Callback<LockState> done) override {
@@ -601,6 +600,9 @@ class MysqlBackend final : public Backend, private LockStrategy {
   mysql::Sweeper sweeper_{&options_, &schema_};
 
   WaitEngine engine_;
+  // Submits jobs to pool_ (constructed next; the batcher only keeps its
+  // address until then).
+  mysql::RenewBatcher renewals_{&pool_, &schema_, std::max<size_t>(1, options_.pool_size / 4)};
   // Last: its threads use everything above.
   WorkerPool pool_;
 };

@@ -12,7 +12,9 @@
 //   <prefix>demand  which replicas' waiters are polling which lock, since
 //                   when (for taking turns).
 // Acquire, Release and Renew are each one CALL of a stored procedure (one
-// round trip, one short InnoDB transaction under READ COMMITTED).
+// round trip, one short InnoDB transaction under READ COMMITTED). RenewMany
+// (a session's renewals) is batched across calls: a SELECT and an UPDATE per
+// 500 holds, run ahead of queued work (mysql_renew_many.h).
 //
 // Guarantees: everything in backends/backend.h. Leases are measured by the
 // database clock only (NOW(6) with the session time zone pinned to UTC).

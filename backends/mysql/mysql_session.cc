@@ -5,7 +5,10 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "backends/common/errors.h"
 
 namespace lockd::mysql {
 namespace {
@@ -30,6 +33,18 @@ absl::Status ForCaller(absl::Status s) {
     default:
       return absl::UnavailableError(s.message());
   }
+}
+
+bool ParseField(const MysqlRow& row, size_t i, int64_t* out) {
+  return i < row.size() && row[i].has_value() && absl::SimpleAtoi(*row[i], out);
+}
+bool ParseField(const MysqlRow& row, size_t i, uint64_t* out) {
+  return i < row.size() && row[i].has_value() && absl::SimpleAtoi(*row[i], out);
+}
+
+absl::Status Unexpected(absl::string_view what, const LockKey& key) {
+  return absl::InternalError(
+      absl::StrCat("mysql ", what, " of lock ", LockName(key), ": unexpected result row"));
 }
 
 absl::Duration Jitter(absl::Duration d) {
@@ -130,6 +145,17 @@ void WorkerPool::Submit(Job job) {
     absl::MutexLock l(&mu_);
     if (!closed_) {
       jobs_.push_back(std::move(job));
+      return;
+    }
+  }
+  std::move(job)(nullptr);
+}
+
+void WorkerPool::SubmitFirst(Job job) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!closed_) {
+      jobs_.push_front(std::move(job));
       return;
     }
   }

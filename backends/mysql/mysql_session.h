@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "backends/backend.h"
 #include "backends/common/timer_queue.h"
 #include "backends/mysql/mysql_backend.h"
 #include "backends/mysql/mysql_client.h"
@@ -30,6 +31,14 @@ namespace lockd::mysql {
 // The codes the Backend contract allows: anything the database says that is
 // not a bug (kInternal) is a reason to retry later (kUnavailable).
 absl::Status ForCaller(absl::Status s);
+
+// Parses column `i` of `row` into `out`; false if it is missing, NULL or not
+// a number.
+bool ParseField(const MysqlRow& row, size_t i, int64_t* out);
+bool ParseField(const MysqlRow& row, size_t i, uint64_t* out);
+
+// kInternal: `what` ("renew", ...) of `key` returned a row it cannot return.
+absl::Status Unexpected(absl::string_view what, const LockKey& key);
 
 // `d` scaled by a random factor in [0.75, 1.25). Thread-safe.
 absl::Duration Jitter(absl::Duration d);
@@ -115,6 +124,10 @@ class WorkerPool {
 
   // Queues `job`; after Close() runs it inline with nullptr.
   void Submit(Job job);
+  // The same, ahead of every queued job: for work that must not wait behind
+  // a backlog (renewals: leases run out meanwhile). The caller bounds how
+  // many such jobs it queues, so the others are not starved.
+  void SubmitFirst(Job job);
 
   // Stops taking jobs, runs the queued ones with nullptr, waits for the
   // running ones and joins the threads. Idempotent.
