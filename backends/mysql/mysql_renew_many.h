@@ -2,8 +2,9 @@
 // any number of RenewMany calls, whatever their owners, are coalesced and run
 // as a few set-based statements instead of one renew procedure CALL per hold.
 // A lockd with 10,000 sessions of one hold each at a 2 s lease renews 15,000
-// holds a second, each session in its own RenewMany call: batching one call's
-// holds alone would still cost one statement (or two) per hold.
+// holds a second. The service already joins sessions' renewal rounds into
+// few RenewMany calls (service/renew_coalescer.h); this queue turns the calls
+// that reach the backend into pool jobs, ahead of other work.
 //
 // Each hold's result is one the renew procedure (mysql_schema.cc, kRenewBody)
 // could have given at some instant during the call: a caller cannot tell a
