@@ -140,22 +140,19 @@ WorkerPool::WorkerPool(size_t n, const MysqlOptions* options, DbHealth* health) 
   }
 }
 
-void WorkerPool::Submit(Job job) {
-  {
-    absl::MutexLock l(&mu_);
-    if (!closed_) {
-      jobs_.push_back(std::move(job));
-      return;
-    }
-  }
-  std::move(job)(nullptr);
-}
+void WorkerPool::Submit(Job job) { Enqueue(std::move(job), /*first=*/false); }
 
-void WorkerPool::SubmitFirst(Job job) {
+void WorkerPool::SubmitFirst(Job job) { Enqueue(std::move(job), /*first=*/true); }
+
+void WorkerPool::Enqueue(Job job, bool first) {
   {
     absl::MutexLock l(&mu_);
     if (!closed_) {
-      jobs_.push_front(std::move(job));
+      if (first) {
+        jobs_.push_front(std::move(job));
+      } else {
+        jobs_.push_back(std::move(job));
+      }
       return;
     }
   }

@@ -134,6 +134,7 @@ class WorkerPool {
   void Close();
 
  private:
+  void Enqueue(Job job, bool first);
   void Work(const MysqlOptions* options, DbHealth* health);
   bool HasWorkOrClosed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return closed_ || !jobs_.empty();
