@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,6 +21,11 @@ namespace {
 using ::lockd::testing::StatusIs;
 using ::testing::ElementsAre;
 
+absl::Status NotForTheCoalescer(absl::string_view method) {
+  ADD_FAILURE() << "RenewCoalescer called Backend::" << method;
+  return absl::InternalError(absl::StrCat("unexpected ", method));
+}
+
 // Records each RenewMany; the test answers them in any order.
 class HeldRenewalsBackend final : public Backend {
  public:
@@ -29,28 +35,29 @@ class HeldRenewalsBackend final : public Backend {
   };
 
   absl::string_view name() const override { return "held"; }
+  // The coalescer calls RenewMany only: any other call fails the test.
   void Acquire(AcquireParams, std::shared_ptr<CancelSignal>,
                Callback<AcquireResult> done) override {
-    std::move(done)(absl::UnimplementedError("acquire"));
+    std::move(done)(NotForTheCoalescer("Acquire"));
   }
   void Release(ReleaseParams, Callback<ReleaseResult> done) override {
-    std::move(done)(absl::UnimplementedError("release"));
+    std::move(done)(NotForTheCoalescer("Release"));
   }
   void Renew(RenewParams, Callback<RenewResult> done) override {
-    std::move(done)(absl::UnimplementedError("renew"));
+    std::move(done)(NotForTheCoalescer("Renew"));
   }
   void RenewMany(std::vector<RenewParams> params, RenewManyCallback done) override {
     absl::MutexLock l(&mu_);
     calls_.push_back(Call{std::move(params), std::move(done)});
   }
   void Describe(LockKey, Callback<LockState> done) override {
-    std::move(done)(absl::UnimplementedError("describe"));
+    std::move(done)(NotForTheCoalescer("Describe"));
   }
   void List(ListParams, Callback<ListResult> done) override {
-    std::move(done)(absl::UnimplementedError("list"));
+    std::move(done)(NotForTheCoalescer("List"));
   }
   void ForceRelease(ForceReleaseParams, Callback<ForceReleaseResult> done) override {
-    std::move(done)(absl::UnimplementedError("force release"));
+    std::move(done)(NotForTheCoalescer("ForceRelease"));
   }
   absl::Status Health() const override { return absl::OkStatus(); }
   void Shutdown() override {}
