@@ -58,6 +58,7 @@ scripts/check-thread-safety.sh build/ci
 
 step "all tests ($what)"
 (cd build/ci && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+   LSAN_OPTIONS="suppressions=$PWD/../../tests/lsan.supp" \
    ctest -j "$JOBS" --output-on-failure --timeout 300)
 
 step "all tests passed"
