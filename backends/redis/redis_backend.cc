@@ -428,6 +428,9 @@ class RedisBackend final : public Backend,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
+  if (options.mode != RedisMode::kStandalone) {
+    return absl::UnimplementedError("redis.mode: only standalone is implemented so far");
+  }
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
   if (!addresses.ok()) return addresses.status();
   absl::Status s = redis::ValidateKeyPrefix(options.key_prefix);

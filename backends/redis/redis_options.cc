@@ -6,6 +6,11 @@ const OptionSet<RedisOptions>& RedisOptionSet() {
   using O = RedisOptions;
   static const auto* set = [] {
     auto* s = new OptionSet<O>;
+    s->Enum("redis.mode", &O::mode,
+            {{"standalone", RedisMode::kStandalone},
+             {"cluster", RedisMode::kCluster},
+             {"sentinel", RedisMode::kSentinel}},
+            "how lockd finds the Redis primary");
     s->String("redis.addresses", &O::addresses, "Redis server(s), comma-separated host:port");
     s->String("redis.username", &O::username, "Redis ACL user (empty: password-only AUTH)");
     s->Password("redis.password", &O::password,

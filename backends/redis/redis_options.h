@@ -11,7 +11,15 @@
 
 namespace lockd {
 
+// How lockd finds the Redis primary that holds a lock.
+enum class RedisMode {
+  kStandalone,  // one primary at `addresses` (tried in order)
+  kCluster,     // a Redis Cluster; `addresses` are seed nodes
+  kSentinel,    // a primary found through the Sentinels at `addresses`
+};
+
 struct RedisOptions {
+  RedisMode mode = RedisMode::kStandalone;
   // Comma-separated host:port ([v6addr]:port allowed). Connections use the
   // first address that accepts them; on failure the next one is tried.
   std::string addresses = "127.0.0.1:6379";
