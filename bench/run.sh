@@ -89,8 +89,11 @@ for api in $APIS; do
   [[ $api == unary || $api == session ]] || { echo "run.sh: --apis: unary and/or session, not $api" >&2; exit 2; }
 done
 
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+
+# --- processes and cleanup ---------------------------------------------------
+WORK_NAME=lockd-bench
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 
 # --- build -------------------------------------------------------------------
 if [[ $BUILD == 1 ]]; then
@@ -118,31 +121,8 @@ if [[ $REPORT == 1 ]] && ! command -v gnuplot >/dev/null; then
   $SUDO apt-get install -y -q gnuplot-nox >&2 || log "gnuplot-nox could not be installed; no charts"
 fi
 
-# --- processes and cleanup ---------------------------------------------------
-WORK_NAME=lockd-bench
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 
-# wait_for SECONDS COMMAND...: polls COMMAND every 50 ms.
-wait_for() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    [[ $SECONDS -lt $end ]] || return 1
-    sleep 0.05
-  done
-}
 
-# Redis, as tests/support/redis_server.cc starts it.
-start_redis() {
-  REDIS_DIR=$WORK/redis; mkdir -p "$REDIS_DIR"
-  REDIS_PORT=$(free_port)
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$REDIS_DIR" --daemonize no \
-    --save "" --appendonly no --loglevel notice >"$REDIS_DIR/redis.log" 2>&1 &
-  REDIS_PID=$!; PIDS+=("$REDIS_PID")
-  wait_for 30 redis-cli -p "$REDIS_PORT" ping || die "redis-server did not start: $(cat "$REDIS_DIR/redis.log")"
-  log "redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
-}
 
 # MariaDB, as tests/support/mariadb_server.cc starts it (same InnoDB flags).
 INNODB_FLAGS=(--innodb-buffer-pool-size=32M --innodb-log-file-size=16M --innodb-log-buffer-size=4M
@@ -192,22 +172,9 @@ admin.enableServer=false
 4lw.commands.whitelist=*
 forceSync=no
 EOF
-  local cp="" jar
-  for jar in zookeeper zookeeper-jute slf4j-api slf4j-simple commons-cli commons-io metrics-core \
-    snappy-java netty-buffer netty-codec netty-common netty-handler netty-resolver \
-    netty-transport netty-transport-native-epoll netty-transport-native-unix-common; do
-    [[ -r /usr/share/java/$jar.jar ]] && cp+="${cp:+:}/usr/share/java/$jar.jar"
-  done
-  java -Xmx512m -XX:+UseSerialGC -XX:-UsePerfData -Djava.net.preferIPv4Stack=true \
-    -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$cp" \
-    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
+  zk_java org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
   ZK_PID=$!; PIDS+=("$ZK_PID")
-  # A server still starting may take the connection and never answer: each
-  # probe gets 2 s.
-  zk_ok() {
-    [[ $(timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/"$1" && printf ruok >&3 && cat <&3' _ "$ZK_PORT") == imok ]]
-  }
-  wait_for 120 zk_ok || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
+  wait_for 120 zk_ok "$ZK_PORT" || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
   log "ZooKeeper on 127.0.0.1:$ZK_PORT (pid $ZK_PID)"
 }
 
@@ -238,9 +205,6 @@ stop_lockd() {
   wait "$LOCKD_PID" 2>/dev/null || true
 }
 
-# CPU time (user+system, in clock ticks) a process has used so far; 0 if none.
-cpu_ticks() { [[ -n ${1:-} && -r /proc/$1/stat ]] && awk '{print $14+$15}' "/proc/$1/stat" || echo 0; }
-TICK=$(getconf CLK_TCK)
 
 # bench LABEL API REP ARGS...: one lockbench run (with --api=API unless API
 # is "-", the direct baseline); its JSON line (plus the repetition, the
