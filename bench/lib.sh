@@ -1,7 +1,8 @@
 # Shared by the scripts in bench/ (sourced, not run). Set WORK_NAME first:
 # this makes $WORK, a temporary directory, and on exit kills every process
 # whose pid is in PIDS and removes $WORK. Also: free_port, log/die, wait_for,
-# start_redis, zk_java/zk_ok (ZooKeeper servers) and cpu_ticks.
+# start_redis, start_mariadb, zk_java/zk_ok (ZooKeeper servers) and
+# cpu_ticks.
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/$WORK_NAME.XXXXXX")
 PIDS=()
@@ -43,8 +44,41 @@ start_redis() {
   log "redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
 }
 
-# zk_java MAIN_CLASS ARGS...: runs a ZooKeeper server class with Debian's jars
-# (as tests/support/zookeeper_server.cc does).
+# MariaDB, as tests/support/mariadb_server.cc starts it (same InnoDB flags).
+INNODB_FLAGS=(--innodb-buffer-pool-size=32M --innodb-log-file-size=16M --innodb-log-buffer-size=4M
+  --innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 --innodb-use-native-aio=0
+  --skip-name-resolve)
+start_mariadb() {
+  local dir=$WORK/mariadb; mkdir -p "$dir"
+  local user_flag=(); [[ $(id -u) == 0 ]] && user_flag=(--user=root)
+  mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
+    --skip-test-db "${user_flag[@]}" "${INNODB_FLAGS[@]}" >"$dir/install-db.log" 2>&1 \
+    || die "mariadb-install-db failed: $(cat "$dir/install-db.log")"
+  MYSQL_PORT=$(free_port)
+  MYSQL_SOCKET=$dir/mysqld.sock
+  mariadbd --no-defaults --datadir="$dir/data" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
+    --socket="$MYSQL_SOCKET" --pid-file="$dir/mysqld.pid" --tmpdir="$dir" --max-connections=1000 \
+    --performance-schema=OFF --skip-log-bin "${user_flag[@]}" "${INNODB_FLAGS[@]}" \
+    >"$dir/mariadbd.log" 2>&1 &
+  MYSQL_PID=$!; PIDS+=("$MYSQL_PID")
+  wait_for 60 grep -q "ready for connections" "$dir/mariadbd.log" \
+    || die "mariadbd did not start: $(tail -20 "$dir/mariadbd.log")"
+  MYSQL_PASSWORD_FILE=$dir/password
+  local password; password=$(python3 -c 'import secrets; print(secrets.token_hex(12))')
+  echo "$password" >"$MYSQL_PASSWORD_FILE"
+  local sql="CREATE DATABASE IF NOT EXISTS lockd;"
+  for host in % localhost; do
+    sql+="CREATE USER IF NOT EXISTS 'lockd'@'$host' IDENTIFIED BY '$password';"
+    sql+="GRANT ALL PRIVILEGES ON lockd.* TO 'lockd'@'$host';"
+  done
+  mariadb --no-defaults --protocol=socket --socket="$MYSQL_SOCKET" --user=root --batch -e "$sql" \
+    || die "cannot create the lockd database user"
+  log "mariadbd on 127.0.0.1:$MYSQL_PORT (pid $MYSQL_PID)"
+}
+
+# zk_java MAIN_CLASS ARGS... &: runs a ZooKeeper server class with Debian's
+# jars (as tests/support/zookeeper_server.cc does). Run it in the background:
+# it execs java, so that $! is the server's pid.
 zk_java() {
   local cp="" jar
   for jar in zookeeper zookeeper-jute slf4j-api slf4j-simple commons-cli commons-io metrics-core \
@@ -52,7 +86,7 @@ zk_java() {
     netty-transport netty-transport-native-epoll netty-transport-native-unix-common; do
     [[ -r /usr/share/java/$jar.jar ]] && cp+="${cp:+:}/usr/share/java/$jar.jar"
   done
-  java -Xmx512m -XX:+UseSerialGC -XX:-UsePerfData -Djava.net.preferIPv4Stack=true \
+  exec java -Xmx512m -XX:+UseSerialGC -XX:-UsePerfData -Djava.net.preferIPv4Stack=true \
     -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$cp" "$@"
 }
 

@@ -124,37 +124,6 @@ fi
 
 
 
-# MariaDB, as tests/support/mariadb_server.cc starts it (same InnoDB flags).
-INNODB_FLAGS=(--innodb-buffer-pool-size=32M --innodb-log-file-size=16M --innodb-log-buffer-size=4M
-  --innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 --innodb-use-native-aio=0
-  --skip-name-resolve)
-start_mariadb() {
-  local dir=$WORK/mariadb; mkdir -p "$dir"
-  local user_flag=(); [[ $(id -u) == 0 ]] && user_flag=(--user=root)
-  mariadb-install-db --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
-    --skip-test-db "${user_flag[@]}" "${INNODB_FLAGS[@]}" >"$dir/install-db.log" 2>&1 \
-    || die "mariadb-install-db failed: $(cat "$dir/install-db.log")"
-  MYSQL_PORT=$(free_port)
-  MYSQL_SOCKET=$dir/mysqld.sock
-  mariadbd --no-defaults --datadir="$dir/data" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
-    --socket="$MYSQL_SOCKET" --pid-file="$dir/mysqld.pid" --tmpdir="$dir" --max-connections=1000 \
-    --performance-schema=OFF --skip-log-bin "${user_flag[@]}" "${INNODB_FLAGS[@]}" \
-    >"$dir/mariadbd.log" 2>&1 &
-  MYSQL_PID=$!; PIDS+=("$MYSQL_PID")
-  wait_for 60 grep -q "ready for connections" "$dir/mariadbd.log" \
-    || die "mariadbd did not start: $(tail -20 "$dir/mariadbd.log")"
-  MYSQL_PASSWORD_FILE=$dir/password
-  local password; password=$(python3 -c 'import secrets; print(secrets.token_hex(12))')
-  echo "$password" >"$MYSQL_PASSWORD_FILE"
-  local sql="CREATE DATABASE IF NOT EXISTS lockd;"
-  for host in % localhost; do
-    sql+="CREATE USER IF NOT EXISTS 'lockd'@'$host' IDENTIFIED BY '$password';"
-    sql+="GRANT ALL PRIVILEGES ON lockd.* TO 'lockd'@'$host';"
-  done
-  mariadb --no-defaults --protocol=socket --socket="$MYSQL_SOCKET" --user=root --batch -e "$sql" \
-    || die "cannot create the lockd database user"
-  log "mariadbd on 127.0.0.1:$MYSQL_PORT (pid $MYSQL_PID)"
-}
 
 # ZooKeeper, as tests/support/zookeeper_server.cc starts it (Debian's jars).
 start_zookeeper() {
