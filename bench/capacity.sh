@@ -126,11 +126,27 @@ print("pairs/s=%.0f lockd=%.0fus servers=%.0fus client=%.0fus per pair" % (r["pa
   done
 }
 
+# A free port for a cluster node: its bus port (port + 10000) must exist too.
+free_cluster_port() {
+  python3 -c '
+import socket
+while True:
+    a, b = socket.socket(), socket.socket()
+    a.bind(("127.0.0.1", 0)); port = a.getsockname()[1]
+    try:
+        if port + 10000 <= 65535:
+            b.bind(("127.0.0.1", port + 10000)); print(port); break
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()'
+}
+
 # Redis Cluster of $1 primaries, no replicas; sets CLUSTER_SEEDS.
 start_redis_cluster() {
   local n=$1 i port dir nodes=()
   for i in $(seq 1 "$n"); do
-    port=$(free_port); dir=$WORK/cluster-$port; mkdir -p "$dir"
+    port=$(free_cluster_port); dir=$WORK/cluster-$port; mkdir -p "$dir"
     redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --daemonize no --save "" \
       --appendonly no --cluster-enabled yes --cluster-config-file nodes.conf \
       --cluster-node-timeout 2000 >"$dir/redis.log" 2>&1 &
