@@ -141,4 +141,11 @@ std::optional<Redirect> ParseRedirect(absl::string_view error_text) {
   return r;
 }
 
+bool IsClusterRedirect(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) return false;
+  absl::string_view text = ReplyText(reply);
+  return absl::StartsWith(text, "MOVED ") || absl::StartsWith(text, "ASK ") ||
+         absl::StartsWith(text, "TRYAGAIN");
+}
+
 }  // namespace lockd::redis

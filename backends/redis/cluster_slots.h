@@ -84,6 +84,11 @@ struct Redirect {
 // "ASK 3999 [::1]:6381"); nullopt for any other text or a malformed one.
 std::optional<Redirect> ParseRedirect(absl::string_view error_text);
 
+// True for an error reply that says "run this elsewhere or later": -MOVED,
+// -ASK, or -TRYAGAIN (a multi-key command during a slot migration). The
+// command did not run.
+bool IsClusterRedirect(const redisReply* reply);
+
 }  // namespace lockd::redis
 
 #endif  // LOCKD_BACKENDS_REDIS_CLUSTER_SLOTS_H_

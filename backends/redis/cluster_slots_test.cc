@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backends/redis/scripts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -185,6 +186,14 @@ TEST(RedirectTest, RejectsOtherErrors) {
   EXPECT_FALSE(ParseRedirect("MOVED 1 127.0.0.1").has_value());
   EXPECT_FALSE(ParseRedirect("MOVED 1 127.0.0.1:0").has_value());
   EXPECT_FALSE(ParseRedirect("ASK 1").has_value());
+}
+
+TEST(ShardedScriptsTest, PublishBecomesSpublishEverywhere) {
+  for (const char* script : {kAcquireScript, kReleaseScript, kForceReleaseScript}) {
+    std::string sharded = Sharded(script);
+    EXPECT_THAT(sharded, ::testing::HasSubstr("redis.call('SPUBLISH',"));
+    EXPECT_THAT(sharded, ::testing::Not(::testing::HasSubstr("'PUBLISH'")));
+  }
 }
 
 }  // namespace
