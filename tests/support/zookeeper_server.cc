@@ -115,11 +115,9 @@ absl::Status ZooKeeperServer::Spawn() {
       absl::StrCat("-Dznode.container.checkIntervalMs=",
                    absl::ToInt64Milliseconds(options_.container_check_interval)),
       "-Dorg.slf4j.simpleLogger.showDateTime=true",
-      "-cp",
-      classpath_,
-      main_class_,
-      absl::StrCat(dir(), "/zoo.cfg"),
   };
+  argv.insert(argv.end(), jvm_flags_.begin(), jvm_flags_.end());
+  argv.insert(argv.end(), {"-cp", classpath_, main_class_, absl::StrCat(dir(), "/zoo.cfg")});
   std::string log = absl::StrCat(dir(), "/zookeeper.log");
   absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(argv, log);
   if (!p.ok()) return p.status();
@@ -215,6 +213,9 @@ absl::StatusOr<std::unique_ptr<ZooKeeperEnsemble>> ZooKeeperEnsemble::Start(
   for (int i = 0; i < kSize; ++i) {
     e->servers_.push_back(
         std::unique_ptr<ZooKeeperServer>(new ZooKeeperServer(options.server, kQuorumMain)));
+    // Three JVMs on a small machine: compiling with C1 only halves their CPU
+    // time (the ensemble's conformance run: 44 s user time -> 24 s).
+    e->servers_.back()->jvm_flags_ = {"-XX:TieredStopAtLevel=1"};
     if (absl::Status s = e->servers_.back()->Prepare(); !s.ok()) return s;
     int peer = FreePort(), election = FreePort();
     if (peer == 0 || election == 0) return absl::InternalError("no free port");

@@ -103,6 +103,7 @@ class ZooKeeperServer {
 
   Options options_;
   std::string main_class_;
+  std::vector<std::string> jvm_flags_;  // added to the java command line
   TempDir dir_;
   int port_ = 0;
   std::string java_;
