@@ -247,6 +247,16 @@ absl::StatusOr<std::unique_ptr<ZooKeeperEnsemble>> ZooKeeperEnsemble::Start(
   return e;
 }
 
+ZooKeeperEnsemble::~ZooKeeperEnsemble() {
+  // Each JVM takes a moment to shut down: let them do it together.
+  for (auto& s : servers_) {
+    if (s->process_ == nullptr) continue;
+    s->process_->Signal(SIGCONT);  // in case it is paused
+    s->process_->Signal(SIGTERM);
+  }
+  for (auto& s : servers_) s->Stop();
+}
+
 std::string ZooKeeperEnsemble::hosts() const {
   std::vector<std::string> hosts;
   for (const auto& s : servers_) hosts.push_back(s->hosts());

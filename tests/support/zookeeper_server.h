@@ -142,7 +142,8 @@ class ZooKeeperEnsemble {
   static absl::StatusOr<std::unique_ptr<ZooKeeperEnsemble>> Start(const Options& options);
   static absl::StatusOr<std::unique_ptr<ZooKeeperEnsemble>> Start() { return Start(Options()); }
 
-  ~ZooKeeperEnsemble() = default;
+  // Stops the three members at once (SIGTERM, SIGKILL after 10 s).
+  ~ZooKeeperEnsemble();
   ZooKeeperEnsemble(const ZooKeeperEnsemble&) = delete;
   ZooKeeperEnsemble& operator=(const ZooKeeperEnsemble&) = delete;
 
