@@ -133,6 +133,15 @@ class ZooKeeperEnsembleTest : public testing::SharedServerTest<ZooKeeperEnsemble
     }
     absl::Status quorum = server_->WaitForQuorum(absl::Seconds(60));
     ASSERT_TRUE(quorum.ok()) << quorum;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          for (int i = 0; i < ZooKeeperEnsemble::kSize; ++i) {
+            if (server_->Mode(i).empty()) return false;
+          }
+          return true;
+        },
+        absl::Seconds(60)))
+        << server_->Logs();
     root_ =
         absl::StrCat("/ensemble/", ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
