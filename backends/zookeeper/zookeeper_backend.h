@@ -36,6 +36,13 @@
 //     timeout). On session expiry the backend answers parked waiters
 //     kUnavailable, opens a new session and serves again; locks of the old
 //     session are gone (LOCK_NOT_HELD).
+//   - Ensembles: `hosts` lists every server. A leader change or the loss of
+//     the server the session is on is a disconnect within the session: the
+//     client moves to another server and everything above survives. Without
+//     a quorum no server serves, so the backend stays disconnected
+//     (kUnavailable) until a majority is back; a new leader restarts every
+//     session's timeout, so the session survives any such outage
+//     (tests/integration/zookeeper/zookeeper_ensemble_test.cc).
 //
 // Guarantees: everything in backends/backend.h, across replicas, except that
 // a request_id retry of a Release that freed the lock answers "released" only

@@ -4,11 +4,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -49,34 +51,46 @@ std::string Classpath() {
   return absl::StrJoin(jars, ":");
 }
 
+constexpr char kStandaloneMain[] = "org.apache.zookeeper.server.ZooKeeperServerMain";
+constexpr char kQuorumMain[] = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ZooKeeperServer>> ZooKeeperServer::Start(const Options& options) {
-  std::unique_ptr<ZooKeeperServer> s(new ZooKeeperServer(options));
-  s->java_ = FindExecutable({"java", "/usr/lib/jvm/default-java/bin/java"});
-  if (s->java_.empty()) return absl::NotFoundError("java not found (install default-jre-headless)");
+absl::Status ZooKeeperServer::Prepare() {
+  java_ = FindExecutable({"java", "/usr/lib/jvm/default-java/bin/java"});
+  if (java_.empty()) return absl::NotFoundError("java not found (install default-jre-headless)");
   if (::access(absl::StrCat(kJarDir, "/zookeeper.jar").c_str(), R_OK) != 0) {
     return absl::NotFoundError(
         absl::StrCat(kJarDir, "/zookeeper.jar not found (install zookeeper)"));
   }
-  s->classpath_ = Classpath();
-  if (s->dir_.path().empty()) return absl::InternalError("cannot create a temporary directory");
-  s->port_ = FreePort();
-  if (s->port_ == 0) return absl::InternalError("no free port");
-  int tick_ms = static_cast<int>(absl::ToInt64Milliseconds(options.tick_time));
-  std::string data = absl::StrCat(s->dir(), "/data");
-  std::string cfg = absl::StrCat(
-      "tickTime=", tick_ms, "\n",               //
-      "dataDir=", data, "\n",                   //
-      "clientPort=", s->port_, "\n",            //
-      "clientPortAddress=127.0.0.1\n",          //
-      "maxClientCnxns=0\n",                     //
-      "minSessionTimeout=", 2 * tick_ms, "\n",  //
-      "maxSessionTimeout=", absl::ToInt64Milliseconds(options.max_session_timeout), "\n",
-      "admin.enableServer=false\n",  //
-      "4lw.commands.whitelist=*\n",  //
-      "forceSync=", options.force_sync ? "yes" : "no", "\n");
-  if (absl::Status st = WriteFile(absl::StrCat(s->dir(), "/zoo.cfg"), cfg); !st.ok()) return st;
+  classpath_ = Classpath();
+  if (dir_.path().empty()) return absl::InternalError("cannot create a temporary directory");
+  port_ = FreePort();
+  if (port_ == 0) return absl::InternalError("no free port");
+  return absl::OkStatus();
+}
+
+std::string ZooKeeperServer::BaseConfig() const {
+  int tick_ms = static_cast<int>(absl::ToInt64Milliseconds(options_.tick_time));
+  return absl::StrCat("tickTime=", tick_ms, "\n",               //
+                      "dataDir=", dir(), "/data\n",             //
+                      "clientPort=", port_, "\n",               //
+                      "clientPortAddress=127.0.0.1\n",          //
+                      "maxClientCnxns=0\n",                     //
+                      "minSessionTimeout=", 2 * tick_ms, "\n",  //
+                      "maxSessionTimeout=", absl::ToInt64Milliseconds(options_.max_session_timeout),
+                      "\n",
+                      "admin.enableServer=false\n",  //
+                      "4lw.commands.whitelist=*\n",  //
+                      "forceSync=", options_.force_sync ? "yes" : "no", "\n");
+}
+
+absl::StatusOr<std::unique_ptr<ZooKeeperServer>> ZooKeeperServer::Start(const Options& options) {
+  std::unique_ptr<ZooKeeperServer> s(new ZooKeeperServer(options, kStandaloneMain));
+  if (absl::Status st = s->Prepare(); !st.ok()) return st;
+  if (absl::Status st = WriteFile(absl::StrCat(s->dir(), "/zoo.cfg"), s->BaseConfig()); !st.ok()) {
+    return st;
+  }
   if (absl::Status st = s->Launch(); !st.ok()) return st;
   return s;
 }
@@ -86,6 +100,11 @@ ZooKeeperServer::~ZooKeeperServer() { Stop(); }
 std::string ZooKeeperServer::hosts() const { return absl::StrCat("127.0.0.1:", port_); }
 
 absl::Status ZooKeeperServer::Launch() {
+  if (absl::Status s = Spawn(); !s.ok()) return s;
+  return AwaitAnswer();
+}
+
+absl::Status ZooKeeperServer::Spawn() {
   ++launches_;
   std::vector<std::string> argv = {
       java_,
@@ -96,15 +115,17 @@ absl::Status ZooKeeperServer::Launch() {
       absl::StrCat("-Dznode.container.checkIntervalMs=",
                    absl::ToInt64Milliseconds(options_.container_check_interval)),
       "-Dorg.slf4j.simpleLogger.showDateTime=true",
-      "-cp",
-      classpath_,
-      "org.apache.zookeeper.server.ZooKeeperServerMain",
-      absl::StrCat(dir(), "/zoo.cfg"),
   };
+  argv.insert(argv.end(), jvm_flags_.begin(), jvm_flags_.end());
+  argv.insert(argv.end(), {"-cp", classpath_, main_class_, absl::StrCat(dir(), "/zoo.cfg")});
   std::string log = absl::StrCat(dir(), "/zookeeper.log");
   absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(argv, log);
   if (!p.ok()) return p.status();
   process_ = *std::move(p);
+  return absl::OkStatus();
+}
+
+absl::Status ZooKeeperServer::AwaitAnswer() {
   absl::Time deadline = absl::Now() + options_.start_timeout;
   while (absl::Now() < deadline) {
     if (!process_->Running()) {
@@ -181,6 +202,117 @@ absl::StatusOr<std::string> ZooKeeperServer::Command(absl::string_view word) con
 
 std::string ZooKeeperServer::Log() const {
   return ReadFileOrEmpty(absl::StrCat(dir(), "/zookeeper.log"));
+}
+
+// ---- ZooKeeperEnsemble -----------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ZooKeeperEnsemble>> ZooKeeperEnsemble::Start(
+    const Options& options) {
+  std::unique_ptr<ZooKeeperEnsemble> e(new ZooKeeperEnsemble());
+  std::string members;
+  for (int i = 0; i < kSize; ++i) {
+    e->servers_.push_back(
+        std::unique_ptr<ZooKeeperServer>(new ZooKeeperServer(options.server, kQuorumMain)));
+    // Three JVMs on a small machine: compiling with C1 only halves their CPU
+    // time (the ensemble's conformance run: 44 s user time -> 24 s).
+    e->servers_.back()->jvm_flags_ = {"-XX:TieredStopAtLevel=1"};
+    if (absl::Status s = e->servers_.back()->Prepare(); !s.ok()) return s;
+    int peer = FreePort(), election = FreePort();
+    if (peer == 0 || election == 0) return absl::InternalError("no free port");
+    absl::StrAppend(&members, "server.", i + 1, "=127.0.0.1:", peer, ":", election, "\n");
+  }
+  for (int i = 0; i < kSize; ++i) {
+    ZooKeeperServer& s = *e->servers_[i];
+    std::string data = absl::StrCat(s.dir(), "/data");
+    if (::mkdir(data.c_str(), 0700) != 0) {
+      return absl::InternalError(absl::StrCat("cannot create ", data));
+    }
+    if (absl::Status st = WriteFile(absl::StrCat(data, "/myid"), absl::StrCat(i + 1, "\n"));
+        !st.ok()) {
+      return st;
+    }
+    std::string cfg = absl::StrCat(s.BaseConfig(),                          //
+                                   "initLimit=", options.init_limit, "\n",  //
+                                   "syncLimit=", options.sync_limit, "\n", members);
+    if (absl::Status st = WriteFile(absl::StrCat(s.dir(), "/zoo.cfg"), cfg); !st.ok()) return st;
+  }
+  // Java starts slowly: all three at once, then wait for each.
+  for (auto& s : e->servers_) {
+    if (absl::Status st = s->Spawn(); !st.ok()) return st;
+  }
+  for (auto& s : e->servers_) {
+    if (absl::Status st = s->AwaitAnswer(); !st.ok()) return st;
+  }
+  if (absl::Status st = e->WaitForQuorum(options.server.start_timeout); !st.ok()) return st;
+  return e;
+}
+
+ZooKeeperEnsemble::~ZooKeeperEnsemble() {
+  // Each JVM takes a moment to shut down: let them do it together.
+  for (auto& s : servers_) {
+    if (s->process_ == nullptr) continue;
+    s->process_->Signal(SIGCONT);  // in case it is paused
+    s->process_->Signal(SIGTERM);
+  }
+  for (auto& s : servers_) s->Stop();
+}
+
+std::string ZooKeeperEnsemble::hosts() const {
+  std::vector<std::string> hosts;
+  for (const auto& s : servers_) hosts.push_back(s->hosts());
+  return absl::StrJoin(hosts, ",");
+}
+
+std::string ZooKeeperEnsemble::Mode(int i) const {
+  absl::StatusOr<std::string> srvr = servers_[i]->Command("srvr");
+  if (!srvr.ok()) return "";
+  const std::string kLabel = "Mode: ";
+  size_t at = srvr->find(kLabel);
+  if (at == std::string::npos) return "";
+  size_t begin = at + kLabel.size();
+  return srvr->substr(begin, srvr->find('\n', begin) - begin);
+}
+
+int ZooKeeperEnsemble::Leader() const {
+  for (int i = 0; i < kSize; ++i) {
+    if (Mode(i) == "leader") return i;
+  }
+  return -1;
+}
+
+int ZooKeeperEnsemble::ServerOf(int64_t session_id) const {
+  std::string sid = absl::StrCat("sid=0x", absl::Hex(static_cast<uint64_t>(session_id)), ",");
+  for (int i = 0; i < kSize; ++i) {
+    absl::StatusOr<std::string> cons = servers_[i]->Command("cons");
+    if (cons.ok() && absl::StrContains(*cons, sid)) return i;
+  }
+  return -1;
+}
+
+absl::Status ZooKeeperEnsemble::WaitForQuorum(absl::Duration timeout) {
+  std::vector<std::string> modes(kSize);
+  auto serves = [&] {
+    int leaders = 0, serving = 0;
+    for (int i = 0; i < kSize; ++i) {
+      modes[i] = Mode(i);
+      if (modes[i] == "leader") ++leaders;
+      if (modes[i] == "leader" || modes[i] == "follower") ++serving;
+    }
+    return leaders == 1 && serving > kSize / 2;
+  };
+  if (WaitFor(serves, timeout, absl::Milliseconds(50))) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("no ZooKeeper quorum within ",
+                                             absl::FormatDuration(timeout), "; modes [",
+                                             absl::StrJoin(modes, ", "), "]\n", Logs()));
+}
+
+std::string ZooKeeperEnsemble::Logs() const {
+  std::string out;
+  for (int i = 0; i < kSize; ++i) {
+    absl::StrAppend(&out, "---- ZooKeeper member ", i, " (port ", servers_[i]->port(), ") ----\n",
+                    servers_[i]->Log());
+  }
+  return out;
 }
 
 }  // namespace lockd::testing

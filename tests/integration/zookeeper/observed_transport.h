@@ -31,6 +31,9 @@ struct Observed {
   std::atomic<int> drop_create_replies{0};
   // Listings of a lock node's contenders sent (<root>/<ns>/<lock>).
   std::atomic<uint64_t> contender_listings{0};
+  // kConnected events: the first connect, each reconnect within the session
+  // (to the same or another server) and each new session.
+  std::atomic<int> connects{0};
   std::string root;  // set before the backend starts
   // The current session's id and password, for ExpireSession().
   absl::Mutex mu;
@@ -49,6 +52,7 @@ class ObservedTransport final : public zk::Transport {
         std::move(o),
         [this, on_state = std::move(on_state)](zk::SessionState s, uint64_t gen) {
           if (s == zk::SessionState::kConnected) {
+            obs_->connects.fetch_add(1);
             int64_t id;
             std::string password;
             if (client_->ClientId(&id, &password)) {
