@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
 #include "protos/proto_duration.h"
+#include "tests/support/grpc_health.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/mariadb_server.h"
 #include "tests/support/process.h"
@@ -42,29 +43,6 @@ std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
   args.SetInt("lockd.test.channel", n++);
   return LockService::NewStub(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
-}
-
-// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING,
-// -1 if the call failed. (No generated health stubs here: the request is an
-// empty message and the answer is field 1, a varint.)
-int HealthStatus(const std::string& address) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  grpc::Slice empty;  // HealthCheckRequest{service: ""} encodes to no bytes
-  grpc::ByteBuffer request(&empty, 1), response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) { done.set_value(s); });
-  if (!done.get_future().get().ok()) return -1;
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return -1;
-  std::string bytes;
-  for (const grpc::Slice& s : slices)
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
-  return -1;
 }
 
 class Workload {
@@ -313,7 +291,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
     }
     return true;
   };
-  ASSERT_TRUE(WaitFor([&] { return all_health(1); }, absl::Seconds(5)));
+  ASSERT_TRUE(WaitFor([&] { return all_health(kHealthServing); }, absl::Seconds(5)));
 
   Workload work(addresses, 6);
   uint64_t token = 0;
@@ -331,7 +309,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
     } else {
       ASSERT_TRUE(db.Stop().ok());
     }
-    EXPECT_TRUE(WaitFor([&] { return all_health(2); }, absl::Seconds(5)))
+    EXPECT_TRUE(WaitFor([&] { return all_health(kHealthNotServing); }, absl::Seconds(5)))
         << "health stays SERVING while the database is down";
     EXPECT_TRUE(WaitFor([&] { return work.unavailable() > unavailable + 10; }, absl::Seconds(5)))
         << "calls are not answered UNAVAILABLE while the database is down";
@@ -348,7 +326,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
     grants = work.grants();
 
     ASSERT_TRUE(db.Restart().ok()) << db.Log();
-    EXPECT_TRUE(WaitFor([&] { return all_health(1); }, absl::Seconds(10)))
+    EXPECT_TRUE(WaitFor([&] { return all_health(kHealthServing); }, absl::Seconds(10)))
         << "health does not come back after the database does";
     EXPECT_TRUE(WaitFor([&] { return work.grants() > grants + 20; }, absl::Seconds(15)))
         << "lockd does not grant again after the database came back";

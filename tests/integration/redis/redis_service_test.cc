@@ -28,6 +28,7 @@
 #include "lockd/v1/lock.grpc.pb.h"
 #include "protos/proto_duration.h"
 #include "tests/integration/redis/redis_test_util.h"
+#include "tests/support/grpc_health.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
@@ -90,33 +91,6 @@ grpc::Status Describe(LockService::Stub& stub, const std::string& name, v1::Lock
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   return stub.Describe(&ctx, req, info);
 }
-
-// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING,
-// -1 if the call failed. The request is an empty message and the answer is
-// field 1, a varint, so no generated health stubs are needed.
-int HealthStatus(const std::string& address) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  grpc::Slice empty;
-  grpc::ByteBuffer request(&empty, 1), response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) { done.set_value(s); });
-  if (!done.get_future().get().ok()) return -1;
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return -1;
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
-  return -1;
-}
-
-constexpr int kServing = 1;
-constexpr int kNotServing = 2;
 
 std::vector<std::string> LockdFlags(const RedisServer& redis, const std::string& prefix) {
   return {"--backend=redis",
@@ -227,7 +201,7 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   std::vector<std::string> addresses = {procs[0]->address(), procs[1]->address()};
   auto admin = NewStub(addresses[0]);
   auto other = NewStub(addresses[1]);
-  for (const std::string& a : addresses) ASSERT_EQ(HealthStatus(a), kServing);
+  for (const std::string& a : addresses) ASSERT_EQ(HealthStatus(a), kHealthServing);
 
   // One holder, one client waiting for it on the other process.
   v1::AcquireResponse held;
@@ -257,8 +231,8 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   absl::Time down_at = absl::Now();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return HealthStatus(addresses[0]) == kNotServing &&
-               HealthStatus(addresses[1]) == kNotServing;
+        return HealthStatus(addresses[0]) == kHealthNotServing &&
+               HealthStatus(addresses[1]) == kHealthNotServing;
       },
       absl::Seconds(5)))
       << "health stays SERVING while Redis is down";
@@ -280,7 +254,8 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   absl::Time up_at = absl::Now();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return HealthStatus(addresses[0]) == kServing && HealthStatus(addresses[1]) == kServing;
+        return HealthStatus(addresses[0]) == kHealthServing &&
+               HealthStatus(addresses[1]) == kHealthServing;
       },
       absl::Seconds(10)))
       << "health does not come back after Redis does";
