@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/backend.h"
+#include "backends/redis/cluster_slots.h"
 #include "util/log.h"
 
 namespace lockd::redis {
@@ -352,6 +353,11 @@ absl::Status CommandPool::Serve(Connection& conn, redisContext* ctx) {
         }
       }
       if (resent) continue;
+      if (s.cmd.redirect != nullptr && IsClusterRedirect(r.get())) {
+        RedirectHandler* handler = s.cmd.redirect;
+        handler->OnRedirect(std::move(s.cmd), std::move(r));
+        continue;
+      }
       if (IsConnectionError(r.get())) drop = RedisError("command connection", ctx, r.get());
       Deliver(ctx, s.cmd, std::move(r));
     }

@@ -28,6 +28,18 @@ namespace lockd::redis {
 
 using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<ReplyPtr>) &&>;
 
+struct Command;
+
+// Takes the commands a Redis Cluster node redirected (see Command::redirect).
+class RedirectHandler {
+ public:
+  virtual ~RedirectHandler() = default;
+  // `reply` is the -MOVED, -ASK or -TRYAGAIN error reply (IsClusterRedirect)
+  // to `cmd`, which therefore did not run. The handler owns `cmd` now: its
+  // done must still run exactly once. Called on a pool thread, no lock held.
+  virtual void OnRedirect(Command cmd, ReplyPtr reply) = 0;
+};
+
 // One command for the pool.
 struct Command {
   // When set, the command is `EVALSHA sha num_keys args...` (args are the
@@ -40,6 +52,13 @@ struct Command {
   // Called exactly once, on a pool thread, with the reply or the error
   // (error replies arrive as a status, never as a reply).
   ReplyCallback done;
+  // Cluster mode only. The slot whose node must run the command; -1: the
+  // slot of args[0] (the first key, for a script).
+  int slot = -1;
+  // When set, a redirection reply goes to it instead of to done.
+  RedirectHandler* redirect = nullptr;
+  // How many times the command was redirected so far.
+  int redirects = 0;
 };
 
 // A fixed number of connections. A command is written to a connection's

@@ -17,12 +17,13 @@
 #include "backends/common/renew_join.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
+#include "backends/redis/cluster_transport.h"
 #include "backends/redis/command_pool.h"
 #include "backends/redis/keys.h"
 #include "backends/redis/redis_client.h"
 #include "backends/redis/replies.h"
 #include "backends/redis/scripts.h"
-#include "backends/redis/subscriber.h"
+#include "backends/redis/transport.h"
 #include "util/log.h"
 
 namespace lockd {
@@ -41,12 +42,22 @@ constexpr absl::Duration kNoTtlRecheck = absl::Seconds(1);
 constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
+// Cluster mode publishes with SPUBLISH (scripts.h).
 struct Scripts {
-  redis::Script acquire{"acquire", redis::kAcquireScript, ""};
-  redis::Script release{"release", redis::kReleaseScript, ""};
+  explicit Scripts(bool sharded)
+      : acquire{"acquire", Body(redis::kAcquireScript, sharded), ""},
+        release{"release", Body(redis::kReleaseScript, sharded), ""},
+        force_release{"force_release", Body(redis::kForceReleaseScript, sharded), ""} {}
+
+  static std::string Body(const char* script, bool sharded) {
+    return sharded ? redis::Sharded(script) : std::string(script);
+  }
+
+  redis::Script acquire;
+  redis::Script release;
   redis::Script renew{"renew", redis::kRenewScript, ""};
   redis::Script describe{"describe", redis::kDescribeScript, ""};
-  redis::Script force_release{"force_release", redis::kForceReleaseScript, ""};
+  redis::Script force_release;
 
   std::vector<redis::Script*> All() {
     return {&acquire, &release, &renew, &describe, &force_release};
@@ -61,38 +72,35 @@ struct Scripts {
 // the subscription is not missed.
 class RedisBackend final : public Backend,
                            private LockStrategy,
-                           private redis::Subscriber::Listener {
+                           private redis::Transport::Listener {
  public:
-  RedisBackend(const RedisOptions& options, redis::ConnectionOptions connection,
-               std::unique_ptr<Scripts> scripts)
+  RedisBackend(const RedisOptions& options, std::unique_ptr<Scripts> scripts)
       : options_(options),
         keys_(options.key_prefix),
         scripts_(std::move(scripts)),
         timers_(std::make_unique<TimerQueue>()),
-        engine_(static_cast<LockStrategy*>(this), timers_.get(), options.max_waiters),
-        pool_(std::make_unique<redis::CommandPool>(connection, scripts_->All(), options.pool_size,
-                                                   options.reconnect_backoff_min,
-                                                   options.reconnect_backoff_max)),
-        subscriber_(std::make_unique<redis::Subscriber>(
-            connection, static_cast<redis::Subscriber::Listener*>(this),
-            options.reconnect_backoff_min, options.reconnect_backoff_max, kPingInterval)) {}
+        engine_(static_cast<LockStrategy*>(this), timers_.get(), options.max_waiters) {}
 
   ~RedisBackend() override { Shutdown(); }
 
-  // Starts the subscriber and waits until every connection is up.
-  absl::Status Start() {
-    absl::Status s = subscriber_->Start();
-    if (!s.ok()) return s;
-    absl::Duration limit = options_.connect_timeout + 4 * options_.command_timeout;
-    if (!pool_->WaitAllConnected(limit)) {
-      return absl::UnavailableError(absl::StrCat("redis: command connections did not come up: ",
-                                                 pool_->last_error().message()));
-    }
-    if (!subscriber_->WaitConnected(limit)) {
-      return absl::UnavailableError(absl::StrCat("redis: subscriber connection did not come up: ",
-                                                 subscriber_->last_error().message()));
-    }
-    return absl::OkStatus();
+  // Starts the transport of options_.mode and waits until every connection
+  // is up.
+  absl::Status Start(redis::ConnectionOptions connection) {
+    redis::TransportOptions t;
+    t.connection = std::move(connection);
+    t.scripts = scripts_->All();
+    t.pool_size = options_.pool_size;
+    t.backoff_min = options_.reconnect_backoff_min;
+    t.backoff_max = options_.reconnect_backoff_max;
+    t.ping_interval = kPingInterval;
+    auto* listener = static_cast<redis::Transport::Listener*>(this);
+    absl::StatusOr<std::unique_ptr<redis::Transport>> transport =
+        options_.mode == RedisMode::kCluster
+            ? redis::NewClusterTransport(std::move(t), listener)
+            : redis::NewStandaloneTransport(std::move(t), listener);
+    if (!transport.ok()) return transport.status();
+    transport_ = *std::move(transport);
+    return transport_->WaitReady(options_.connect_timeout + 4 * options_.command_timeout);
   }
 
   absl::string_view name() const override { return "redis"; }
@@ -139,11 +147,7 @@ class RedisBackend final : public Backend,
                     head = *std::move(head)](absl::StatusOr<ReplyPtr> reply) mutable {
       engine_.FinishHead(std::move(head), redis::ParseAcquire(key, context, reply));
     };
-    absl::Status s = pool_->Submit(cmd, attempt);
-    if (!s.ok()) {
-      std::move(cmd.done)(s);
-      std::move(attempt.done)(s);
-    }
+    transport_->Send(std::move(cmd), std::move(attempt));
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
@@ -165,10 +169,7 @@ class RedisBackend final : public Backend,
         join->Done(i, std::move(r));
       }));
     }
-    absl::Status s = pool_->SubmitAll(cmds);
-    if (!s.ok()) {
-      for (Command& c : cmds) std::move(c.done)(s);
-    }
+    transport_->SendAll(std::move(cmds));
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
@@ -197,20 +198,13 @@ class RedisBackend final : public Backend,
     job->params = std::move(params);
     job->done = std::move(done);
     job->pattern = keys_.LockKeyPattern(job->params.ns, job->params.prefix);
+    job->slots = transport_->ScanSlots();
     Scan(std::move(job), "0");
   }
 
   absl::Status Health() const override {
     if (IsShutdown()) return ShuttingDownError();
-    if (!subscriber_->connected()) {
-      return absl::UnavailableError(absl::StrCat("redis subscriber connection is down: ",
-                                                 subscriber_->last_error().message()));
-    }
-    if (pool_->connected() == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("no redis command connection: ", pool_->last_error().message()));
-    }
-    return absl::OkStatus();
+    return transport_->Health();
   }
 
   void Shutdown() override {
@@ -220,20 +214,21 @@ class RedisBackend final : public Backend,
       shutdown_ = true;
     }
     engine_.Shutdown();
-    // No listener calls after this; then in-flight commands finish (the
-    // engine delivers their grants, anything else ends with the shutdown),
-    // then the timer thread is joined.
-    subscriber_->Stop();
-    pool_->Stop();
+    // No listener calls after this; in-flight commands finish (the engine
+    // delivers their grants, anything else ends with the shutdown); then the
+    // timer thread is joined.
+    if (transport_ != nullptr) transport_->Stop();
     timers_.reset();
   }
 
  private:
-  // A List call's SCAN of key names.
+  // A List call's SCAN of key names, one server (slot) after the other.
   struct ListScan {
     ListParams params;
     Callback<ListResult> done;
     std::string pattern;
+    std::vector<int> slots;          // Transport::ScanSlots()
+    size_t server = 0;               // index into slots
     std::vector<std::string> names;  // matching, > page_token
   };
 
@@ -244,10 +239,7 @@ class RedisBackend final : public Backend,
 
   // Queues `cmd`; if that fails, finishes it with the error (inline).
   // REQUIRES: no engine or backend mutex held.
-  void Send(Command& cmd) {
-    absl::Status s = pool_->Submit(cmd);
-    if (!s.ok()) std::move(cmd.done)(s);
-  }
+  void Send(Command& cmd) { transport_->Send(std::move(cmd)); }
 
   Command RenewCommand(RenewParams params, Callback<RenewResult> done) const {
     redis::LockKeys k = keys_.KeysFor(params.key);
@@ -332,15 +324,26 @@ class RedisBackend final : public Backend,
     return last.holder_remaining + kExpirySlack;
   }
 
-  void KeyActive(const LockKey& key) override { subscriber_->Subscribe(keys_.ChannelFor(key)); }
-  void KeyIdle(const LockKey& key) override { subscriber_->Unsubscribe(keys_.ChannelFor(key)); }
+  void KeyActive(const LockKey& key) override { transport_->Subscribe(keys_.ChannelFor(key)); }
+  void KeyIdle(const LockKey& key) override { transport_->Unsubscribe(keys_.ChannelFor(key)); }
 
   // --- List ---
 
   void Scan(std::shared_ptr<ListScan> job, std::string cursor) {
+    if (job->server == job->slots.size()) {
+      // SCAN may return a key more than once.
+      std::sort(job->names.begin(), job->names.end());
+      job->names.erase(std::unique(job->names.begin(), job->names.end()), job->names.end());
+      ListByDescribing(
+          std::move(job->params.ns), std::move(job->names), job->params.page_size,
+          [this](const LockKey& key, Callback<LockState> done) { Current(key, std::move(done)); },
+          std::move(job->done));
+      return;
+    }
     Command cmd;
     cmd.args = {"SCAN",       std::move(cursor), "MATCH",
                 job->pattern, "COUNT",           absl::StrCat(kScanCount)};
+    cmd.slot = job->slots[job->server];
     cmd.context = absl::StrCat("list namespace \"", job->params.ns, "\"");
     cmd.done = [this, job, context = cmd.context](absl::StatusOr<ReplyPtr> reply) mutable {
       if (!reply.ok()) {
@@ -362,22 +365,13 @@ class RedisBackend final : public Backend,
         if (!p.page_token.empty() && key->name <= p.page_token) continue;
         job->names.push_back(std::move(key->name));
       }
-      if (next != "0") {
-        Scan(std::move(job), std::move(next));
-        return;
-      }
-      // SCAN may return a key more than once.
-      std::sort(job->names.begin(), job->names.end());
-      job->names.erase(std::unique(job->names.begin(), job->names.end()), job->names.end());
-      ListByDescribing(
-          std::move(job->params.ns), std::move(job->names), job->params.page_size,
-          [this](const LockKey& key, Callback<LockState> done) { Current(key, std::move(done)); },
-          std::move(job->done));
+      if (next == "0") ++job->server;
+      Scan(std::move(job), std::move(next));
     };
     Send(cmd);
   }
 
-  // --- Subscriber::Listener (on the subscriber thread) ---
+  // --- Transport::Listener (on a subscriber thread) ---
 
   void OnSubscribed(const std::string& channel) override {
     // The retry after subscribing; after a reconnect it also catches the
@@ -404,12 +398,6 @@ class RedisBackend final : public Backend,
     engine_.Wake(*key, released_token);
   }
 
-  void OnConnectionLost(const absl::Status& why) override {
-    // Idle command connections to a server that went away would fail their
-    // next command; replace them now.
-    if (!IsShutdown()) pool_->ResetConnections();
-  }
-
   // Constant after construction.
   const RedisOptions options_;
   const redis::KeyCodec keys_;
@@ -421,15 +409,15 @@ class RedisBackend final : public Backend,
   // Reset (thread joined) by Shutdown(), after the engine is shut down.
   std::unique_ptr<TimerQueue> timers_;
   WaitEngine engine_;
-  const std::unique_ptr<redis::CommandPool> pool_;
-  const std::unique_ptr<redis::Subscriber> subscriber_;
+  // Set by Start(), before any other call.
+  std::unique_ptr<redis::Transport> transport_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
-  if (options.mode != RedisMode::kStandalone) {
-    return absl::UnimplementedError("redis.mode: only standalone is implemented so far");
+  if (options.mode == RedisMode::kSentinel) {
+    return absl::UnimplementedError("redis.mode: sentinel is not implemented yet");
   }
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
   if (!addresses.ok()) return addresses.status();
@@ -437,6 +425,10 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
   if (!s.ok()) return s;
   if (options.pool_size < 1) return absl::InvalidArgumentError("redis.pool_size: must be >= 1");
   if (options.db < 0) return absl::InvalidArgumentError("redis.db: must be >= 0");
+  if (options.mode == RedisMode::kCluster && options.db != 0) {
+    return absl::InvalidArgumentError(
+        "redis.db: must be 0 in cluster mode (Redis Cluster has only database 0)");
+  }
   if (!options.username.empty() && options.password.empty()) {
     return absl::InvalidArgumentError(
         "redis.username: an ACL user needs a password (redis.password_file or "
@@ -463,7 +455,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
 
   // One connection first, so that bad credentials or an unreachable server
   // fail the start with a clear error; it also loads the scripts.
-  auto scripts = std::make_unique<Scripts>();
+  auto scripts = std::make_unique<Scripts>(options.mode == RedisMode::kCluster);
   size_t address = 0;
   absl::StatusOr<redis::ContextPtr> probe = redis::Connect(connection, scripts->All(), &address);
   if (!probe.ok()) return probe.status();
@@ -473,11 +465,12 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
               connection.addresses.begin() + static_cast<ptrdiff_t>(address),
               connection.addresses.end());
 
-  auto backend = std::make_unique<RedisBackend>(options, std::move(connection), std::move(scripts));
-  s = backend->Start();
+  auto backend = std::make_unique<RedisBackend>(options, std::move(scripts));
+  s = backend->Start(std::move(connection));
   if (!s.ok()) return s;
-  LogInfo("redis backend: connected to ", options.addresses, " (db ", options.db, ", key prefix \"",
-          options.key_prefix, "\")");
+  LogInfo("redis backend: connected to ",
+          options.mode == RedisMode::kCluster ? "the cluster of " : "", options.addresses, " (db ",
+          options.db, ", key prefix \"", options.key_prefix, "\")");
   return backend;
 }
 

@@ -1,6 +1,7 @@
 // The Redis backend: every lock lives in Redis, so any number of lockd
 // replicas can share one Redis server (or one primary with replicas behind a
-// failover mechanism that moves the address list's first reachable entry).
+// failover mechanism that moves the address list's first reachable entry),
+// or one Redis Cluster (redis.mode: cluster, Redis >= 7).
 //
 // Guarantees (besides everything in backends/backend.h):
 //  - Each state change is one Lua script (scripts.h), run with EVALSHA and
@@ -31,6 +32,37 @@
 // the defence. A Redis restart without persistence frees every lock (holders
 // learn it from Renew/Release: LOCK_NOT_HELD).
 //
+// Cluster mode (redis.mode: cluster; redis.addresses are seed nodes, any
+// nodes of the cluster, primaries or replicas; redis.db must be 0):
+//  - All keys of a lock and its channel share the hash tag {ns:name}
+//    (keys.h), so each lock lives in one slot, on the primary serving it,
+//    and every script runs there. lockd reads the slot map (CLUSTER SLOTS)
+//    from the seeds at start, keeps pool_size command connections and one
+//    subscriber connection per primary, follows -MOVED/-ASK/-TRYAGAIN
+//    (a command redirected more than 5 times fails with kUnavailable) and
+//    re-reads the map on redirections, lost primaries and lost
+//    subscriptions (cluster_transport.h).
+//  - Release messages use sharded pub/sub (SPUBLISH/SSUBSCRIBE on the
+//    lock's primary); when a slot moves, the subscription moves with it.
+//  - Fencing tokens keep growing across a failover or a slot migration as
+//    they do across restarts: the fence key moves with its slot (migration)
+//    or is replicated, and when a promoted replica misses the last grants,
+//    the TIME seeding still puts the next token above them (given clocks
+//    that agree to within the grants' spacing). Only a command answered
+//    with a redirection, i.e. one that did not run, is ever resent.
+//  - Health() is kUnavailable while some slot has no known primary or some
+//    primary cannot be reached; calls for locks in the slots of a failed
+//    primary fail with kUnavailable until the cluster promotes a replica and
+//    lockd reads the new map (about cluster-node-timeout plus 200 ms),
+//    calls for other slots go on.
+//  - Not guaranteed, as above: a failover can lose grants the old primary
+//    had not replicated (WAIT is not used); fencing is the defence. List
+//    walks every primary with SCAN, one after the other; a lock whose slot
+//    migrates during the walk may be missed or listed twice (List is a
+//    snapshot of no single moment anyway). Waiters are granted in arrival
+//    order only among the waiters of one lockd process, as in standalone
+//    mode.
+//
 // Thread-safe. Callbacks run on the backend's Redis threads (or inline on
 // the calling thread when a call fails before reaching Redis).
 
@@ -52,7 +84,8 @@ namespace lockd {
 // timeouts), loads the scripts, starts the connection pool and the
 // subscriber, and returns the backend once they are connected.
 // Errors: kInvalidArgument naming the option (redis.addresses,
-// redis.key_prefix, redis.pool_size, redis.username, ...);
+// redis.key_prefix, redis.pool_size, redis.username, redis.db: must be 0 in
+// cluster mode, redis.mode: a seed has cluster support disabled, ...);
 // kUnauthenticated "... authentication failed ..." when Redis refuses the
 // credentials (the password never appears in the message); kUnavailable when
 // no address can be reached.

@@ -4,11 +4,18 @@
 // Numbers that may exceed 14 digits (fencing tokens) are kept as strings end
 // to end: Redis converts Lua numbers to strings with limited precision.
 // Scripts touch only the keys they are given (all in one hash slot) plus
-// PUBLISH, so they run on Redis Cluster. They need Redis >= 5 (HSET with
-// several fields; effects replication, so TIME may precede writes).
+// PUBLISH to the lock's channel (same hash tag, so same slot), so they run on
+// Redis Cluster; there they run as Sharded() makes them. They need Redis >= 5
+// (HSET with several fields; effects replication, so TIME may precede
+// writes), >= 7 in cluster mode (SPUBLISH).
 
 #ifndef LOCKD_BACKENDS_REDIS_SCRIPTS_H_
 #define LOCKD_BACKENDS_REDIS_SCRIPTS_H_
+
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
 
 namespace lockd::redis {
 
@@ -163,6 +170,14 @@ redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], h[3])
 return {h[1], tonumber(h[2]), h[3], pttl, 1}
 )lua";
+
+// `script` as cluster mode runs it: PUBLISH becomes SPUBLISH (sharded
+// pub/sub), so a message goes only to the node serving the lock's slot (and
+// its replicas), where lockd SSUBSCRIBEs the channel, instead of to every
+// node of the cluster.
+inline std::string Sharded(absl::string_view script) {
+  return absl::StrReplaceAll(script, {{"redis.call('PUBLISH',", "redis.call('SPUBLISH',"}});
+}
 
 }  // namespace lockd::redis
 

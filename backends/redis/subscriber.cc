@@ -22,12 +22,13 @@ constexpr size_t kMaxChannelsPerCommand = 256;
 }  // namespace
 
 Subscriber::Subscriber(ConnectionOptions options, Listener* listener, absl::Duration backoff_min,
-                       absl::Duration backoff_max, absl::Duration ping_interval)
+                       absl::Duration backoff_max, absl::Duration ping_interval, bool sharded)
     : options_(std::move(options)),
       listener_(listener),
       backoff_min_(backoff_min),
       backoff_max_(backoff_max),
-      ping_interval_(ping_interval) {}
+      ping_interval_(ping_interval),
+      sharded_(sharded) {}
 
 Subscriber::~Subscriber() {
   Stop();
@@ -136,16 +137,21 @@ absl::Status Subscriber::Flush(redisContext* c) {
     absl::MutexLock l(&mu_);
     ops.swap(ops_);
   }
+  // Sharded channels of different slots cannot share a command.
+  const size_t per_command = sharded_ ? 1 : kMaxChannelsPerCommand;
   for (size_t i = 0; i < ops.size();) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
     const bool subscribe = ops[i].subscribe;
-    argv.push_back(subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE");
-    lens.push_back(subscribe ? 9 : 11);
-    for (; i < ops.size() && ops[i].subscribe == subscribe && argv.size() <= kMaxChannelsPerCommand;
-         ++i) {
+    static constexpr absl::string_view kVerbs[2][2] = {{"UNSUBSCRIBE", "SUBSCRIBE"},
+                                                       {"SUNSUBSCRIBE", "SSUBSCRIBE"}};
+    absl::string_view verb = kVerbs[sharded_ ? 1 : 0][subscribe ? 1 : 0];
+    argv.push_back(verb.data());
+    lens.push_back(verb.size());
+    for (; i < ops.size() && ops[i].subscribe == subscribe && argv.size() <= per_command; ++i) {
       argv.push_back(ops[i].channel.data());
       lens.push_back(ops[i].channel.size());
+      if (sharded_) sent_.push_back(ops[i]);
     }
     redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
   }
@@ -161,6 +167,13 @@ absl::Status Subscriber::HandleReply(const redisReply* r) {
     ping_outstanding_ = false;
     return absl::OkStatus();
   }
+  if (r->type == REDIS_REPLY_ERROR && sharded_ && !sent_.empty()) {
+    // Errors answer (UN)SUBSCRIBEs in order; the only one expected is -MOVED.
+    Op op = std::move(sent_.front());
+    sent_.pop_front();
+    Lost(op.channel, /*unsolicited=*/false, ReplyText(r));
+    return absl::OkStatus();
+  }
   if (r->type == REDIS_REPLY_ERROR) return RedisError("subscriber", nullptr, r);
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
       r->element[0]->type != REDIS_REPLY_STRING) {
@@ -173,7 +186,7 @@ absl::Status Subscriber::HandleReply(const redisReply* r) {
   }
   if (r->element[1]->type != REDIS_REPLY_STRING) return absl::OkStatus();
   std::string channel(ReplyText(r->element[1]));
-  if (kind == "message") {
+  if (kind == "message" || kind == "smessage") {
     bool deliver = false;
     {
       absl::MutexLock l(&mu_);
@@ -190,27 +203,57 @@ absl::Status Subscriber::HandleReply(const redisReply* r) {
     return absl::OkStatus();
   }
   if (kind == "subscribe" || kind == "unsubscribe") {
-    bool subscribed = false;
-    {
-      absl::MutexLock l(&mu_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end()) return absl::OkStatus();
-      Channel& ch = it->second;
-      if (ch.pending > 0) --ch.pending;
-      // Only the confirmation of the last command sent for the channel tells
-      // its state on the server.
-      if (ch.pending == 0) {
-        if (ch.want) {
-          ch.active = true;
-          subscribed = true;
-        } else {
-          channels_.erase(it);
-        }
-      }
+    Confirmed(channel);
+  } else if (kind == "ssubscribe" || kind == "sunsubscribe") {
+    const bool subscribe = kind == "ssubscribe";
+    if (!sent_.empty() && sent_.front().subscribe == subscribe &&
+        sent_.front().channel == channel) {
+      sent_.pop_front();
+      Confirmed(channel);
+    } else if (!subscribe) {
+      // Pushed without being asked: the channel's slot left this node.
+      Lost(channel, /*unsolicited=*/true, "the channel's slot moved to another node");
     }
-    if (subscribed) listener_->OnSubscribed(channel);
   }
   return absl::OkStatus();
+}
+
+void Subscriber::Confirmed(const std::string& channel) {
+  bool subscribed = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    Channel& ch = it->second;
+    if (ch.pending > 0) --ch.pending;
+    // Only the confirmation of the last command sent for the channel tells
+    // its state on the server.
+    if (ch.pending == 0) {
+      if (ch.want) {
+        ch.active = true;
+        subscribed = true;
+      } else {
+        channels_.erase(it);
+      }
+    }
+  }
+  if (subscribed) listener_->OnSubscribed(channel);
+}
+
+void Subscriber::Lost(const std::string& channel, bool unsolicited, absl::string_view why) {
+  bool lost = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    Channel& ch = it->second;
+    if (!unsolicited && ch.pending > 0) --ch.pending;
+    if (ch.pending > 0) return;  // a later command decides
+    lost = ch.want && (ch.active || !unsolicited);
+    ch.active = false;
+    if (!ch.want) channels_.erase(it);
+  }
+  if (lost) listener_->OnChannelLost(channel, why);
 }
 
 void Subscriber::Disconnected(const absl::Status& why) {
@@ -222,6 +265,7 @@ void Subscriber::Disconnected(const absl::Status& why) {
     connected_ = false;
     last_error_ = why;
     ops_.clear();
+    sent_.clear();
     for (auto it = channels_.begin(); it != channels_.end();) {
       if (!it->second.want) {
         channels_.erase(it++);
@@ -284,6 +328,7 @@ void Subscriber::Connected(size_t address, bool reconnected) {
     connected_ = true;
     last_error_ = absl::OkStatus();
     ops_.clear();
+    sent_.clear();
     for (auto& [name, ch] : channels_) {
       ch.active = false;
       ch.pending = 0;

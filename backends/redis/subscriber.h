@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,12 @@ namespace lockd::redis {
 // subscriber keeps them subscribed across reconnects and reports when each
 // subscription is in force.
 //
+// Sharded (Redis Cluster, Redis >= 7): SSUBSCRIBE/SUNSUBSCRIBE, one channel
+// per command, on one cluster node. The node may refuse a channel (-MOVED:
+// its slot is elsewhere) or drop one (a `sunsubscribe` push when the slot
+// leaves the node); either is reported by OnChannelLost and the connection
+// stays up. The channel stays wanted but not subscribed: the caller moves it.
+//
 // Thread-safe: the channel table is guarded by one mutex; the connection is
 // touched only by the thread. Listener calls are made on that thread with no
 // lock held.
@@ -43,11 +50,15 @@ class Subscriber {
     // The connection is gone: no subscription is in force until the next
     // OnSubscribed for it.
     virtual void OnConnectionLost(const absl::Status& why) = 0;
+    // Sharded only: `channel` is wanted but the server refused or dropped its
+    // subscription (`why`); nothing is delivered for it until it is
+    // unsubscribed and subscribed again.
+    virtual void OnChannelLost(const std::string& channel, absl::string_view why) {}
   };
 
   // `listener` must outlive the subscriber. Call Start() to connect.
   Subscriber(ConnectionOptions options, Listener* listener, absl::Duration backoff_min,
-             absl::Duration backoff_max, absl::Duration ping_interval);
+             absl::Duration backoff_max, absl::Duration ping_interval, bool sharded = false);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -95,6 +106,11 @@ class Subscriber {
   bool Sleep(absl::Duration d);
   absl::Status Flush(redisContext* c);
   absl::Status HandleReply(const redisReply* r);
+  // A confirmation of (un)subscribing `channel` arrived.
+  void Confirmed(const std::string& channel);
+  // Sharded: the server refused the oldest unanswered (UN)SUBSCRIBE, or
+  // dropped `channel` on its own (`unsolicited`).
+  void Lost(const std::string& channel, bool unsolicited, absl::string_view why);
   void Disconnected(const absl::Status& why);
   bool ConnectedOrStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -103,6 +119,7 @@ class Subscriber {
   const absl::Duration backoff_min_;
   const absl::Duration backoff_max_;
   const absl::Duration ping_interval_;
+  const bool sharded_;
   int wake_fd_ = -1;
 
   mutable absl::Mutex mu_;
@@ -112,6 +129,7 @@ class Subscriber {
   absl::flat_hash_map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::vector<Op> ops_ ABSL_GUARDED_BY(mu_);
   bool ping_outstanding_ = false;  // thread only
+  std::deque<Op> sent_;            // thread only; sharded: unanswered, in order
   std::thread thread_;
 };
 
