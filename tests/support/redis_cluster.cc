@@ -425,8 +425,13 @@ absl::Status RedisCluster::CheckConverged() const {
     int port = running[i];
     absl::StatusOr<redis::ReplyPtr> info = Command(port, {"CLUSTER", "INFO"});
     if (!info.ok()) return info.status();
-    if (!absl::StrContains(Text(info->get()), "cluster_state:ok")) {
-      return absl::UnavailableError(absl::StrCat(Address(port), " is not in cluster_state:ok"));
+    std::string text = Text(info->get());
+    if (!absl::StrContains(text, "cluster_state:ok")) {
+      // The first lines: state, slot counts, known nodes, size.
+      std::vector<absl::string_view> lines = absl::StrSplit(text, "\r\n");
+      lines.resize(std::min<size_t>(lines.size(), 7));
+      return absl::UnavailableError(
+          absl::StrCat(Address(port), " is not ok: ", absl::StrJoin(lines, " ")));
     }
     absl::StatusOr<std::vector<Node>> nodes = NodesOf(port);
     if (!nodes.ok()) return nodes.status();

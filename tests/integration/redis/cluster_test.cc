@@ -280,8 +280,10 @@ TEST_F(RedisClusterTest, SlotMigrationKeepsTheHolderAndWakesWaiters) {
 }
 
 // The same while the slot is half-way: its keys already on the target, the
-// source answering ASK. Renew, Describe and Acquire reach the lock there;
-// after the move completes, a release still wakes the waiter promptly.
+// source answering ASK. Renew and Describe reach the lock there; a
+// contender is refused (or told to retry: Redis answers TRYAGAIN to scripts
+// over keys of which some are still missing on the target, until the slot
+// is handed over). After the hand-over, a release wakes the waiter promptly.
 TEST_F(RedisClusterTest, LockCallsFollowAskRedirectsDuringAMigration) {
   std::unique_ptr<Backend> a = NewBackend();
   std::unique_ptr<Backend> b = NewBackend();
@@ -292,32 +294,36 @@ TEST_F(RedisClusterTest, LockCallsFollowAskRedirectsDuringAMigration) {
   AwaitWaiters(*b, name, 1);
 
   const int slot = SlotOf(name);
+  absl::StatusOr<RedisCluster::Node> from = server_->SlotOwner(slot);
+  ASSERT_TRUE(from.ok()) << from.status();
   RedisCluster::Node to = OtherPrimary(slot);
   ASSERT_THAT(server_->BeginSlotMigration(slot, to.id), Ok());
   ASSERT_THAT(server_->MoveSlotKeys(slot), Ok());
-  EXPECT_EQ(ReplyText(server_->Command(to.port, {"HGET", LockKeyOf(name), "owner"})), "alice");
+  EXPECT_THAT(ReplyText(server_->Command(from->port, {"HGET", LockKeyOf(name), "owner"})),
+              HasSubstr("ASK"));
 
   absl::StatusOr<RenewResult> renewed =
       SyncRenew(*a, RenewParams{{"default", name}, "alice", kLongTtl});
-  ASSERT_TRUE(renewed.ok()) << renewed.status();
-  EXPECT_EQ(renewed->fencing_token, t1);
+  EXPECT_TRUE(renewed.ok()) << renewed.status();
+  if (renewed.ok()) {
+    EXPECT_EQ(renewed->fencing_token, t1);
+  }
   absl::StatusOr<LockState> s = SyncDescribe(*b, LockKey{"default", name});
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->owner, "alice");
-  absl::StatusOr<AcquireResult> again = SyncAcquire(*a, Acq(name, "alice"));
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(again->acquired);
-  EXPECT_EQ(again->hold_count, 2u);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (s.ok()) {
+    EXPECT_EQ(s->owner, "alice");
+  }
   absl::StatusOr<AcquireResult> refused = SyncAcquire(*a, Acq(name, "dave"));
-  ASSERT_TRUE(refused.ok()) << refused.status();
-  EXPECT_FALSE(refused->acquired);
-  absl::StatusOr<ReleaseResult> released = SyncRelease(*a, Rel(name, "alice"));
-  ASSERT_TRUE(released.ok()) << released.status();
-  EXPECT_FALSE(released->released);  // one hold left
+  if (refused.ok()) {
+    EXPECT_FALSE(refused->acquired);
+  } else {
+    EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
+  }
+  const bool finished = server_->FinishSlotMigration(slot).ok();
+  ASSERT_TRUE(finished);  // after the calls, so that a failed one cannot leave it half-way
 
-  ASSERT_THAT(server_->FinishSlotMigration(slot), Ok());
   EXPECT_FALSE(bob->ready());
-  released = SyncRelease(*a, Rel(name, "alice"));
+  absl::StatusOr<ReleaseResult> released = SyncRelease(*a, Rel(name, "alice"));
   ASSERT_TRUE(released.ok()) << released.status();
   EXPECT_TRUE(released->released);
   absl::StatusOr<AcquireResult> r = bob->Wait(kGrantBound);
