@@ -23,11 +23,17 @@
 namespace lockd::redis {
 namespace {
 
+// A command moved (-MOVED) more often than this fails: the map is churning.
 constexpr int kMaxRedirects = 5;
+// A command is retried after -ASK and -TRYAGAIN for at most this many
+// command timeouts since its first redirection: a multi-key script gets
+// -TRYAGAIN for as long as its slot is half migrated (some keys moved).
 constexpr absl::Duration kMinRefreshInterval = absl::Milliseconds(200);
 constexpr absl::Duration kPeriodicRefresh = absl::Seconds(10);
 constexpr absl::Duration kTick = absl::Milliseconds(50);
-constexpr absl::Duration kTryAgainDelay = absl::Milliseconds(25);
+constexpr int kRedirectBudget = 2;
+constexpr absl::Duration kMinTryAgainDelay = absl::Milliseconds(25);
+constexpr absl::Duration kMaxTryAgainDelay = absl::Milliseconds(200);
 
 absl::StatusOr<SlotMap> FetchFrom(const ConnectionOptions& base, const Endpoint& node) {
   ConnectionOptions o = base;
@@ -153,7 +159,7 @@ class ClusterTransport final : public Transport, private RedirectHandler {
     for (auto& [node, group] : groups) {
       absl::Status s = node->pool->SubmitAll(group);
       if (s.ok()) continue;
-      s = Unsent(*node, s);
+      s = Unsent(*node, group.front().context, s);
       for (Command& c : group) std::move(c.done)(s);
     }
   }
@@ -284,32 +290,36 @@ class ClusterTransport final : public Transport, private RedirectHandler {
   // (neither was sent).
   absl::Status Submit(Node& node, Command& cmd, Command* then) {
     absl::Status s = then == nullptr ? node.pool->Submit(cmd) : node.pool->Submit(cmd, *then);
-    return s.ok() ? s : Unsent(node, s);
+    return s.ok() ? s : Unsent(node, cmd.context, s);
   }
 
   // Why a command could not be written to `node`: asks for a map refresh
   // (the primary may have failed over) and words a retired node's refusal.
-  absl::Status Unsent(Node& node, const absl::Status& s) {
+  absl::Status Unsent(Node& node, absl::string_view context, const absl::Status& s) {
     absl::MutexLock l(&mu_);
     if (stop_) return ShuttingDownError();
     refresh_wanted_ = true;
     if (s.message() == ShuttingDownError().message()) {
       return absl::UnavailableError(
-          absl::StrCat("redis cluster node ", node.name, " is no longer a primary"));
+          absl::StrCat(context, ": redis cluster node ", node.name, " is no longer a primary"));
     }
     return s;
   }
 
   void OnRedirect(Command cmd, ReplyPtr reply) override {
     const std::string text(ReplyText(reply.get()));
-    if (++cmd.redirects > kMaxRedirects) {
+    std::optional<Redirect> r = ParseRedirect(text);
+    const absl::Time now = absl::Now();
+    cmd.first_redirect = std::min(cmd.first_redirect, now);
+    if (r.has_value() && r->kind == Redirect::Kind::kMoved) ++cmd.redirects;
+    if (cmd.redirects > kMaxRedirects ||
+        now - cmd.first_redirect > kRedirectBudget * options_.connection.command_timeout) {
       RequestRefresh();
       std::move(cmd.done)(absl::UnavailableError(
-          absl::StrCat(cmd.context, ": redis cluster redirected the command ", kMaxRedirects,
-                       " times (last: ", text, "); the cluster is resharding or failing over")));
+          absl::StrCat(cmd.context, ": redis cluster kept redirecting the command (last: ", text,
+                       "); the cluster is resharding or failing over")));
       return;
     }
-    std::optional<Redirect> r = ParseRedirect(text);
     std::shared_ptr<Node> target;
     {
       absl::MutexLock l(&mu_);
@@ -324,7 +334,8 @@ class ClusterTransport final : public Transport, private RedirectHandler {
           }
         } else {
           // TRYAGAIN: later; a node not in the map: after the next refresh.
-          const absl::Time not_before = absl::Now() + kTryAgainDelay * cmd.redirects;
+          const absl::Time not_before = now + std::clamp((now - cmd.first_redirect) / 2,
+                                                         kMinTryAgainDelay, kMaxTryAgainDelay);
           Pending p{std::move(cmd), not_before, false};
           if (r.has_value()) {
             p.after_refresh = true;

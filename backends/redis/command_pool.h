@@ -57,8 +57,10 @@ struct Command {
   int slot = -1;
   // When set, a redirection reply goes to it instead of to done.
   RedirectHandler* redirect = nullptr;
-  // How many times the command was redirected so far.
+  // How many times the command was moved (-MOVED) so far, and when it was
+  // first redirected (any kind; InfiniteFuture() if never).
   int redirects = 0;
+  absl::Time first_redirect = absl::InfiniteFuture();
 };
 
 // A fixed number of connections. A command is written to a connection's

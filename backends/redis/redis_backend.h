@@ -39,7 +39,9 @@
 //    and every script runs there. lockd reads the slot map (CLUSTER SLOTS)
 //    from the seeds at start, keeps pool_size command connections and one
 //    subscriber connection per primary, follows -MOVED/-ASK/-TRYAGAIN
-//    (a command redirected more than 5 times fails with kUnavailable) and
+//    (a command still redirected after 5 moves or 2 command timeouts fails
+//    with kUnavailable; a slot migration makes scripts of locks in that
+//    slot wait, -TRYAGAIN, while their keys are split between nodes) and
 //    re-reads the map on redirections, lost primaries and lost
 //    subscriptions (cluster_transport.h).
 //  - Release messages use sharded pub/sub (SPUBLISH/SSUBSCRIBE on the

@@ -28,10 +28,11 @@ struct RedisOptions {
   // File whose first line is the password; read into `password` by
   // RedisOptionSet().Resolve() (NewRedisBackend ignores it).
   std::string password_file;
-  int db = 0;
+  int db = 0;  // must be 0 in cluster mode
   // Prefix of every key and channel: 1-64 bytes of [A-Za-z0-9._:/-].
   std::string key_prefix = "lockd";
-  // Command connections, each with its own thread; commands are pipelined.
+  // Command connections (per primary in cluster mode), each with its own
+  // thread; commands are pipelined.
   int pool_size = 4;
   absl::Duration connect_timeout = absl::Seconds(1);
   absl::Duration command_timeout = absl::Seconds(1);
