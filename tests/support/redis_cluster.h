@@ -130,10 +130,14 @@ class RedisCluster {
   absl::Status FinishSlotMigration(int slot);
 
   // SIGKILLs the primary at index `i` of Primaries() and returns it as it
-  // was. REQUIRES: 0 <= i < Primaries().size().
+  // was; kInvalidArgument if there is no such primary. The cluster notices
+  // after about options().node_timeout.
   absl::StatusOr<Node> KillPrimary(int i);
   // Waits until a replica of `failed_primary_id` has been promoted and took
-  // over its slots, and the cluster has converged (WaitConverged).
+  // over its slots, and the cluster has converged (WaitConverged: every slot
+  // is then served by a running node, which for the killed primary's slots
+  // can only be its replica). kUnavailable, saying what is still off, after
+  // `timeout`.
   absl::Status WaitForFailover(const std::string& failed_primary_id,
                                absl::Duration timeout = absl::Seconds(30));
 
