@@ -133,11 +133,10 @@ class Recorder final : public Subscriber::Listener {
   // Waits until `line` was recorded `times` times (true) or kWait passes.
   bool WaitFor(const std::string& line, int times = 1) {
     absl::MutexLock l(&mu_);
-    auto seen = [&] { return std::count(lines_.begin(), lines_.end(), line) >= times; };
     absl::Time deadline = absl::Now() + kWait;
-    while (!seen() && !cv_.WaitWithDeadline(&mu_, deadline)) {
+    while (Count(line) < times && !cv_.WaitWithDeadline(&mu_, deadline)) {
     }
-    return seen();
+    return Count(line) >= times;
   }
   std::vector<std::string> lines() {
     absl::MutexLock l(&mu_);
@@ -145,6 +144,9 @@ class Recorder final : public Subscriber::Listener {
   }
 
  private:
+  int Count(const std::string& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(std::count(lines_.begin(), lines_.end(), line));
+  }
   void Add(std::string line) {
     absl::MutexLock l(&mu_);
     lines_.push_back(std::move(line));
