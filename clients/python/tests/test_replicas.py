@@ -2,7 +2,7 @@
 address list: how lists become gRPC targets, a list with a dead address, and
 replicas over one real Redis (redis-server, started here) of which the one
 holding a session is killed with SIGKILL: the session resumes its hold on
-another replica and calls go on without an error.
+another replica and calls (session and unary) go on without an error.
 
 Run with the client suite by tests/wheel_test.py (ctest
 lockd_python_wheel_test); needs $LOCKD_BINARY and redis-server.
@@ -135,29 +135,31 @@ class ReplicasTest(unittest.TestCase):
         lost = []
         lease = holder.acquire("resumed", ttl=3, on_lost=lost.append)
         other.start()
-        worker = self.client(target)
-        errors, done, stop = [], [0], threading.Event()
+        workers = [self.client(target), self.client(target, use_sessions=False)]
+        errors, done, stop = [], [0, 0], threading.Event()
 
-        def work():
+        def work(i):
             while not stop.is_set():
                 try:
-                    with worker.lock("busy", ttl=3, wait=10):
-                        done[0] += 1
-                    worker.describe("resumed")
+                    with workers[i].lock("busy", ttl=3, wait=10):
+                        done[i] += 1
+                    workers[i].describe("resumed")
                 except Exception as e:  # noqa: BLE001 (any error fails the test)
                     errors.append(e)
 
-        t = threading.Thread(target=work)
-        t.start()
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(workers))]
+        for t in threads:
+            t.start()
         try:
-            self.assertTrue(wait_until(lambda: done[0] >= 20))
+            self.assertTrue(wait_until(lambda: min(done) >= 20))
             victim.stop()  # SIGKILL
-            killed, at_kill = time.monotonic(), done[0]
-            self.assertTrue(wait_until(lambda: done[0] >= at_kill + 20))
+            killed, at_kill = time.monotonic(), list(done)
+            self.assertTrue(wait_until(lambda: all(d >= k + 20 for d, k in zip(done, at_kill))))
             time.sleep(max(0.0, killed + 3.5 - time.monotonic()))  # past the ttl
         finally:
             stop.set()
-            t.join()
+            for t in threads:
+                t.join()
         self.assertEqual(errors, [])
         self.assertEqual(lost, [])
         self.assertTrue(lease.valid())
@@ -165,7 +167,7 @@ class ReplicasTest(unittest.TestCase):
         self.assertEqual((info.held, info.owner, info.fencing_token),
                          (True, holder.owner, lease.fencing_token))
         lease.release()
-        self.assertFalse(worker.describe("resumed").held)
+        self.assertFalse(workers[0].describe("resumed").held)
 
 
 if __name__ == "__main__":
