@@ -26,6 +26,10 @@
 //    flight at the break follow the uncertain-outcome rules below (an
 //    Acquire is undone with the unary Release{acquire_request_id} and
 //    retried; a Release is repeated as a unary Release with its request_id).
+//  * A lockd replica that hangs without closing the connection (SIGSTOP, a
+//    partition dropping packets) is not detected: the stream stays "up", the
+//    Lease valid(), while the backend lets the hold expire after its lease.
+//    Only the fencing token protects the resource then.
 //  * A waiting Acquire whose options.timeout passes is cancelled on the
 //    stream (SessionCancel) and leaves no hold.
 //  * Unary instead: acquires with AcquireOptions::owner other than the
