@@ -133,7 +133,11 @@ class ReplicasTest(unittest.TestCase):
         # Only the victim is up: the session and its hold live there.
         holder = self.client(target)
         lost = []
-        lease = holder.acquire("resumed", ttl=3, on_lost=lost.append)
+        # Long enough for holder's channel, which found `other` down, to have
+        # reconnected to it (gRPC's reconnect backoff is capped at 2 s) before
+        # the validity after the break, 2/3 of the ttl, runs out.
+        ttl = 6
+        lease = holder.acquire("resumed", ttl=ttl, on_lost=lost.append)
         other.start()
         workers = [self.client(target), self.client(target, use_sessions=False)]
         errors, done, stop = [], [0, 0], threading.Event()
@@ -155,7 +159,7 @@ class ReplicasTest(unittest.TestCase):
             victim.stop()  # SIGKILL
             killed, at_kill = time.monotonic(), list(done)
             self.assertTrue(wait_until(lambda: all(d >= k + 20 for d, k in zip(done, at_kill))))
-            time.sleep(max(0.0, killed + 3.5 - time.monotonic()))  # past the ttl
+            time.sleep(max(0.0, killed + ttl + 0.5 - time.monotonic()))  # past the ttl
         finally:
             stop.set()
             for t in threads:

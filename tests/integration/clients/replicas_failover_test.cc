@@ -44,7 +44,7 @@ constexpr int kLongHolders = 4;
 // two replicas while they were down, have reconnected to them (gRPC's
 // reconnect backoff is capped at 2 s) before their validity after the
 // break, 2/3 of it, runs out.
-constexpr absl::Duration kLongTtl = absl::Seconds(6);
+constexpr absl::Duration kLongTtl = absl::Seconds(9);
 
 // A value that a lock protects, updated by a read-modify-write that loses
 // updates if two holders overlap (holders counts them to say so directly).
