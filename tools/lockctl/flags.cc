@@ -278,7 +278,9 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
 std::string Usage(absl::string_view command) {
   const std::string connection = R"(
 Connection flags (any command):
-  --server ADDR           lockd address [$LOCKD_SERVER, else 127.0.0.1:7411]
+  --server ADDR           lockd address [$LOCKD_SERVER, else 127.0.0.1:7411]; several
+                          replicas: host1:port,host2:port (calls go to any live one)
+                          or a gRPC target such as dns:///lockd-headless:7411
   --namespace NS          lock namespace [$LOCKD_NAMESPACE, else the server's "default"]
   --output text|json      result format [text]
   --timeout DUR           deadline of each call to lockd, retries included [10s]

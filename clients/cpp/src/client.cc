@@ -14,6 +14,7 @@
 #include "clients/cpp/src/errors.h"
 #include "clients/cpp/src/lease_state.h"
 #include "clients/cpp/src/rpc.h"
+#include "clients/cpp/src/target.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -49,9 +50,19 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view
                                                                const TlsOptions& tls,
                                                                const AuthOptions& auth) {
   if (target.empty()) return absl::InvalidArgumentError("lockd target address is empty");
+  absl::StatusOr<client_internal::ChannelTarget> resolved =
+      client_internal::ResolveChannelTarget(target);
+  if (!resolved.ok()) return resolved.status();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Every replica the target names takes calls; a DNS TXT record cannot
+  // switch the policy back.
+  args.SetServiceConfigJSON(std::string(client_internal::kRoundRobinServiceConfig));
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  if (!resolved->authority.empty()) {
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, resolved->authority);
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!tls.enabled) {
     creds = grpc::InsecureChannelCredentials();
@@ -91,10 +102,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view
           absl::StrCat("bearer token file ", auth.bearer_token_file, " is empty"));
     }
   }
-  if (token.empty()) return grpc::CreateCustomChannel(std::string(target), creds, args);
+  if (token.empty()) return grpc::CreateCustomChannel(resolved->target, creds, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(client_internal::NewBearerTokenInterceptor(std::move(token)));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(std::string(target), creds, args,
+  return grpc::experimental::CreateCustomChannelWithInterceptors(resolved->target, creds, args,
                                                                  std::move(interceptors));
 }
 

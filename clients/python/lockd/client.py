@@ -99,6 +99,7 @@ import grpc
 from lockd._auth import BearerTokenInterceptor, read_token_file
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
 from lockd._session import _Session, _SessionError
+from lockd._target import channel_options
 from lockd._values import LockInfo, _new_owner, _seconds, _set_duration
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
@@ -287,8 +288,10 @@ class Client:
     keep_on_disconnect).
 
     Args:
-      target: gRPC target ("host:port", "dns:///name:port"). Default:
-        $LOCKD_SERVER, else 127.0.0.1:7411.
+      target: one lockd or several replicas, balanced with round_robin (see
+        _target.channel_target): a gRPC target ("host:port", "dns:///name:port")
+        or a list "host1:port1,host2:port2". Default: $LOCKD_SERVER, else
+        127.0.0.1:7411. ValueError for a malformed or unresolvable entry.
       owner: owner id for every lock of this Client (default: random per Client).
       namespace: default namespace (default: the server's "default").
       credentials: grpc.ChannelCredentials for TLS (default: plaintext);
@@ -336,14 +339,13 @@ class Client:
         self._min_drift = min_clock_drift
         self._own_channel = channel is None
         if channel is None:
-            options = [("grpc.initial_reconnect_backoff_ms", 100),
-                       ("grpc.max_reconnect_backoff_ms", 2000)]
+            grpc_target, options = channel_options(self.target)
             if credentials is None:
-                channel = grpc.insecure_channel(self.target, options=options)
+                channel = grpc.insecure_channel(grpc_target, options=options)
             else:
                 if server_name:
                     options.append(("grpc.ssl_target_name_override", server_name))
-                channel = grpc.secure_channel(self.target, credentials, options=options)
+                channel = grpc.secure_channel(grpc_target, credentials, options=options)
         self._channel = channel
         # Watching connectivity keeps one of grpcio's threads polling the
         # channel. Without it nothing drives reconnection between calls (only

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -396,6 +397,13 @@ TEST(ClientTlsTest, WorksOverTlsWithTheRightRootsAndFailsWithoutThem) {
   absl::StatusOr<Lease> lease = client->Acquire("x", o);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_TRUE(lease->Release().ok());
+  // An address list (a dead replica first) over TLS.
+  absl::StatusOr<Client> listed = Client::Connect(
+      absl::StrCat("127.0.0.1:", testing::FreePort(), ",", (*server)->address()), co, tls);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  absl::StatusOr<Lease> listed_lease = listed->Acquire("x", o);
+  ASSERT_TRUE(listed_lease.ok()) << listed_lease.status();
+  EXPECT_TRUE(listed_lease->Release().ok());
 
   co.rpc_timeout = absl::Milliseconds(500);
   TlsOptions untrusted;  // default roots do not include the self-signed cert

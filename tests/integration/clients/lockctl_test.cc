@@ -1,8 +1,8 @@
 // lockctl end to end against a real lockd: every subcommand, the documented
-// exit codes, `run` as a distributed flock (mutual exclusion between racing
-// runs, exit status pass-through, signals on loss, forwarding), and acquires
-// whose reply never comes (through StallProxy): undone automatically, or by
-// hand with `release --acquire-request-id` when even the undo gets no answer.
+// exit codes, a --server list with a dead address, `run` as a distributed flock (mutual exclusion
+// between racing runs, exit status pass-through, signals on loss, forwarding), and acquires whose
+// reply never comes (through StallProxy): undone automatically, or by hand with `release
+// --acquire-request-id` when even the undo gets no answer.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -176,6 +176,27 @@ TEST_F(LockctlTest, ExitCodesForUsageHelpAndUnavailableServer) {
   Result down = Run({"describe", "--name", "x", "--timeout", "1s"});
   EXPECT_EQ(down.code, kUnavailable) << down.output;
   EXPECT_EQ(Run({"run", "--name", "x", "--timeout", "1s", "--", "true"}).code, kUnavailable);
+}
+
+TEST_F(LockctlTest, ServerListWithADeadAddressStillWorks) {
+  const std::string dead = absl::StrCat("127.0.0.1:", testing::FreePort());
+  for (const std::string& list :
+       {absl::StrCat(dead, ",", lockd_->address()), absl::StrCat(lockd_->address(), ", ", dead)}) {
+    Result acq = Run({"--server", list, "acquire", "--name", "listed", "--owner", "me"});
+    ASSERT_EQ(acq.code, 0) << list << ": " << acq.output;
+    Result desc = Run({"--server", list, "describe", "--name", "listed"});
+    EXPECT_EQ(Field(desc.output, "owner"), "me") << list << ": " << desc.output;
+    Result rel = Run({"--server", list, "release", "--name", "listed", "--owner", "me"});
+    EXPECT_EQ(rel.code, 0) << list << ": " << rel.output;
+    EXPECT_EQ(Run({"--server", list, "run", "--name", "listed", "--", "true"}).code, 0) << list;
+  }
+  EXPECT_EQ(Run({"--server", absl::StrCat(dead, ",127.0.0.1:1"), "describe", "--name", "x",
+                 "--timeout", "1s"})
+                .code,
+            kUnavailable);
+  Result bad = Run({"--server", absl::StrCat(dead, ",127.0.0.1"), "describe", "--name", "x"});
+  EXPECT_EQ(bad.code, kUsage) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("\"127.0.0.1\""));
 }
 
 TEST_F(LockctlTest, RunPassesTheExitCodeThroughAndReleases) {

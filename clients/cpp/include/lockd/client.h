@@ -18,13 +18,18 @@
 //    (the default) it leaves them to their lease (session_ttl), so a crashed
 //    process's locks free after that lease, not at once.
 //  * Resume: a broken stream (network, or the lockd replica died or shut
-//    down) is reopened with backoff, on the same target, as a session of the
+//    down) is reopened with backoff, on the same target (another replica
+//    when it names several, see NewLockdChannel), as a session of the
 //    same owner that resumes every held lease; a lease the server does not
 //    give back is lost. Meanwhile a lease stays valid for 2/3 of its ttl
 //    minus the drift after the break, then is lost. Acquires and releases in
 //    flight at the break follow the uncertain-outcome rules below (an
 //    Acquire is undone with the unary Release{acquire_request_id} and
 //    retried; a Release is repeated as a unary Release with its request_id).
+//  * A lockd replica that hangs without closing the connection (SIGSTOP, a
+//    partition dropping packets) is not detected: the stream stays "up", the
+//    Lease valid(), while the backend lets the hold expire after its lease.
+//    Only the fencing token protects the resource then.
 //  * A waiting Acquire whose options.timeout passes is cancelled on the
 //    stream (SessionCancel) and leaves no hold.
 //  * Unary instead: acquires with AcquireOptions::owner other than the
@@ -136,13 +141,27 @@ struct AuthOptions {
   std::string bearer_token_file;
 };
 
-// Creates a channel to `target` (any gRPC target, e.g. "127.0.0.1:7411",
-// "dns:///lockd.example:7411"), with reconnect backoff tuned for leases
+// Creates a channel to `target`, with reconnect backoff tuned for leases
 // (100 ms initial, 2 s cap: a client must see a restarted server well within a
 // lease, not after gRPC's default 120 s cap). Does not connect yet.
-// Errors: kInvalidArgument for an empty target, a missing or unreadable TLS
-// or token file (the message names the file, never its contents), an empty
-// token file, or a cert_file without key_file (or the reverse).
+//
+// Replicas: lockd is stateless, so `target` may name several replicas and
+// the channel balances calls over every address it resolves to with gRPC's
+// round_robin policy (a replica that is down gets no calls until it is back):
+//  * any gRPC target: "127.0.0.1:7411", "dns:///lockd-headless:7411" (a name
+//    with several addresses), "ipv4:10.0.0.1:7411,10.0.0.2:7411";
+//  * a comma-separated list "host1:7411,host2:7411,[::1]:7411": its host
+//    names are resolved once, here (use a dns:/// target for names whose
+//    addresses change); the list's first entry is the channel's authority,
+//    the name TLS verifies unless tls.server_name is set.
+// A call that fails UNAVAILABLE because its replica went away is retried on
+// another (see "Safe retries"), and a broken session reopens on another
+// replica and resumes its holds.
+//
+// Errors: kInvalidArgument for an empty target, a malformed or unresolvable
+// list entry (named), a missing or unreadable TLS or token file (the message
+// names the file, never its contents), an empty token file, or a cert_file
+// without key_file (or the reverse).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
                                                                const TlsOptions& tls = {},
                                                                const AuthOptions& auth = {});
@@ -376,8 +395,8 @@ class Lease {
 // keep what they need alive).
 class Client {
  public:
-  // A Client on a new channel (NewLockdChannel). Errors as NewLockdChannel.
-  // Does not contact the server.
+  // A Client on a new channel (NewLockdChannel): `target` is one lockd or
+  // several replicas. Errors as NewLockdChannel. Does not contact the server.
   static absl::StatusOr<Client> Connect(absl::string_view target, ClientOptions options = {},
                                         const TlsOptions& tls = {}, const AuthOptions& auth = {});
 
