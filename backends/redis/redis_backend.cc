@@ -22,6 +22,7 @@
 #include "backends/redis/redis_client.h"
 #include "backends/redis/replies.h"
 #include "backends/redis/scripts.h"
+#include "backends/redis/sentinel.h"
 #include "backends/redis/subscriber.h"
 #include "util/log.h"
 
@@ -93,6 +94,19 @@ class RedisBackend final : public Backend,
                                                  subscriber_->last_error().message()));
     }
     return absl::OkStatus();
+  }
+
+  // Sentinel mode: when the Sentinels move the primary, the subscriber drops
+  // its connection (its OnConnectionLost then resets the pool) and both
+  // reconnect to the new primary.
+  absl::Status WatchSentinels(const redis::ConnectionOptions& connection) {
+    sentinel_watcher_ = std::make_unique<redis::SentinelWatcher>(
+        connection,
+        [this] {
+          if (!IsShutdown() && !subscriber_->ResetConnection()) pool_->ResetConnections();
+        },
+        options_.reconnect_backoff_min, options_.reconnect_backoff_max, kPingInterval);
+    return sentinel_watcher_->Start();
   }
 
   absl::string_view name() const override { return "redis"; }
@@ -423,12 +437,14 @@ class RedisBackend final : public Backend,
   WaitEngine engine_;
   const std::unique_ptr<redis::CommandPool> pool_;
   const std::unique_ptr<redis::Subscriber> subscriber_;
+  // Sentinel mode only; declared last, so destroyed (joined) first.
+  std::unique_ptr<redis::SentinelWatcher> sentinel_watcher_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
-  if (options.mode != RedisMode::kStandalone) {
+  if (options.mode == RedisMode::kCluster) {
     return absl::UnimplementedError("redis.mode: only standalone is implemented so far");
   }
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
@@ -460,6 +476,11 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
   connection.db = options.db;
   connection.connect_timeout = options.connect_timeout;
   connection.command_timeout = options.command_timeout;
+  if (options.mode == RedisMode::kSentinel) {
+    absl::StatusOr<redis::SentinelOptions> sentinel = redis::SentinelOptionsOf(options);
+    if (!sentinel.ok()) return sentinel.status();
+    connection.sentinel = *std::move(sentinel);
+  }
 
   // One connection first, so that bad credentials or an unreachable server
   // fail the start with a clear error; it also loads the scripts.
@@ -473,9 +494,13 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
               connection.addresses.begin() + static_cast<ptrdiff_t>(address),
               connection.addresses.end());
 
-  auto backend = std::make_unique<RedisBackend>(options, std::move(connection), std::move(scripts));
+  auto backend = std::make_unique<RedisBackend>(options, connection, std::move(scripts));
   s = backend->Start();
   if (!s.ok()) return s;
+  if (connection.sentinel.has_value()) {
+    s = backend->WatchSentinels(connection);
+    if (!s.ok()) return s;
+  }
   LogInfo("redis backend: connected to ", options.addresses, " (db ", options.db, ", key prefix \"",
           options.key_prefix, "\")");
   return backend;
