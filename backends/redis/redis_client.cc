@@ -78,7 +78,7 @@ std::string Scrub(absl::string_view text, absl::string_view secret) {
 absl::StatusOr<ContextPtr> ConnectOne(const ConnectionOptions& o, const Endpoint& ep,
                                       const std::vector<Script*>& scripts) {
   const std::string where = Where(ep);
-  absl::StatusOr<ContextPtr> opened = OpenConnection(o, ep, o.username, o.password);
+  absl::StatusOr<ContextPtr> opened = OpenConnection(o, ep, where, o.username, o.password);
   if (!opened.ok()) return opened.status();
   ContextPtr c = *std::move(opened);
   if (o.db != 0) {
@@ -136,8 +136,8 @@ ReplyPtr Call(redisContext* c, std::initializer_list<absl::string_view> args) {
 }
 
 absl::StatusOr<ContextPtr> OpenConnection(const ConnectionOptions& o, const Endpoint& ep,
-                                          absl::string_view username, absl::string_view password) {
-  const std::string where = Where(ep);
+                                          absl::string_view where, absl::string_view username,
+                                          absl::string_view password) {
   ContextPtr c(redisConnectWithTimeout(ep.host.c_str(), ep.port, TimevalOf(o.connect_timeout)));
   if (c == nullptr) return absl::UnavailableError(absl::StrCat(where, ": cannot allocate"));
   if (c->err != 0) {

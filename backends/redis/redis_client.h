@@ -115,9 +115,11 @@ ReplyPtr Call(redisContext* c, std::initializer_list<absl::string_view> args);
 
 // Opens a connection to `e` (connect_timeout), sets the command timeout and
 // TCP keepalive, and AUTHs with `username`/`password` (empty password: no
-// AUTH). Errors as Connect's.
+// AUTH). Errors as Connect's, their messages starting with `where` ("redis
+// host:port", "redis sentinel host:port").
 absl::StatusOr<ContextPtr> OpenConnection(const ConnectionOptions& o, const Endpoint& e,
-                                          absl::string_view username, absl::string_view password);
+                                          absl::string_view where, absl::string_view username,
+                                          absl::string_view password);
 
 // The text of a string, status or error reply ("" if it has none).
 absl::string_view ReplyText(const redisReply* r);

@@ -87,7 +87,7 @@ absl::StatusOr<Endpoint> AskSentinelForPrimary(const ConnectionOptions& o,
                                                const Endpoint& sentinel) {
   const SentinelOptions& s = *o.sentinel;
   const std::string where = SentinelWhere(sentinel);
-  absl::StatusOr<ContextPtr> c = OpenConnection(o, sentinel, s.username, s.password);
+  absl::StatusOr<ContextPtr> c = OpenConnection(o, sentinel, where, s.username, s.password);
   if (!c.ok()) return c.status();
   std::string context = absl::StrCat(where, ": SENTINEL get-master-addr-by-name");
   ReplyPtr r = Call(c->get(), {"SENTINEL", "get-master-addr-by-name", s.master_name});
@@ -198,7 +198,8 @@ void SentinelWatcher::Run() {
 absl::Status SentinelWatcher::Watch(const Endpoint& sentinel) {
   const SentinelOptions& s = *options_.sentinel;
   const std::string where = SentinelWhere(sentinel);
-  absl::StatusOr<ContextPtr> opened = OpenConnection(options_, sentinel, s.username, s.password);
+  absl::StatusOr<ContextPtr> opened =
+      OpenConnection(options_, sentinel, where, s.username, s.password);
   if (!opened.ok()) return opened.status();
   redisContext* c = opened->get();
   // Asking first catches a failover that ended while no Sentinel was watched.
