@@ -445,7 +445,7 @@ class RedisBackend final : public Backend,
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
   if (options.mode == RedisMode::kCluster) {
-    return absl::UnimplementedError("redis.mode: only standalone is implemented so far");
+    return absl::UnimplementedError("redis.mode: cluster is not implemented yet");
   }
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
   if (!addresses.ok()) return addresses.status();

@@ -17,7 +17,7 @@ const OptionSet<RedisOptions>& RedisOptionSet() {
     s->String("redis.sentinel_username", &O::sentinel_username,
               "sentinel mode: ACL user for the Sentinels");
     s->Secret("redis.sentinel_password", &O::sentinel_password,
-              "sentinel mode: password for the Sentinels (prefer LOCKD_REDIS_SENTINEL_PASSWORD)");
+              "sentinel mode: password for the Sentinels (prefer the environment variable)");
     s->String("redis.username", &O::username, "Redis ACL user (empty: password-only AUTH)");
     s->Password("redis.password", &O::password,
                 "Redis password; prefer LOCKD_REDIS_PASSWORD or redis.password_file",

@@ -65,6 +65,15 @@ uint64_t MustAcquire(Backend& b, const std::string& name, const std::string& own
   return r.ok() ? r->fencing_token : 0;
 }
 
+// True once a waiter of lock `name` is parked: its process subscribed the
+// lock's channel on `server`.
+bool WaiterParked(RedisServer& server, const std::string& prefix, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<RedisCli>> cli = RedisCli::Connect(server.port());
+  if (!cli.ok()) return false;
+  redis::LockKeys k = redis::KeyCodec(prefix).KeysFor(LockKey{"default", name});
+  return (*cli)->Subscribers(k.channel) > 0;
+}
+
 std::string OwnerOn(RedisServer& server, const std::string& prefix, const std::string& name) {
   absl::StatusOr<std::unique_ptr<RedisCli>> cli = RedisCli::Connect(server.port());
   if (!cli.ok()) return absl::StrCat("<", cli.status().ToString(), ">");
@@ -97,7 +106,7 @@ TEST_F(RedisSentinelTest, WaiterIsGrantedOnRelease) {
   MustAcquire(*b, "w", "alice");
   auto waiter = StartAcquire(*b, Acq("w", "bob", absl::Seconds(30), absl::Seconds(30)));
   ASSERT_TRUE(
-      WaitFor([&] { return OwnerOn(server_->primary(), "s2", "w") == "alice"; }, absl::Seconds(5)));
+      WaitFor([&] { return WaiterParked(server_->primary(), "s2", "w"); }, absl::Seconds(10)));
   ASSERT_TRUE(SyncRelease(*b, Rel("w", "alice")).ok());
   absl::StatusOr<AcquireResult> r = waiter->Wait(absl::Seconds(20));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -155,11 +164,17 @@ TEST_F(RedisSentinelFailoverTest, FollowsThePromotionWhenThePrimaryIsKilled) {
   std::vector<uint64_t> before;
   before.push_back(MustAcquire(*b, "held", "alice"));
   before.push_back(MustAcquire(*b, "released", "bob"));
-  before.push_back(MustAcquire(*b, "expiring", "dave", absl::Seconds(5)));
+  before.push_back(MustAcquire(*b, "expiring", "dave", absl::Seconds(8)));
   auto after_release =
       StartAcquire(*b, Acq("released", "carol", absl::Seconds(30), absl::Seconds(60)));
   auto after_expiry =
       StartAcquire(*b, Acq("expiring", "erin", absl::Seconds(30), absl::Seconds(60)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return WaiterParked(group_->primary(), "k", "released") &&
+               WaiterParked(group_->primary(), "k", "expiring");
+      },
+      absl::Seconds(10)));
   // The grants reached the replica: this test is about following the
   // failover, not about what an unreplicated write loses.
   {
