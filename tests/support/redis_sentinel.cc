@@ -179,15 +179,27 @@ void RedisSentinelGroup::KillSentinel(int i) {
 }
 
 absl::Status RedisSentinelGroup::Failover() {
-  for (Sentinel& s : sentinels_) {
-    if (s.process == nullptr || !s.process->Running()) continue;
-    ReplyPtr r = Query(s.port, {"SENTINEL", "FAILOVER", options_.master_name});
-    if (r == nullptr) continue;
-    if (r->type == REDIS_REPLY_STATUS) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat("SENTINEL FAILOVER: ", redis::ReplyText(r.get())));
-  }
-  return absl::UnavailableError("no Sentinel answered SENTINEL FAILOVER");
+  absl::Status status = absl::UnavailableError("no Sentinel answered SENTINEL FAILOVER");
+  // A Sentinel may not yet rate the replica good enough (-NOGOODSLAVE) right
+  // after it saw it; that passes.
+  WaitFor(
+      [&] {
+        for (Sentinel& s : sentinels_) {
+          if (s.process == nullptr || !s.process->Running()) continue;
+          ReplyPtr r = Query(s.port, {"SENTINEL", "FAILOVER", options_.master_name});
+          if (r == nullptr) continue;
+          if (r->type == REDIS_REPLY_STATUS) {
+            status = absl::OkStatus();
+            return true;
+          }
+          status = absl::FailedPreconditionError(
+              absl::StrCat("SENTINEL FAILOVER: ", redis::ReplyText(r.get())));
+          return !absl::StartsWith(redis::ReplyText(r.get()), "NOGOODSLAVE");
+        }
+        return false;
+      },
+      absl::Seconds(10), absl::Milliseconds(200));
+  return status;
 }
 
 absl::Status RedisSentinelGroup::WaitForPromotion(absl::Duration timeout) {

@@ -60,7 +60,8 @@ class RedisSentinelGroup {
   void KillPrimary();
   // SIGKILLs Sentinel `i` (0..2).
   void KillSentinel(int i);
-  // Asks a running Sentinel for a manual failover (SENTINEL FAILOVER).
+  // Asks a running Sentinel for a manual failover (SENTINEL FAILOVER),
+  // retrying for up to 10 s while it finds no good replica yet.
   absl::Status Failover();
   // Waits up to `timeout` until every running Sentinel names the other data
   // server (replica()) as the primary and it answers ROLE with "master";
