@@ -23,16 +23,17 @@ struct RedisOptions {
   // Comma-separated host:port ([v6addr]:port allowed). Connections use the
   // first address that accepts them; on failure the next one is tried.
   std::string addresses = "127.0.0.1:6379";
+  std::string username;  // ACL user (Redis >= 6); empty: AUTH with the password alone
+  std::string password;  // secret, never logged; empty: no AUTH
+  // File whose first line is the password; read into `password` by
+  // RedisOptionSet().Resolve() (NewRedisBackend ignores it).
+  std::string password_file;
   // Sentinel mode: the master set whose primary lockd uses, and the
   // credentials of the Sentinels (empty password: no AUTH to them).
   std::string sentinel_master = "mymaster";
   std::string sentinel_username;
-  std::string sentinel_password;  // secret, never logged
-  std::string username;           // ACL user (Redis >= 6); empty: AUTH with the password alone
-  std::string password;           // secret, never logged; empty: no AUTH
-  // File whose first line is the password; read into `password` by
-  // RedisOptionSet().Resolve() (NewRedisBackend ignores it).
-  std::string password_file;
+  // Secret, never logged.
+  std::string sentinel_password;
   int db = 0;
   // Prefix of every key and channel: 1-64 bytes of [A-Za-z0-9._:/-].
   std::string key_prefix = "lockd";
