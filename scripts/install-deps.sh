@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12 packages, everything lockd needs to build, run and
-# test: compilers (clang checks the lock annotations; ccache speeds rebuilds), gRPC/protobuf, backend client libraries, and the Redis,
+# test: compilers (clang checks the lock annotations; ccache speeds rebuilds), gRPC/protobuf, backend client libraries, and the Redis (server and Sentinel),
 # MariaDB and ZooKeeper servers the test suite starts by itself, openssl (the
 # TLS tests make their certificates), Prometheus (promtool checks the alert
 # rules; a real Prometheus server scrapes a test lockd), pip, setuptools, wheel
@@ -16,7 +16,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev grpc-proto
-  redis-server mariadb-server zookeeper default-jre-headless openssl prometheus
+  redis-server redis-sentinel mariadb-server zookeeper default-jre-headless openssl prometheus
   python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo python3-yaml
   python3-pip python3-setuptools python3-wheel python3-venv
   podman runc catatonit mmdebstrap iptables

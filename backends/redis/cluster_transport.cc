@@ -218,6 +218,8 @@ class ClusterTransport final : public Transport, private RedirectHandler {
     return absl::OkStatus();
   }
 
+  void PrimaryMoved() override { RequestRefresh(); }
+
   void Stop() override {
     {
       absl::MutexLock l(&mu_);

@@ -23,6 +23,7 @@
 #include "backends/redis/redis_client.h"
 #include "backends/redis/replies.h"
 #include "backends/redis/scripts.h"
+#include "backends/redis/sentinel.h"
 #include "backends/redis/transport.h"
 #include "util/log.h"
 
@@ -101,6 +102,18 @@ class RedisBackend final : public Backend,
     if (!transport.ok()) return transport.status();
     transport_ = *std::move(transport);
     return transport_->WaitReady(options_.connect_timeout + 4 * options_.command_timeout);
+  }
+
+  // Sentinel mode: when the Sentinels move the primary, every connection is
+  // dropped and reconnects to the new primary.
+  absl::Status WatchSentinels(const redis::ConnectionOptions& connection) {
+    sentinel_watcher_ = std::make_unique<redis::SentinelWatcher>(
+        connection,
+        [this] {
+          if (!IsShutdown()) transport_->PrimaryMoved();
+        },
+        options_.reconnect_backoff_min, options_.reconnect_backoff_max, kPingInterval);
+    return sentinel_watcher_->Start();
   }
 
   absl::string_view name() const override { return "redis"; }
@@ -214,6 +227,8 @@ class RedisBackend final : public Backend,
       shutdown_ = true;
     }
     engine_.Shutdown();
+    // Joins the watcher thread: no PrimaryMoved() on a stopped transport.
+    sentinel_watcher_.reset();
     // No listener calls after this; in-flight commands finish (the engine
     // delivers their grants, anything else ends with the shutdown); then the
     // timer thread is joined.
@@ -411,14 +426,13 @@ class RedisBackend final : public Backend,
   WaitEngine engine_;
   // Set by Start(), before any other call.
   std::unique_ptr<redis::Transport> transport_;
+  // Sentinel mode only; reset (joined) by Shutdown().
+  std::unique_ptr<redis::SentinelWatcher> sentinel_watcher_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
-  if (options.mode == RedisMode::kSentinel) {
-    return absl::UnimplementedError("redis.mode: sentinel is not implemented yet");
-  }
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
   if (!addresses.ok()) return addresses.status();
   absl::Status s = redis::ValidateKeyPrefix(options.key_prefix);
@@ -452,6 +466,11 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
   connection.db = options.db;
   connection.connect_timeout = options.connect_timeout;
   connection.command_timeout = options.command_timeout;
+  if (options.mode == RedisMode::kSentinel) {
+    absl::StatusOr<redis::SentinelOptions> sentinel = redis::SentinelOptionsOf(options);
+    if (!sentinel.ok()) return sentinel.status();
+    connection.sentinel = *std::move(sentinel);
+  }
 
   // One connection first, so that bad credentials or an unreachable server
   // fail the start with a clear error; it also loads the scripts.
@@ -466,8 +485,12 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
               connection.addresses.end());
 
   auto backend = std::make_unique<RedisBackend>(options, std::move(scripts));
-  s = backend->Start(std::move(connection));
+  s = backend->Start(connection);
   if (!s.ok()) return s;
+  if (connection.sentinel.has_value()) {
+    s = backend->WatchSentinels(connection);
+    if (!s.ok()) return s;
+  }
   LogInfo("redis backend: connected to ",
           options.mode == RedisMode::kCluster ? "the cluster of " : "", options.addresses, " (db ",
           options.db, ", key prefix \"", options.key_prefix, "\")");

@@ -65,6 +65,19 @@
 //    order only among the waiters of one lockd process, as in standalone
 //    mode.
 //
+// Sentinel mode (RedisMode::kSentinel; sentinel.h): `addresses` are Redis
+// Sentinels. Every connection asks them in turn for the primary of
+// `sentinel_master` and uses it only if ROLE says "master", so the reconnect
+// loops follow a failover by themselves; a watcher subscribed to a
+// Sentinel's +switch-master also drops every connection when the primary
+// moves (a demoted primary may stay reachable). During a failover calls fail
+// with kUnavailable and waiters stay parked. A failover can lose what was not
+// yet replicated to the promoted replica, e.g. a grant: a second holder may
+// then be granted the same lock. Fencing tokens are the defence; they still
+// grow across the failover, being seeded from the server's TIME. NewRedisBackend
+// fails with kInvalidArgument naming redis.sentinel_master when the
+// Sentinels do not know the master set.
+//
 // Thread-safe. Callbacks run on the backend's Redis threads (or inline on
 // the calling thread when a call fails before reaching Redis).
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "backends/redis/sentinel.h"
 
 namespace lockd::redis {
 namespace {
@@ -53,17 +54,6 @@ class ScopedSigpipeBlock {
   sigset_t old_;
 };
 
-ReplyPtr Call(redisContext* c, std::initializer_list<absl::string_view> args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (absl::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return ReplyPtr(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
-}
-
 // Redis error replies whose first word says "try again later".
 bool IsRetryableErrorCode(absl::string_view code) {
   static constexpr absl::string_view kCodes[] = {
@@ -88,24 +78,9 @@ std::string Scrub(absl::string_view text, absl::string_view secret) {
 absl::StatusOr<ContextPtr> ConnectOne(const ConnectionOptions& o, const Endpoint& ep,
                                       const std::vector<Script*>& scripts) {
   const std::string where = Where(ep);
-  ContextPtr c(redisConnectWithTimeout(ep.host.c_str(), ep.port, TimevalOf(o.connect_timeout)));
-  if (c == nullptr) return absl::UnavailableError(absl::StrCat(where, ": cannot allocate"));
-  if (c->err != 0) {
-    return absl::UnavailableError(absl::StrCat(where, ": cannot connect: ", c->errstr));
-  }
-  if (redisSetTimeout(c.get(), TimevalOf(o.command_timeout)) != REDIS_OK ||
-      redisEnableKeepAlive(c.get()) != REDIS_OK) {
-    return absl::UnavailableError(absl::StrCat(where, ": cannot set socket options: ", c->errstr));
-  }
-  if (!o.password.empty()) {
-    ReplyPtr r = o.username.empty() ? Call(c.get(), {"AUTH", o.password})
-                                    : Call(c.get(), {"AUTH", o.username, o.password});
-    if (r == nullptr) return RedisError(absl::StrCat(where, ": AUTH"), c.get(), nullptr);
-    if (r->type == REDIS_REPLY_ERROR) {
-      return absl::UnauthenticatedError(
-          absl::StrCat(where, ": authentication failed: ", Scrub(ReplyText(r.get()), o.password)));
-    }
-  }
+  absl::StatusOr<ContextPtr> opened = OpenConnection(o, ep, where, o.username, o.password);
+  if (!opened.ok()) return opened.status();
+  ContextPtr c = *std::move(opened);
   if (o.db != 0) {
     std::string db = absl::StrCat(o.db);
     ReplyPtr r = Call(c.get(), {"SELECT", db});
@@ -128,6 +103,10 @@ absl::StatusOr<ContextPtr> ConnectOne(const ConnectionOptions& o, const Endpoint
     }
     return RedisError(absl::StrCat(where, ": PING"), c.get(), pong.get());
   }
+  if (o.sentinel.has_value()) {
+    absl::Status primary = CheckPrimary(c.get(), where, o.sentinel->master_name);
+    if (!primary.ok()) return primary;
+  }
   for (Script* s : scripts) {
     ReplyPtr r = Call(c.get(), {"SCRIPT", "LOAD", s->body});
     std::string context = absl::StrCat(where, ": SCRIPT LOAD ", s->name);
@@ -144,6 +123,41 @@ absl::StatusOr<ContextPtr> ConnectOne(const ConnectionOptions& o, const Endpoint
 }
 
 }  // namespace
+
+ReplyPtr Call(redisContext* c, std::initializer_list<absl::string_view> args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (absl::string_view a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  return ReplyPtr(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
+}
+
+absl::StatusOr<ContextPtr> OpenConnection(const ConnectionOptions& o, const Endpoint& ep,
+                                          absl::string_view where, absl::string_view username,
+                                          absl::string_view password) {
+  ContextPtr c(redisConnectWithTimeout(ep.host.c_str(), ep.port, TimevalOf(o.connect_timeout)));
+  if (c == nullptr) return absl::UnavailableError(absl::StrCat(where, ": cannot allocate"));
+  if (c->err != 0) {
+    return absl::UnavailableError(absl::StrCat(where, ": cannot connect: ", c->errstr));
+  }
+  if (redisSetTimeout(c.get(), TimevalOf(o.command_timeout)) != REDIS_OK ||
+      redisEnableKeepAlive(c.get()) != REDIS_OK) {
+    return absl::UnavailableError(absl::StrCat(where, ": cannot set socket options: ", c->errstr));
+  }
+  if (!password.empty()) {
+    ReplyPtr r = username.empty() ? Call(c.get(), {"AUTH", password})
+                                  : Call(c.get(), {"AUTH", username, password});
+    if (r == nullptr) return RedisError(absl::StrCat(where, ": AUTH"), c.get(), nullptr);
+    if (r->type == REDIS_REPLY_ERROR) {
+      return absl::UnauthenticatedError(
+          absl::StrCat(where, ": authentication failed: ", Scrub(ReplyText(r.get()), password)));
+    }
+  }
+  return c;
+}
 
 absl::string_view ReplyText(const redisReply* r) {
   return r->str == nullptr ? absl::string_view() : absl::string_view(r->str, r->len);
@@ -248,7 +262,14 @@ absl::StatusOr<ContextPtr> Connect(const ConnectionOptions& options,
   absl::Status first_error;
   for (size_t i = 0; i < n; ++i) {
     size_t index = (*next_address + i) % n;
-    absl::StatusOr<ContextPtr> c = ConnectOne(options, options.addresses[index], scripts);
+    const Endpoint& address = options.addresses[index];
+    absl::StatusOr<ContextPtr> c;
+    if (options.sentinel.has_value()) {
+      absl::StatusOr<Endpoint> primary = AskSentinelForPrimary(options, address);
+      c = primary.ok() ? ConnectOne(options, *primary, scripts) : primary.status();
+    } else {
+      c = ConnectOne(options, address, scripts);
+    }
     if (c.ok()) {
       *next_address = index;
       return c;

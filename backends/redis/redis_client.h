@@ -12,7 +12,9 @@
 #include <hiredis/hiredis.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,10 +61,20 @@ struct Endpoint {
 // kInvalidArgument naming redis.addresses.
 absl::StatusOr<std::vector<Endpoint>> ParseAddresses(absl::string_view text);
 
+// Sentinel mode (sentinel.h): how to ask the Sentinels for the primary.
+struct SentinelOptions {
+  std::string master_name;  // the master set (SENTINEL get-master-addr-by-name)
+  std::string username;     // ACL user for the Sentinels
+  std::string password;     // secret; empty: no AUTH to the Sentinels
+};
+
 struct ConnectionOptions {
-  std::vector<Endpoint> addresses;  // tried in order; the first that works is used
-  std::string username;             // ACL user; empty: AUTH with the password only
-  std::string password;             // secret; empty: no AUTH
+  // Tried in order; the first that works is used. In sentinel mode these are
+  // the Sentinels, asked in order for the primary.
+  std::vector<Endpoint> addresses;
+  std::optional<SentinelOptions> sentinel;  // set: sentinel mode
+  std::string username;                     // ACL user; empty: AUTH with the password only
+  std::string password;                     // secret; empty: no AUTH
   int db = 0;
   absl::Duration connect_timeout = absl::Seconds(1);
   absl::Duration command_timeout = absl::Seconds(1);
@@ -82,13 +94,32 @@ struct Script {
 // Tries options.addresses in order starting at `*next_address` and leaves
 // there the index of the address it used. Blocks for up to
 // connect_timeout + 4 * command_timeout per address.
-// Errors: kUnauthenticated ("authentication failed") if the server refuses
-// the credentials or requires some; kUnavailable if no address can be
-// reached; kInternal for unexpected replies.
+// In sentinel mode the addresses are Sentinels: each in turn is asked for the
+// primary's address (sentinel.h), and the connection goes to that primary,
+// which must answer ROLE with "master" (a replica, e.g. during a failover,
+// counts as unreachable); `*next_address` is then the Sentinel that answered.
+// Blocks up to twice as long per Sentinel.
+// Errors: kUnauthenticated ("authentication failed") if the server (or a
+// Sentinel) refuses the credentials or requires some; kUnavailable if no
+// address can be reached (or no primary, in sentinel mode);
+// kInvalidArgument naming redis.sentinel_master if the Sentinels do not know
+// the master set; kInternal for unexpected replies.
 absl::StatusOr<ContextPtr> Connect(const ConnectionOptions& options,
                                    const std::vector<Script*>& scripts, size_t* next_address);
 
-// --- For the command pool and the subscriber ------------------------------
+// --- For the command pool, the subscriber and sentinel.cc -----------------
+
+// Runs one command on `c` and waits for its reply (null on a connection
+// error).
+ReplyPtr Call(redisContext* c, std::initializer_list<absl::string_view> args);
+
+// Opens a connection to `e` (connect_timeout), sets the command timeout and
+// TCP keepalive, and AUTHs with `username`/`password` (empty password: no
+// AUTH). Errors as Connect's, their messages starting with `where` ("redis
+// host:port", "redis sentinel host:port").
+absl::StatusOr<ContextPtr> OpenConnection(const ConnectionOptions& o, const Endpoint& e,
+                                          absl::string_view where, absl::string_view username,
+                                          absl::string_view password);
 
 // The text of a string, status or error reply ("" if it has none).
 absl::string_view ReplyText(const redisReply* r);

@@ -12,6 +12,12 @@ const OptionSet<RedisOptions>& RedisOptionSet() {
              {"sentinel", RedisMode::kSentinel}},
             "how lockd finds the Redis primary");
     s->String("redis.addresses", &O::addresses, "Redis server(s), comma-separated host:port");
+    s->String("redis.sentinel_master", &O::sentinel_master,
+              "sentinel mode: the master set's name (SENTINEL get-master-addr-by-name)");
+    s->String("redis.sentinel_username", &O::sentinel_username,
+              "sentinel mode: ACL user for the Sentinels");
+    s->Secret("redis.sentinel_password", &O::sentinel_password,
+              "sentinel mode: password for the Sentinels (prefer the environment variable)");
     s->String("redis.username", &O::username, "Redis ACL user (empty: password-only AUTH)");
     s->Password("redis.password", &O::password,
                 "Redis password; prefer LOCKD_REDIS_PASSWORD or redis.password_file",

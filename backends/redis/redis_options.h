@@ -28,6 +28,12 @@ struct RedisOptions {
   // File whose first line is the password; read into `password` by
   // RedisOptionSet().Resolve() (NewRedisBackend ignores it).
   std::string password_file;
+  // Sentinel mode: the master set whose primary lockd uses, and the
+  // credentials of the Sentinels (empty password: no AUTH to them).
+  std::string sentinel_master = "mymaster";
+  std::string sentinel_username;
+  // Secret, never logged.
+  std::string sentinel_password;
   int db = 0;  // must be 0 in cluster mode
   // Prefix of every key and channel: 1-64 bytes of [A-Za-z0-9._:/-].
   std::string key_prefix = "lockd";

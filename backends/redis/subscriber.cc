@@ -83,6 +83,16 @@ void Subscriber::Unsubscribe(const std::string& channel) {
   if (wake) Wake();
 }
 
+bool Subscriber::ResetConnection() {
+  {
+    absl::MutexLock l(&mu_);
+    if (!connected_ || stop_) return false;
+    reset_ = true;
+  }
+  Wake();
+  return true;
+}
+
 bool Subscriber::connected() const {
   absl::MutexLock l(&mu_);
   return connected_;
@@ -326,6 +336,7 @@ void Subscriber::Connected(size_t address, bool reconnected) {
   {
     absl::MutexLock l(&mu_);
     connected_ = true;
+    reset_ = false;
     last_error_ = absl::OkStatus();
     ops_.clear();
     sent_.clear();
@@ -353,6 +364,7 @@ absl::Status Subscriber::Serve(redisContext* ctx) {
     {
       absl::MutexLock l(&mu_);
       if (stop_) return absl::OkStatus();
+      if (reset_) return absl::UnavailableError("redis subscriber: reconnecting (primary moved)");
     }
     absl::Status status = Flush(ctx);
     if (!status.ok()) return status;

@@ -72,6 +72,11 @@ class Subscriber {
   // is made after this returns, unless it is wanted again.
   void Unsubscribe(const std::string& channel);
 
+  // Makes the connection drop at once and reconnect (sentinel mode: the
+  // primary moved); OnConnectionLost follows. False (and no effect) if it is
+  // not connected.
+  bool ResetConnection();
+
   bool connected() const;
   absl::Status last_error() const;
   // Blocks until connected (true) or `timeout` passes.
@@ -125,6 +130,7 @@ class Subscriber {
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool reset_ ABSL_GUARDED_BY(mu_) = false;  // ResetConnection() was called
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::vector<Op> ops_ ABSL_GUARDED_BY(mu_);

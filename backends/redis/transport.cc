@@ -59,6 +59,12 @@ class StandaloneTransport final : public Transport, private Subscriber::Listener
   void Subscribe(const std::string& channel) override { subscriber_.Subscribe(channel); }
   void Unsubscribe(const std::string& channel) override { subscriber_.Unsubscribe(channel); }
 
+  void PrimaryMoved() override {
+    // The subscriber's reconnect resets the pool (OnConnectionLost); while it
+    // is down already, reset the pool here.
+    if (!subscriber_.ResetConnection()) pool_.ResetConnections();
+  }
+
   absl::Status Health() const override {
     if (!subscriber_.connected()) {
       return absl::UnavailableError(absl::StrCat("redis subscriber connection is down: ",

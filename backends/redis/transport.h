@@ -78,6 +78,12 @@ class Transport {
   // No longer wants `channel` (idempotent).
   virtual void Unsubscribe(const std::string& channel) = 0;
 
+  // The primary may have moved (sentinel mode: +switch-master): every
+  // connection is dropped and reconnects, finding the primary anew; commands
+  // awaiting replies fail with kUnavailable. Cluster mode re-reads the slot
+  // map instead.
+  virtual void PrimaryMoved() = 0;
+
   // OK when every server is reachable; else kUnavailable saying which is not.
   virtual absl::Status Health() const = 0;
 
