@@ -378,11 +378,13 @@ TEST_P(ConformanceTest, ReentrantAcquireCountsHolds) {
 }
 
 TEST_P(ConformanceTest, ReentrantAcquireResetsLease) {
-  // 700 + 700 ms outlives the first 1 s lease only if the second acquire reset it.
-  MustAcquire("re-lease", "alice", absl::Seconds(1));
-  absl::SleepFor(absl::Milliseconds(700));
-  MustAcquire("re-lease", "alice", absl::Seconds(1));
-  absl::SleepFor(absl::Milliseconds(700));
+  // 1.3 + 1.3 s outlives the first 2 s lease only if the second acquire reset
+  // it. (Each step has 0.7 s to spare: the second acquire must land within
+  // the first lease, the Describe within the second, on a loaded machine.)
+  MustAcquire("re-lease", "alice", absl::Seconds(2));
+  absl::SleepFor(absl::Milliseconds(1300));
+  MustAcquire("re-lease", "alice", absl::Seconds(2));
+  absl::SleepFor(absl::Milliseconds(1300));
   v1::LockInfo info = Describe("re-lease");
   EXPECT_TRUE(info.held()) << "reentrant acquire did not reset the lease";
   EXPECT_EQ(info.hold_count(), 2u);
