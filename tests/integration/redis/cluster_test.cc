@@ -19,6 +19,7 @@
 #include "backends/redis/redis_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/shared_server.h"
 #include "tests/support/status_matchers.h"
@@ -57,15 +58,8 @@ class RedisClusterTest : public SharedServerTest<RedisCluster> {
   }
 
   RedisOptions Options() const {
-    RedisOptions o;
-    o.mode = RedisMode::kCluster;
-    o.addresses = server_->SeedAddresses();
-    o.key_prefix = prefix_;
-    o.pool_size = 2;
-    o.connect_timeout = absl::Milliseconds(500);
+    RedisOptions o = FastRedisOptions(RedisMode::kCluster, server_->SeedAddresses(), prefix_);
     o.command_timeout = absl::Seconds(1);
-    o.reconnect_backoff_min = absl::Milliseconds(20);
-    o.reconnect_backoff_max = absl::Milliseconds(200);
     return o;
   }
 

@@ -47,15 +47,7 @@ long long ScriptCalls(RedisCli& cli) {
 }
 
 RedisOptions FastOptions(const RedisServer& server, const std::string& prefix) {
-  RedisOptions o;
-  o.addresses = server.address();
-  o.key_prefix = prefix;
-  o.pool_size = 2;
-  o.connect_timeout = absl::Milliseconds(500);
-  o.command_timeout = absl::Milliseconds(500);
-  o.reconnect_backoff_min = absl::Milliseconds(20);
-  o.reconnect_backoff_max = absl::Milliseconds(200);
-  return o;
+  return FastRedisOptions(RedisMode::kStandalone, server.address(), prefix);
 }
 
 class RedisBackendTest : public SharedServerTest<RedisServer> {

@@ -1,6 +1,7 @@
 // Test helpers for the redis backend's tests (header-only, test code only):
-// a plain hiredis connection to inspect what the backend left in Redis, and
-// (from tests/support/sync_backend.h) blocking calls into a Backend.
+// backend options for tests, a plain hiredis connection to inspect what the
+// backend left in Redis, and (from tests/support/sync_backend.h) blocking
+// calls into a Backend.
 
 #ifndef LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
 #define LOCKD_TESTS_INTEGRATION_REDIS_REDIS_TEST_UTIL_H_
@@ -15,10 +16,27 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "backends/backend.h"
+#include "backends/redis/redis_backend.h"
 #include "backends/redis/redis_client.h"
 #include "tests/support/sync_backend.h"
 
 namespace lockd::testing {
+
+// Options for a test's backend: `mode` at `addresses`, keys under `prefix`
+// (one per test), two connections, and short timeouts and backoffs so that
+// an outage is noticed, and recovered from, quickly.
+inline RedisOptions FastRedisOptions(RedisMode mode, std::string addresses, std::string prefix) {
+  RedisOptions o;
+  o.mode = mode;
+  o.addresses = std::move(addresses);
+  o.key_prefix = std::move(prefix);
+  o.pool_size = 2;
+  o.connect_timeout = absl::Milliseconds(500);
+  o.command_timeout = absl::Milliseconds(500);
+  o.reconnect_backoff_min = absl::Milliseconds(20);
+  o.reconnect_backoff_max = absl::Milliseconds(200);
+  return o;
+}
 
 // A blocking hiredis connection for looking at Redis from a test.
 class RedisCli {

@@ -38,16 +38,8 @@ constexpr absl::Duration kFollowLimit = absl::Seconds(15);
 constexpr absl::Duration kPromotionLimit = absl::Seconds(40);
 
 RedisOptions SentinelMode(const RedisSentinelGroup& g, const std::string& prefix) {
-  RedisOptions o;
-  o.mode = RedisMode::kSentinel;
-  o.addresses = g.sentinel_addresses();
+  RedisOptions o = FastRedisOptions(RedisMode::kSentinel, g.sentinel_addresses(), prefix);
   o.sentinel_master = g.master_name();
-  o.key_prefix = prefix;
-  o.pool_size = 2;
-  o.connect_timeout = absl::Milliseconds(500);
-  o.command_timeout = absl::Milliseconds(500);
-  o.reconnect_backoff_min = absl::Milliseconds(20);
-  o.reconnect_backoff_max = absl::Milliseconds(200);
   return o;
 }
 
