@@ -13,8 +13,9 @@ appear only as file paths.
 {{- $_ = set $c "shutdown_grace" $v.config.shutdownGrace -}}
 {{- $secretFile := include "lockd.secretFile" . -}}
 {{- if eq $v.backend "redis" -}}
-  {{- $r := dict "addresses" (join "," $v.redis.addresses) "db" (int $v.redis.db) "key_prefix" $v.redis.keyPrefix "pool_size" (int $v.redis.poolSize) "connect_timeout" $v.redis.connectTimeout "command_timeout" $v.redis.commandTimeout "fence_retention" $v.redis.fenceRetention -}}
+  {{- $r := dict "mode" $v.redis.mode "addresses" (join "," $v.redis.addresses) "db" (int $v.redis.db) "key_prefix" $v.redis.keyPrefix "pool_size" (int $v.redis.poolSize) "connect_timeout" $v.redis.connectTimeout "command_timeout" $v.redis.commandTimeout "fence_retention" $v.redis.fenceRetention -}}
   {{- if $v.redis.username }}{{ $_ = set $r "username" $v.redis.username }}{{ end -}}
+  {{- if eq $v.redis.mode "sentinel" }}{{ $_ = set $r "sentinel_master" $v.redis.sentinelMaster }}{{ end -}}
   {{- if $secretFile }}{{ $_ = set $r "password_file" $secretFile }}{{ end -}}
   {{- $_ = set $c "redis" $r -}}
 {{- else if eq $v.backend "mysql" -}}
