@@ -15,9 +15,10 @@
 //    not a known primary, after the next refresh); -ASK: ASKING and the
 //    command go to the node named in one write; -TRYAGAIN: resent after a
 //    short delay. A command moved more than 5 times, or still redirected two
-//    command timeouts after its first redirection, fails with kUnavailable. Redirection replies
-//    mean the command did not run, so resending never runs a script twice; a command whose
-//    connection is lost fails (kUnavailable) and is never resent.
+//    command timeouts after its first redirection, fails with kUnavailable.
+//    Redirection replies mean the command did not run, so resending never
+//    runs a script twice; a command whose connection is lost fails
+//    (kUnavailable) and is never resent.
 //  - Release channels are SSUBSCRIBEd on the primary serving their slot;
 //    when the slot moves (a `sunsubscribe` push, a -MOVED reply, a refreshed
 //    map), the subscription moves with it and OnSubscribed is reported again.
