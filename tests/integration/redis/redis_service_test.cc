@@ -30,6 +30,7 @@
 #include "tests/integration/redis/redis_test_util.h"
 #include "tests/support/grpc_health.h"
 #include "tests/support/lockd_process.h"
+#include "tests/support/lockd_rpc.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/status_matchers.h"
@@ -53,43 +54,16 @@ std::unique_ptr<LockService::Stub> NewStub(const std::string& address) {
 grpc::Status Acquire(LockService::Stub& stub, const std::string& name, const std::string& owner,
                      absl::Duration ttl, absl::Duration wait, v1::AcquireResponse* resp,
                      absl::Duration deadline = absl::Seconds(30)) {
-  v1::AcquireRequest req;
-  req.set_name(name);
-  req.set_owner(owner);
-  *req.mutable_lease_ttl() = ToProtoDuration(ttl);
-  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(wait);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  return stub.Acquire(&ctx, req, resp);
+  return AcquireRpc(stub, name, owner, ttl, wait, deadline, resp);
 }
 
 grpc::Status Release(LockService::Stub& stub, const std::string& name, const std::string& owner,
                      v1::ReleaseResponse* resp) {
-  v1::ReleaseRequest req;
-  req.set_name(name);
-  req.set_owner(owner);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  return stub.Release(&ctx, req, resp);
+  return ReleaseRpc(stub, name, owner, resp);
 }
 
 grpc::Status Renew(LockService::Stub& stub, const std::string& name, const std::string& owner) {
-  v1::RenewRequest req;
-  req.set_name(name);
-  req.set_owner(owner);
-  *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(30));
-  v1::RenewResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  return stub.Renew(&ctx, req, &resp);
-}
-
-grpc::Status Describe(LockService::Stub& stub, const std::string& name, v1::LockInfo* info) {
-  v1::DescribeRequest req;
-  req.set_name(name);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  return stub.Describe(&ctx, req, info);
+  return RenewRpc(stub, name, owner, absl::Seconds(30));
 }
 
 std::vector<std::string> LockdFlags(const RedisServer& redis, const std::string& prefix) {
@@ -217,7 +191,7 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   ASSERT_TRUE(WaitFor(
       [&] {
         v1::LockInfo info;
-        return Describe(*other, "held", &info).ok() && info.waiters() == 1;
+        return DescribeRpc(*other, "held", &info).ok() && info.waiters() == 1;
       },
       absl::Seconds(5)));
 
@@ -246,7 +220,7 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
     EXPECT_THAT(Release(*admin, "held", "holder", &rel), StatusIs(grpc::StatusCode::UNAVAILABLE));
     EXPECT_THAT(Renew(*admin, "held", "holder"), StatusIs(grpc::StatusCode::UNAVAILABLE));
     v1::LockInfo info;
-    EXPECT_THAT(Describe(*admin, "held", &info), StatusIs(grpc::StatusCode::UNAVAILABLE));
+    EXPECT_THAT(DescribeRpc(*admin, "held", &info), StatusIs(grpc::StatusCode::UNAVAILABLE));
   }
   absl::SleepFor(absl::Milliseconds(800));
 
@@ -312,7 +286,7 @@ TEST(RedisServiceTest, KilledHolderLosesTheLockAtLeaseEndWithoutRelease) {
   // The lease ends at or after before_describe + ttl_remaining.
   absl::Time before_describe = absl::Now();
   v1::LockInfo info;
-  ASSERT_TRUE(Describe(*stub, "k9", &info).ok());
+  ASSERT_TRUE(DescribeRpc(*stub, "k9", &info).ok());
   ASSERT_EQ(info.owner(), "holder");
   absl::Time lease_end = before_describe + FromProtoDuration(info.ttl_remaining());
 
@@ -327,7 +301,7 @@ TEST(RedisServiceTest, KilledHolderLosesTheLockAtLeaseEndWithoutRelease) {
   ASSERT_TRUE(WaitFor(
       [&] {
         v1::LockInfo i;
-        return Describe(*stub, "k9", &i).ok() && i.waiters() == 1;
+        return DescribeRpc(*stub, "k9", &i).ok() && i.waiters() == 1;
       },
       absl::Seconds(5)));
   (*holder)->Kill();  // SIGKILL: no release, no renew, ever
@@ -442,7 +416,7 @@ TEST(RedisServiceTest, TenThousandCyclesLeaveOnlyFenceKeysAndNoSubscriptions) {
     auto stub = NewStub(a);
     for (int i = 0; i < kHot; ++i) {
       v1::LockInfo info;
-      ASSERT_TRUE(Describe(*stub, absl::StrCat("hot-", i), &info).ok());
+      ASSERT_TRUE(DescribeRpc(*stub, absl::StrCat("hot-", i), &info).ok());
       EXPECT_EQ(info.waiters(), 0u);
       EXPECT_FALSE(info.held());
     }

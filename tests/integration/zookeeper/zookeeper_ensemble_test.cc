@@ -34,6 +34,7 @@
 #include "tests/integration/zookeeper/observed_transport.h"
 #include "tests/support/grpc_health.h"
 #include "tests/support/lockd_process.h"
+#include "tests/support/lockd_rpc.h"
 #include "tests/support/process.h"
 #include "tests/support/shared_server.h"
 #include "tests/support/status_matchers.h"
@@ -44,6 +45,8 @@ namespace lockd {
 namespace {
 
 using ::lockd::testing::Acq;
+using ::lockd::testing::AcquireRpc;
+using ::lockd::testing::DescribeRpc;
 using ::lockd::testing::HealthStatus;
 using ::lockd::testing::IsLockNotHeld;
 using ::lockd::testing::kHealthNotServing;
@@ -51,6 +54,7 @@ using ::lockd::testing::kHealthServing;
 using ::lockd::testing::LockdProcess;
 using ::lockd::testing::PendingCall;
 using ::lockd::testing::Rel;
+using ::lockd::testing::RenewRpc;
 using ::lockd::testing::StartAcquire;
 using ::lockd::testing::StatusIs;
 using ::lockd::testing::SyncAcquire;
@@ -66,41 +70,6 @@ LockKey Key(const std::string& name) { return LockKey{"default", name}; }
 RenewParams RenewFor(const std::string& name, const std::string& owner,
                      absl::Duration ttl = absl::Seconds(60)) {
   return RenewParams{Key(name), owner, ttl};
-}
-
-// One lockd RPC's status, with a deadline (so a call that hangs fails the
-// test with DEADLINE_EXCEEDED instead of hanging it).
-grpc::Status AcquireRpc(v1::LockService::Stub& stub, const std::string& name,
-                        const std::string& owner, absl::Duration ttl, absl::Duration wait,
-                        absl::Duration deadline, v1::AcquireResponse* resp) {
-  v1::AcquireRequest req;
-  req.set_name(name);
-  req.set_owner(owner);
-  *req.mutable_lease_ttl() = ToProtoDuration(ttl);
-  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(wait);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  return stub.Acquire(&ctx, req, resp);
-}
-
-grpc::Status RenewRpc(v1::LockService::Stub& stub, const std::string& name,
-                      const std::string& owner, absl::Duration ttl) {
-  v1::RenewRequest req;
-  req.set_name(name);
-  req.set_owner(owner);
-  *req.mutable_lease_ttl() = ToProtoDuration(ttl);
-  v1::RenewResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  return stub.Renew(&ctx, req, &resp);
-}
-
-grpc::Status DescribeRpc(v1::LockService::Stub& stub, const std::string& name, v1::LockInfo* info) {
-  v1::DescribeRequest req;
-  req.set_name(name);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  return stub.Describe(&ctx, req, info);
 }
 
 // An in-process backend (one lockd replica's worth) on the real client,
