@@ -10,7 +10,11 @@
 // Ordering: ZooKeeper answers one session's requests in order, so a listing
 // reflects every operation the calling thread submitted before List() (an
 // attempt sees its own node and not one it deleted). A shared listing sent
-// later still does.
+// later still does. In an ensemble, the server a session talks to may lag
+// behind the leader, so a plain listing can miss writes other sessions (other
+// lockd replicas) have already seen acknowledged; a Freshness::kLatest
+// listing is preceded by a sync and reflects every write acknowledged to
+// anyone before List() was called.
 //
 // Thread-safe: the table of listings in flight is guarded by mu_; callbacks
 // run on the client's completion thread (or inline when the client fails
@@ -46,6 +50,12 @@ using ListingCb = absl::AnyInvocable<void(ListingPtr) &&>;
 // thousands of waiters.
 size_t FindContender(const std::vector<Contender>& queue, absl::string_view name);
 
+// kSession: reflects this session's own operations (enough after a write of
+// this session, such as an attempt's create). kLatest: also every write
+// acknowledged to any session before the call (a sync first; one more
+// request, sent in the same batch).
+enum class Freshness { kSession, kLatest };
+
 class ContenderListing {
  public:
   // `zk` must outlive this object.
@@ -55,16 +65,23 @@ class ContenderListing {
 
   // Lists the contenders of the lock node `lock_path` and runs `cb` exactly
   // once with the result (rc carries any ZooKeeper error). Never blocks.
-  void List(const std::string& lock_path, ListingCb cb);
+  void List(const std::string& lock_path, ListingCb cb, Freshness f = Freshness::kSession);
 
  private:
-  void Send(const std::string& lock_path, std::vector<ListingCb> batch);
+  // The callbacks waiting for a lock node's next listing, and whether any of
+  // them needs it kLatest.
+  struct Waiting {
+    std::vector<ListingCb> cbs;
+    bool latest = false;
+  };
+
+  void Send(const std::string& lock_path, std::vector<ListingCb> batch, bool latest);
 
   Transport* const zk_;
   absl::Mutex mu_;
   // Lock nodes with a listing in flight, and the callbacks that wait for the
   // next one.
-  absl::flat_hash_map<std::string, std::vector<ListingCb>> waiting_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockd::zk

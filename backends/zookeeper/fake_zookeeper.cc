@@ -223,6 +223,7 @@ std::unique_ptr<Transport> FakeZooKeeper::NewTransport(StateFn on_state, WatchFn
 
 void FakeZooKeeper::Forget(FakeTransport* t) {
   absl::MutexLock l(&mu_);
+  lagging_.erase(t);
   for (auto& p : transports_) {
     if (p == t) p = nullptr;
   }
@@ -251,6 +252,12 @@ void FakeZooKeeper::Expire(int i) {
     EndSession(t->session());
   }
   t->Expired();
+}
+
+void FakeZooKeeper::Lag(int i) {
+  absl::MutexLock l(&mu_);
+  if (i < 0 || static_cast<size_t>(i) >= transports_.size() || transports_[i] == nullptr) return;
+  lagging_[transports_[i]] = tree_;
 }
 
 void FakeZooKeeper::DropWatches(FakeTransport* t) {
@@ -288,8 +295,15 @@ Result FakeZooKeeper::Execute(FakeTransport* t, const Op& op, int64_t session) {
     return r;
   }
   if (op.kind == Op::Kind::kChildren) listings_.fetch_add(1);
+  bool read = op.kind == Op::Kind::kGet || op.kind == Op::Kind::kChildren;
+  auto lag = lagging_.find(t);
+  if (lag != lagging_.end() && !read) {
+    lagging_.erase(lag);  // a sync or a write: the server catches up
+    lag = lagging_.end();
+  }
+  if (op.kind == Op::Kind::kSync) return r;
   if (op.kind != Op::Kind::kMulti) {
-    r.rc = Apply(tree_, op, session, &r);
+    r.rc = Apply(lag != lagging_.end() ? lag->second : tree_, op, session, &r);
     if (r.rc == ZOK && op.kind == Op::Kind::kGet && op.watch_id != 0) {
       watches_[op.path].insert(Watch{t, op.watch_id});
     }
@@ -385,8 +399,9 @@ int FakeZooKeeper::Apply(Tree& tree, const Op& op, int64_t session, Result* r) {
       }
       return ZOK;
     case Op::Kind::kMulti:
-      // Execute() runs a multi's operations one by one; a multi inside a
-      // multi is refused, as ZooKeeper refuses it.
+    case Op::Kind::kSync:
+      // Execute() runs a multi's operations one by one; a multi or a sync
+      // inside a multi is refused, as ZooKeeper refuses it.
       return ZBADARGUMENTS;
   }
   return ZBADARGUMENTS;  // not reached: every kind is handled above

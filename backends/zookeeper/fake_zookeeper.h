@@ -16,6 +16,8 @@
 //   - DropCreateReplies(n): the next n successful contender creates happen
 //     but their replies say ZCONNECTIONLOSS (the reply was "lost");
 //   - Expire(t): ends transport t's session as the server would on timeout;
+//   - Lag(t): transport t's server falls behind the leader (an ensemble
+//     follower): its reads see the tree as it was, until it syncs or writes;
 //   - counters of listings sent, multis executed and watch events delivered.
 //
 // Thread-safe: the tree is guarded by mu_; each session's queue by its own
@@ -65,6 +67,12 @@ class FakeZooKeeper {
   // kExpired and fails everything until Reopen().
   void Expire(int i);
 
+  // The i-th transport's server falls behind: from now on its reads (get,
+  // children) see the tree as it is now, until the session sends a sync or
+  // a write (its server then applies everything up to that point, as a
+  // ZooKeeper follower applies commits in order).
+  void Lag(int i);
+
   // While paused, no session handles anything: operations and events queue
   // up (so a test can make requests overlap). Resume() lets them run.
   void Pause() { paused_ = true; }
@@ -111,6 +119,8 @@ class FakeZooKeeper {
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0x1000;
   std::map<std::string, std::set<Watch>> watches_ ABSL_GUARDED_BY(mu_);
   std::vector<FakeTransport*> transports_ ABSL_GUARDED_BY(mu_);
+  // What lagging sessions' reads see (Lag).
+  std::map<FakeTransport*, Tree> lagging_ ABSL_GUARDED_BY(mu_);
   // Sessions that ended: an operation of theirs still in a queue fails.
   std::set<int64_t> ended_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> paused_{false};

@@ -192,9 +192,12 @@ void LeaseTracker::ReadLock(const LockKey& key, bool with_lock_data,
                             absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries) {
   std::string path = paths_->Lock(key);
   if (!with_lock_data) {
-    listing_->List(path, [this, key, tries, cb = std::move(cb)](ListingPtr l) mutable {
-      OnLockRead(key, false, *l, Result(), std::move(cb), tries);
-    });
+    listing_->List(
+        path,
+        [this, key, tries, cb = std::move(cb)](ListingPtr l) mutable {
+          OnLockRead(key, false, *l, Result(), std::move(cb), tries);
+        },
+        Freshness::kLatest);
     return;
   }
   // The tombstone check compares the lock node's stat from the listing
@@ -205,6 +208,7 @@ void LeaseTracker::ReadLock(const LockKey& key, bool with_lock_data,
   };
   auto reads = std::make_shared<Reads>();
   std::vector<Op> ops;
+  ops.push_back(Op::Sync(path, [](Result) {}));  // as Freshness::kLatest
   ops.push_back(Op::Children(path, [reads](Result r) { reads->children = std::move(r); }));
   ops.push_back(Op::Get(path, [this, key, reads, tries, cb = std::move(cb)](Result r) mutable {
     Listing listing;

@@ -147,7 +147,10 @@ class LeaseTracker {
   // `with_lock_data`, the lock node's data), records the holder sighting,
   // and runs `cb` with the view: a lock that does not exist is an OK empty
   // view; ZooKeeper errors go through ZkError. Re-reads when the holder
-  // vanishes between the two reads. Never blocks.
+  // vanishes between the two reads. The view reflects every write
+  // acknowledged to any replica before the call (Freshness::kLatest), so a
+  // lock acquired or released through one replica is seen so through any
+  // other, whichever ensemble server each talks to. Never blocks.
   void ReadLock(const LockKey& key, bool with_lock_data,
                 absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries = 0);
 

@@ -265,6 +265,9 @@ int Client::Issue(Handle* h, Op& op) {
     case Op::Kind::kMulti:
       rc = IssueMulti(h->zh, op, p);
       break;
+    case Op::Kind::kSync:
+      rc = zoo_async(h->zh, path, &Client::OnString, p);
+      break;
   }
   if (rc != ZOK) {
     {
@@ -323,6 +326,12 @@ void Client::OnStringStat(int rc, const char* value, const struct Stat* stat, co
     if (value != nullptr) r.value = value;
     if (stat != nullptr) r.stat = *stat;
   }
+  Finish(static_cast<Pending*>(const_cast<void*>(data)), std::move(r));
+}
+
+void Client::OnString(int rc, const char* /*value*/, const void* data) {
+  Result r;
+  r.rc = rc;
   Finish(static_cast<Pending*>(const_cast<void*>(data)), std::move(r));
 }
 

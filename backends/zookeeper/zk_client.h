@@ -95,6 +95,7 @@ class Client final : public Transport {
   static void GlobalWatcher(zhandle_t* zh, int type, int state, const char* path, void* ctx);
   static void PathWatcher(zhandle_t* zh, int type, int state, const char* path, void* ctx);
   static void OnStringStat(int rc, const char* value, const struct Stat* stat, const void* data);
+  static void OnString(int rc, const char* value, const void* data);
   static void OnVoid(int rc, const void* data);
   static void OnData(int rc, const char* value, int len, const struct Stat* stat, const void* data);
   static void OnStat(int rc, const struct Stat* stat, const void* data);

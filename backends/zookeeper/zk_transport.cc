@@ -118,4 +118,12 @@ Op Op::Multi(std::vector<Op> ops, Done done) {
   return op;
 }
 
+Op Op::Sync(std::string path, Done done) {
+  Op op;
+  op.kind = Kind::kSync;
+  op.path = std::move(path);
+  op.done = std::move(done);
+  return op;
+}
+
 }  // namespace lockd::zk

@@ -65,7 +65,7 @@ int MultiRc(const Result& r);
 using Done = absl::AnyInvocable<void(Result) &&>;
 
 struct Op {
-  enum class Kind { kCreate, kDelete, kGet, kSet, kChildren, kCheck, kMulti };
+  enum class Kind { kCreate, kDelete, kGet, kSet, kChildren, kCheck, kMulti, kSync };
 
   Kind kind = Kind::kGet;
   std::string path;
@@ -85,6 +85,10 @@ struct Op {
   static Op Children(std::string path, Done done);
   static Op Check(std::string path, int version);  // multi only
   static Op Multi(std::vector<Op> ops, Done done);
+  // Brings the server this session talks to up to date with the leader: a
+  // read sent after it (in the same Submit or later) reflects every write
+  // acknowledged to any session before the sync was sent. Not in a multi.
+  static Op Sync(std::string path, Done done);
 };
 
 enum class SessionState {

@@ -250,7 +250,11 @@ void ZooKeeperBackend::List(ListParams params, Callback<ListResult> done) {
   auto op = std::make_shared<ListOp>();
   op->params = std::move(params);
   op->done = std::move(done);
-  zk_->Submit(Op::Children(paths_.Ns(op->params.ns), [this, op](Result r) {
+  // A sync first: the names reflect every lock created anywhere before the
+  // call (the lock reads below sync too).
+  std::vector<zk::Op> ops;
+  ops.push_back(zk::Op::Sync(paths_.Ns(op->params.ns), [](zk::Result) {}));
+  ops.push_back(zk::Op::Children(paths_.Ns(op->params.ns), [this, op](zk::Result r) {
     if (r.rc == ZNONODE) {
       std::move(op->done)(ListResult{});
       return;
@@ -272,6 +276,7 @@ void ZooKeeperBackend::List(ListParams params, Callback<ListResult> done) {
     std::sort(op->names.begin(), op->names.end());
     ListNextChunk(op);
   }));
+  zk_->Submit(std::move(ops));
 }
 
 // Reads the next few candidate locks at once and keeps the held ones, in

@@ -324,5 +324,44 @@ TEST_F(ZooKeeperFakeTest, RenewManyWithAHoldForceReleasedElsewhereAnswersAsRenew
   }
 }
 
+// In an ensemble each replica's session may talk to a different server, and
+// a follower can lag behind the leader. What one replica has acknowledged
+// must still be what another replica reads: a client balanced across
+// replicas releases through a different one than it acquired through.
+TEST_F(ZooKeeperFakeTest, ReplicaOnALaggingServerSeesWhatAnotherReplicaAcknowledged) {
+  std::unique_ptr<Backend> a = NewReplica();  // transport 0
+  std::unique_ptr<Backend> b = NewReplica();  // transport 1, on a lagging server
+
+  fake_.Lag(1);
+  absl::StatusOr<AcquireResult> got = Acquire(*a, ParamsFor("lock", "alice"));
+  ASSERT_TRUE(got.ok() && got->acquired) << got.status();
+  absl::StatusOr<LockState> seen = Describe(*b, "lock");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(seen->held) << "Describe read the lagging server's stale tree";
+  EXPECT_EQ(seen->owner, "alice");
+
+  fake_.Lag(1);
+  Pending<ListResult> listed;
+  b->List(ListParams{"ns", "", 10, ""}, listed.callback());
+  absl::StatusOr<ListResult> l = listed.Get();
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_THAT(l->locks, SizeIs(1)) << "List read the lagging server's stale tree";
+  EXPECT_EQ(l->locks[0].owner, "alice");
+
+  fake_.Lag(1);
+  absl::StatusOr<ReleaseResult> released = Release(*b, "alice");
+  EXPECT_TRUE(released.ok()) << released.status();
+  EXPECT_THAT(fake_.Children(kLock), SizeIs(0));
+
+  ASSERT_TRUE(Acquire(*a, ParamsFor("lock", "carol"))->acquired);
+  fake_.Lag(1);
+  Pending<ForceReleaseResult> forced;
+  b->ForceRelease(ForceReleaseParams{LockKey{"ns", "lock"}, 0}, forced.callback());
+  absl::StatusOr<ForceReleaseResult> f = forced.Get();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->released) << "ForceRelease read the lagging server's stale tree";
+  EXPECT_EQ(f->previous.owner, "carol");
+}
+
 }  // namespace
 }  // namespace lockd
