@@ -58,6 +58,11 @@ const OptionSet<Config>& ConfigOptions() {
              "debug, info, warning or error");
     s->Duration("shutdown_grace", &C::shutdown_grace,
                 "on SIGTERM, time given to in-flight calls before they are cut");
+    s->Duration("keepalive_time", &C::keepalive_time,
+                "how often lockd pings a client connection that has calls (HTTP/2 keepalive)");
+    s->Duration("keepalive_timeout", &C::keepalive_timeout,
+                "a connection whose ping is not answered in this time is closed (its Session "
+                "streams end as if the client had gone)");
 
     s->Include(&C::redis, RedisOptionSet());
     s->Include(&C::mysql, MysqlOptionSet());
@@ -204,6 +209,12 @@ absl::Status Check(const Config& c) {
     return absl::InvalidArgumentError("lease.default: must be within [lease.min, lease.max]");
   }
   if (c.listen.empty()) return absl::InvalidArgumentError("listen: must not be empty");
+  if (c.keepalive_time < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("keepalive_time: must be at least 100ms");
+  }
+  if (c.keepalive_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("keepalive_timeout: must be at least 100ms");
+  }
   if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
     return absl::InvalidArgumentError("tls.cert_file and tls.key_file: set both or neither");
   }

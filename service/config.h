@@ -37,6 +37,11 @@ struct LeaseBounds {
   absl::Duration max = absl::Hours(1);
 };
 
+// The shortest interval at which lockd accepts HTTP/2 pings from a client
+// (clients' keepalive, which notices a hung lockd); faster pingers are
+// disconnected by gRPC ("too_many_pings").
+inline constexpr absl::Duration kMinClientPingInterval = absl::Milliseconds(500);
+
 struct Config {
   std::string listen = "127.0.0.1:7411";
   std::string backend = "memory";
@@ -45,6 +50,14 @@ struct Config {
   size_t max_waiters = kDefaultMaxWaiters;
   std::string log_level = "info";
   absl::Duration shutdown_grace = absl::Seconds(5);
+  // HTTP/2 keepalive: lockd pings each client connection that has calls
+  // every keepalive_time and closes it when a ping is not answered within
+  // keepalive_timeout, so a client that hangs or is cut off without a TCP
+  // reset ends its Session streams (their holds released, or left to their
+  // lease with keep_on_disconnect) instead of keeping them renewed for ever.
+  // Clients may ping as often as every kMinClientPingInterval.
+  absl::Duration keepalive_time = absl::Seconds(10);
+  absl::Duration keepalive_timeout = absl::Seconds(5);
 
   // Each backend's own options, configured by the keys its
   // <name>_options.cc binds (secret files are read when the backend starts).

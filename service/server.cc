@@ -1,5 +1,7 @@
 #include "service/server.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,10 @@
 namespace lockd {
 namespace {
 constexpr char kServiceName[] = "lockd.v1.LockService";
+
+int Millis(absl::Duration d) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& config,
@@ -39,6 +45,15 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   // Without this gRPC sets SO_REUSEPORT, and a second lockd on a taken port
   // would start and silently share it instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Keepalive (config.h): lockd's pings find clients that hang or vanish
+  // without a reset; clients' pings (which find a hung lockd) are welcome
+  // down to kMinClientPingInterval, with or without calls.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Millis(config.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(config.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             Millis(kMinClientPingInterval));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddListeningPort(config.listen, s->ops_->credentials(), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();

@@ -298,6 +298,33 @@ TEST_F(LockctlTest, KilledRunFreesTheLockAtOnce) {
       << "the lock outlived the killed lockctl: " << Describe("killed").owner;
 }
 
+// A lockctl that hangs (SIGSTOP: its TCP connection stays up, nothing
+// answers) stops answering lockd's keepalive pings; lockd closes the
+// connection and frees the lock within keepalive_time + keepalive_timeout,
+// instead of renewing the hold for as long as the connection looks open.
+TEST_F(LockctlTest, HungRunFreesTheLockWhenLockdsPingGoesUnanswered) {
+  RestartableLockd pinging(tmp_.path(), {"--keepalive_time=1s", "--keepalive_timeout=1s"});
+  ASSERT_TRUE(pinging.Start().ok());
+  const std::string log = Path("hung.log");
+  std::unique_ptr<Subprocess> run =
+      Start({"--server", pinging.address(), "run", "--name", "hung", "--ttl", "30s", "--", "sh",
+             "-c", absl::StrCat("echo started >> ", log, "; sleep 30")});
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFileOrEmpty(log), "started"); },
+                      absl::Seconds(10)));
+  auto held = [&] {
+    return Field(Run({"--server", pinging.address(), "describe", "--name", "hung"}).output,
+                 "held") == "true";
+  };
+  ASSERT_TRUE(held());
+  run->Signal(SIGSTOP);
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_TRUE(held()) << "freed before any ping could go unanswered";
+  EXPECT_TRUE(WaitFor([&] { return !held(); }, absl::Seconds(6)))
+      << "the hung lockctl kept the lock: lockd never noticed it had stopped answering";
+  run->Kill();
+}
+
 // --unary: no session; the hold of a killed lockctl ends with its lease.
 TEST_F(LockctlTest, KilledUnaryRunHoldsTheLockUntilItsLeaseEnds) {
   const std::string log = Path("unary.log");
