@@ -48,14 +48,28 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
                                                                const TlsOptions& tls,
-                                                               const AuthOptions& auth) {
+                                                               const AuthOptions& auth,
+                                                               const KeepaliveOptions& keepalive) {
   if (target.empty()) return absl::InvalidArgumentError("lockd target address is empty");
+  if (keepalive.time <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("keepalive.time must be positive");
+  }
+  if (keepalive.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("keepalive.timeout must be positive");
+  }
   absl::StatusOr<client_internal::ChannelTarget> resolved =
       client_internal::ResolveChannelTarget(target);
   if (!resolved.ok()) return resolved.status();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Keepalive pings on every connection, with or without calls and however
+  // long no data flows (an idle session stream still needs them).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              client_internal::ToGrpcMillis(client_internal::KeepaliveInterval(keepalive)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, client_internal::ToGrpcMillis(keepalive.timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Every replica the target names takes calls; a DNS TXT record cannot
   // switch the policy back.
   args.SetServiceConfigJSON(std::string(client_internal::kRoundRobinServiceConfig));
@@ -267,7 +281,8 @@ void Lease::Detach() {
 
 absl::StatusOr<Client> Client::Connect(absl::string_view target, ClientOptions options,
                                        const TlsOptions& tls, const AuthOptions& auth) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = NewLockdChannel(target, tls, auth);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      NewLockdChannel(target, tls, auth, options.keepalive);
   if (!channel.ok()) return channel.status();
   return Client(*std::move(channel), std::move(options));
 }

@@ -447,6 +447,14 @@ TEST(NewLockdChannelTest, RejectsAnEmptyTargetAndUnreadableTlsFiles) {
   tls.cert_file = "/nonexistent/cert.pem";
   EXPECT_THAT(NewLockdChannel("127.0.0.1:1", tls), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_TRUE(NewLockdChannel("127.0.0.1:1").ok());
+  KeepaliveOptions keepalive;
+  keepalive.timeout = absl::ZeroDuration();
+  EXPECT_THAT(NewLockdChannel("127.0.0.1:1", {}, {}, keepalive),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("keepalive.timeout")));
+  keepalive = KeepaliveOptions();
+  keepalive.time = -absl::Seconds(1);
+  EXPECT_THAT(NewLockdChannel("127.0.0.1:1", {}, {}, keepalive),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("keepalive.time")));
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "clients/cpp/src/lease_state.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -122,6 +125,23 @@ void LeaseState::SetLostAfterEnd(absl::Status why) {
 
 absl::Duration Drift(absl::Duration ttl, const ClientOptions& options) {
   return ttl * options.clock_drift_factor + options.min_clock_drift;
+}
+
+absl::Duration KeepaliveInterval(const KeepaliveOptions& k) {
+  return std::max(k.time, absl::Seconds(1));
+}
+
+absl::Duration HangBound(const ClientOptions& options) {
+  return KeepaliveInterval(options.keepalive) + options.keepalive.timeout;
+}
+
+bool SessionCanHold(absl::Duration ttl, const ClientOptions& options) {
+  return ttl == absl::ZeroDuration() || ttl * 2 / 3 - Drift(ttl, options) > HangBound(options);
+}
+
+int ToGrpcMillis(absl::Duration d) {
+  return static_cast<int>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(d), std::numeric_limits<int>::max()));
 }
 
 }  // namespace lockd::client_internal

@@ -106,6 +106,17 @@ class LeaseState {
 // drift = ttl * factor + floor (Redlock's clock-drift allowance).
 absl::Duration Drift(absl::Duration ttl, const ClientOptions& options);
 
+// The ping interval a channel uses for `k`: k.time, at least 1 s.
+absl::Duration KeepaliveInterval(const KeepaliveOptions& k);
+// K: the longest a lockd replica can hang before a session stream on the
+// Client's channel breaks (a ping interval plus its timeout).
+absl::Duration HangBound(const ClientOptions& options);
+// Whether a session hold of lease `ttl` (zero: not known yet) stays safe
+// through a hang: 2/3 ttl - drift > K (client.h "Sessions").
+bool SessionCanHold(absl::Duration ttl, const ClientOptions& options);
+// `d` in milliseconds for a gRPC channel argument (capped at INT_MAX).
+int ToGrpcMillis(absl::Duration d);
+
 }  // namespace lockd::client_internal
 
 #endif  // LOCKD_CLIENTS_CPP_SRC_LEASE_STATE_H_

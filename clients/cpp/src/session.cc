@@ -71,11 +71,12 @@ Session::~Session() {
 
 bool Session::Accepts(absl::Duration ttl) {
   std::lock_guard<std::mutex> l(mu_);
-  if (unsupported_) return false;
+  if (unsupported_ || !SessionCanHold(ttl, options_)) return false;
   if (!ttl_fixed_) {
     ttl_ = options_.session_ttl > absl::ZeroDuration() ? options_.session_ttl : ttl;
     ttl_fixed_ = true;
   }
+  if (!SessionCanHold(ttl_, options_) || !SessionCanHold(granted_ttl_, options_)) return false;
   return ttl == absl::ZeroDuration() || ttl == ttl_ ||
          (granted_ttl_ > absl::ZeroDuration() && ttl == granted_ttl_);
 }
@@ -547,11 +548,12 @@ void Session::OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& 
     if (refused) {
       rejected.swap(holds_);
     } else {
-      // The server renewed each hold at most ttl/3 before the break.
-      const SteadyTime now = SteadyClock::now();
+      // The server was last known alive K before the break was noticed
+      // (keepalive), and renewed each hold at most ttl/3 before that.
+      const SteadyTime alive = SteadyClock::now() - ToSteady(HangBound(options_));
       for (const auto& h : holds_) {
         if (h->valid_until() == kKeptByServer) {
-          h->SetValidUntil(now + ToSteady(h->ttl * 2 / 3 - h->drift));
+          h->SetValidUntil(alive + ToSteady(h->ttl * 2 / 3 - h->drift));
         }
       }
     }

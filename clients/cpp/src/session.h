@@ -9,9 +9,11 @@
 // reconnects with capped, jittered backoff while the session has holds or
 // operations, and opens a new session of the same owner with `resume` = every
 // hold still held; holds the server does not list in `opened.resumed` are
-// lost. While no stream is up, a hold stays valid for 2/3 of its lease minus
-// the drift after the break (the server renewed it at most ttl/3 before),
-// then is lost. With no holds and no operations, a broken stream is not
+// lost. While no stream is up, a hold stays valid until 2/3 of its lease
+// minus the drift after the server was last known alive, K =
+// HangBound(options) before the break was noticed (keepalive pings break a
+// stream to a hung server within K; the server renewed the hold at most
+// ttl/3 before), then is lost. With no holds and no operations, a broken stream is not
 // reopened until the next Acquire.
 //
 // Operations in flight when the stream breaks have an unknown outcome: an
@@ -58,7 +60,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // session. The session's lease is ClientOptions::session_ttl, else the ttl
   // of the first Acquire asked (zero: the server's default); a ttl equal to
   // it (or to the lease the server granted) is accepted. False after the
-  // server said it has no Session RPC (UNIMPLEMENTED).
+  // server said it has no Session RPC (UNIMPLEMENTED), and for a lease too
+  // short to outlast a hang (SessionCanHold).
   bool Accepts(absl::Duration ttl);
 
   struct AcquireCall {

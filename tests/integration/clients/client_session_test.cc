@@ -7,13 +7,17 @@
 // no longer has the hold. The unary path is tested in
 // client_integration_test.cc.
 
+#include <signal.h>
+
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
@@ -33,8 +37,11 @@ using ::lockd::testing::StatusIs;
 using ::lockd::testing::TempDir;
 using ::lockd::testing::WaitFor;
 
+// Keepalive pings every second, 500 ms to answer: a session notices a hung
+// lockd within 1.5 s, and leases from about 2.3 s up can be held over it.
 Client NewClientAt(const std::string& address, ClientOptions options = {}) {
   options.rpc_timeout = absl::Seconds(3);
+  options.keepalive = {absl::Seconds(1), absl::Milliseconds(500)};
   absl::StatusOr<Client> c = Client::Connect(address, options);
   EXPECT_TRUE(c.ok()) << c.status();
   return *std::move(c);
@@ -96,14 +103,24 @@ TEST_F(ClientSessionTest, UnarySwitchAndPerCallOwnersUseTheUnaryPath) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_FALSE(KeptByTheServer(*b));
   EXPECT_EQ(b->owner(), "someone-else");
+  // A lease whose 2/3 do not outlast a hang the keepalive can miss (1.5 s
+  // here) is not safe over a session: it is held unary, renewed by the
+  // watchdog with send-time validity. One that does goes over the session.
+  absl::StatusOr<Lease> short_lease = s.Acquire("u3", Opts(absl::Seconds(2)));
+  ASSERT_TRUE(short_lease.ok()) << short_lease.status();
+  EXPECT_FALSE(KeptByTheServer(*short_lease));
+  absl::StatusOr<Lease> long_lease = s.Acquire("u4", Opts(absl::Seconds(3)));
+  ASSERT_TRUE(long_lease.ok()) << long_lease.status();
+  EXPECT_TRUE(KeptByTheServer(*long_lease));
 }
 
 TEST_F(ClientSessionTest, LeaseStaysValidLongPastItsTtlWithoutAWatchdog) {
   Client a = NewClient();
   Client observer = NewClient();
-  absl::StatusOr<Lease> lease = a.Acquire("long", Opts(absl::Milliseconds(300)));
+  absl::StatusOr<Lease> lease = a.Acquire("long", Opts(absl::Seconds(3)));
   ASSERT_TRUE(lease.ok()) << lease.status();
-  absl::SleepFor(absl::Milliseconds(1500));  // five ttls
+  EXPECT_TRUE(KeptByTheServer(*lease));
+  absl::SleepFor(absl::Milliseconds(3500));  // past the ttl
   EXPECT_TRUE(lease->valid());
   EXPECT_FALSE(lease->lost());
   absl::StatusOr<LockInfo> info = observer.Describe("long");
@@ -196,7 +213,7 @@ TEST(ClientSessionResumeTest, HoldIsResumedOnALockdRestartedOverTheSameBackend) 
   ASSERT_TRUE(first.ok()) << first.status();
   Client a = NewClientAt((*first)->address());
   std::atomic<int> lost{0};
-  AcquireOptions o = Opts(absl::Seconds(5));
+  AcquireOptions o = Opts(absl::Seconds(8));
   o.on_lost = [&](const absl::Status&) { ++lost; };
   absl::StatusOr<Lease> lease = a.Acquire("resumed", o);
   ASSERT_TRUE(lease.ok()) << lease.status();
@@ -209,7 +226,7 @@ TEST(ClientSessionResumeTest, HoldIsResumedOnALockdRestartedOverTheSameBackend) 
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE(WaitFor([&] { return KeptByTheServer(*lease); }, absl::Seconds(10)))
       << lease->lost_status();
-  absl::SleepFor(absl::Seconds(6));  // past the ttl: the second lockd renews it
+  absl::SleepFor(absl::Seconds(9));  // past the ttl: the second lockd renews it
   EXPECT_EQ(lost.load(), 0);
   EXPECT_TRUE(lease->valid());
   Client observer = NewClientAt((*second)->address());
@@ -220,6 +237,50 @@ TEST(ClientSessionResumeTest, HoldIsResumedOnALockdRestartedOverTheSameBackend) 
   EXPECT_EQ(info->fencing_token, lease->fencing_token());
   EXPECT_TRUE(lease->Release().ok());
   EXPECT_FALSE(observer.Describe("resumed")->held);
+}
+
+// A lockd replica that hangs without closing its connections (SIGSTOP) stops
+// renewing its sessions' holds, and after the lease the backend grants the
+// lock to a client of another replica. The hung replica's client must have
+// stopped calling its lease valid by then: its keepalive breaks the stream,
+// and the lease's validity is counted from before the hang could have begun.
+// Without keepalive the stream looks open for ever and the lease stays
+// valid(): two holders.
+TEST(ClientSessionHangTest, LeaseOnAHungLockdEndsBeforeAnotherReplicaGrantsTheLock) {
+  TempDir tmp;
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::vector<std::string> flags = {
+      "--backend=redis", "--redis.addresses=" + (*redis)->address(), "--lease.min=100ms"};
+  absl::StatusOr<std::unique_ptr<LockdProcess>> hung =
+      LockdProcess::StartOnPort(0, flags, tmp.path());
+  ASSERT_TRUE(hung.ok()) << hung.status();
+  absl::StatusOr<std::unique_ptr<LockdProcess>> other =
+      LockdProcess::StartOnPort(0, flags, tmp.path());
+  ASSERT_TRUE(other.ok()) << other.status();
+
+  Client a = NewClientAt((*hung)->address());
+  std::atomic<bool> lost{false};
+  AcquireOptions o = Opts(absl::Seconds(6));
+  o.on_lost = [&](const absl::Status&) { lost = true; };
+  absl::StatusOr<Lease> lease = a.Acquire("hung", o);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(KeptByTheServer(*lease));
+
+  Client b = NewClientAt((*other)->address());
+  (*hung)->process().Signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  absl::StatusOr<Lease> next = b.Acquire("hung", Opts(absl::Seconds(6), absl::Seconds(20)));
+  const auto granted = std::chrono::steady_clock::now();
+  (*hung)->process().Signal(SIGCONT);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(lost.load()) << "the hung replica's client still calls its lease valid";
+  EXPECT_FALSE(lease->valid());
+  EXPECT_LT(lease->valid_until(), granted)
+      << "the lease was valid until "
+      << absl::FormatDuration(absl::FromChrono(lease->valid_until() - stopped))
+      << " after the hang, the lock granted to another client "
+      << absl::FormatDuration(absl::FromChrono(granted - stopped)) << " after it";
 }
 
 }  // namespace

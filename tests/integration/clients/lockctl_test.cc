@@ -357,7 +357,9 @@ TEST_F(LockctlTest, SigtermToLockctlIsForwardedAndTheLockReleased) {
 // parked it as a waiter. Then holds back lockd's replies and frees the lock:
 // lockd grants it to "me" and writes the reply, which the proxy keeps, so for
 // lockd the reply went out and only lockctl can give the hold back. --wait 3s
-// --timeout 1s: lockctl's deadline passes 4 s after it started.
+// --timeout 1s: lockctl's deadline passes 4 s after it started. Only that
+// connection is held back: lockctl's keepalive gives up on it (a server that
+// stopped answering) and its undo goes over a new one.
 std::unique_ptr<Subprocess> LockctlTest::StartAcquireWhoseReplyIsHeld(StallProxy& proxy,
                                                                       const std::string& name) {
   ClientOptions co;
@@ -375,7 +377,7 @@ std::unique_ptr<Subprocess> LockctlTest::StartAcquireWhoseReplyIsHeld(StallProxy
   if (acq == nullptr) return nullptr;
   EXPECT_TRUE(WaitFor([&] { return Describe(name).waiters == 1; }, absl::Seconds(10)))
       << acq->Log();
-  proxy.HoldReplies(true);
+  proxy.HoldRepliesOnOpenConnections();
   EXPECT_TRUE(held->Release().ok());
   EXPECT_TRUE(WaitForHolder(name, "me")) << acq->Log();
   return acq;

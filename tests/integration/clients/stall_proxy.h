@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -77,6 +78,17 @@ class StallProxy {
     {
       std::lock_guard<std::mutex> l(mu_);
       hold_replies_ = hold;
+      if (!hold) held_below_ = 0;
+    }
+    Wake();
+  }
+  // The same, but only for the connections open now: a client that gives
+  // up on a connection whose replies stopped (keepalive) and opens another
+  // is served normally there. HoldReplies(false) ends it too.
+  void HoldRepliesOnOpenConnections() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      held_below_ = next_conn_id_.load();
     }
     Wake();
   }
@@ -109,6 +121,7 @@ class StallProxy {
 
  private:
   struct Conn {
+    uint64_t id = 0;  // in accept order
     int client = -1;
     int upstream = -1;
     std::string to_upstream;  // read from the client, not yet written
@@ -180,6 +193,7 @@ class StallProxy {
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       ::setsockopt(up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       Conn c;
+      c.id = next_conn_id_.fetch_add(1);
       c.client = fd;
       c.upstream = up;
       conns_.push_back(std::move(c));
@@ -189,6 +203,7 @@ class StallProxy {
   void Loop() {
     while (true) {
       bool hold_replies, hold_requests;
+      uint64_t held_below;
       {
         std::lock_guard<std::mutex> l(mu_);
         if (stop_) return;
@@ -199,12 +214,14 @@ class StallProxy {
         }
         hold_replies = hold_replies_;
         hold_requests = hold_requests_;
+        held_below = held_below_;
       }
+      auto replies_held = [&](const Conn& c) { return hold_replies || c.id < held_below; };
       // Forward what may go now; drop connections that failed.
       for (Conn& c : conns_) {
         if (c.client < 0) continue;
         if ((!hold_requests && !WriteFrom(c.upstream, &c.to_upstream)) ||
-            (!hold_replies && !WriteFrom(c.client, &c.to_client))) {
+            (!replies_held(c) && !WriteFrom(c.client, &c.to_client))) {
           CloseConn(c);
         }
       }
@@ -213,7 +230,7 @@ class StallProxy {
           conns_.end());
       std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
       for (const Conn& c : conns_) {
-        short to_client = !hold_replies && !c.to_client.empty() ? POLLOUT : 0;
+        short to_client = !replies_held(c) && !c.to_client.empty() ? POLLOUT : 0;
         short to_upstream = !hold_requests && !c.to_upstream.empty() ? POLLOUT : 0;
         fds.push_back({c.client, static_cast<short>(POLLIN | to_client), 0});
         fds.push_back({c.upstream, static_cast<short>(POLLIN | to_upstream), 0});
@@ -254,6 +271,8 @@ class StallProxy {
   bool cut_ = false;
   bool hold_replies_ = false;
   bool hold_requests_ = false;
+  uint64_t held_below_ = 0;  // replies of connections with a smaller id are held
+  std::atomic<uint64_t> next_conn_id_{1};
 };
 
 }  // namespace lockd::testing

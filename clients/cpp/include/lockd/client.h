@@ -27,14 +27,21 @@
 //    Acquire is undone with the unary Release{acquire_request_id} and
 //    retried; a Release is repeated as a unary Release with its request_id).
 //  * A lockd replica that hangs without closing the connection (SIGSTOP, a
-//    partition dropping packets) is not detected: the stream stays "up", the
-//    Lease valid(), while the backend lets the hold expire after its lease.
-//    Only the fencing token protects the resource then.
+//    partition dropping packets) stops answering the channel's HTTP/2
+//    keepalive pings (KeepaliveOptions), so the stream breaks within
+//    K = keepalive.time + keepalive.timeout of the hang and the rule above
+//    applies, counted from K before the break was noticed: the lease stays
+//    valid until break - K + 2/3 ttl - drift (the server was last known
+//    alive then, and it renews every ttl/3). So a Lease is never valid()
+//    after the backend could have let its hold go. That needs
+//    2/3 ttl - drift > K: a hold whose ttl (or session_ttl) is shorter uses
+//    the unary path (about 6.1 s and shorter with the default keepalive).
 //  * A waiting Acquire whose options.timeout passes is cancelled on the
 //    stream (SessionCancel) and leaves no hold.
 //  * Unary instead: acquires with AcquireOptions::owner other than the
-//    Client's, with auto_renew false, or with a ttl other than the session's
-//    lease (see ClientOptions::session_ttl) use the unary RPCs, as does
+//    Client's, with auto_renew false, with a ttl other than the session's
+//    lease (see ClientOptions::session_ttl), or with a ttl too short for the
+//    keepalive (above) use the unary RPCs, as does
 //    every call when use_sessions is false or the server has no Session
 //    stream (UNIMPLEMENTED). Everything below then applies as written.
 //
@@ -141,6 +148,16 @@ struct AuthOptions {
   std::string bearer_token_file;
 };
 
+// HTTP/2 keepalive of a channel made by NewLockdChannel: a ping every `time`
+// (raised to 1 s if shorter: lockd refuses pings more often than every
+// 500 ms), and the connection is closed when a ping is not answered within
+// `timeout`. It is how a session notices a lockd replica that hangs without
+// closing the connection (see "Sessions" above). Both must be positive.
+struct KeepaliveOptions {
+  absl::Duration time = absl::Seconds(2);
+  absl::Duration timeout = absl::Seconds(2);
+};
+
 // Creates a channel to `target`, with reconnect backoff tuned for leases
 // (100 ms initial, 2 s cap: a client must see a restarted server well within a
 // lease, not after gRPC's default 120 s cap). Does not connect yet.
@@ -160,11 +177,12 @@ struct AuthOptions {
 //
 // Errors: kInvalidArgument for an empty target, a malformed or unresolvable
 // list entry (named), a missing or unreadable TLS or token file (the message
-// names the file, never its contents), an empty token file, or a cert_file
-// without key_file (or the reverse).
-absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
-                                                               const TlsOptions& tls = {},
-                                                               const AuthOptions& auth = {});
+// names the file, never its contents), an empty token file, a cert_file
+// without key_file (or the reverse), or a keepalive time or timeout that is
+// not positive (named).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(
+    absl::string_view target, const TlsOptions& tls = {}, const AuthOptions& auth = {},
+    const KeepaliveOptions& keepalive = {});
 
 struct ClientOptions {
   // Owner id for every lock this Client takes unless AcquireOptions::owner
@@ -206,6 +224,10 @@ struct ClientOptions {
   // resume them). A lockd replica that dies or shuts down leaves its
   // sessions' holds to their lease either way.
   bool keep_on_disconnect = true;
+  // The channel's keepalive: Client::Connect makes its channel with it, and
+  // session holds count on it (see "Sessions" above). A Client built on a
+  // channel of its own must be given that channel's values.
+  KeepaliveOptions keepalive;
 };
 
 // Called once, when a Lease becomes lost, with the reason (kFailedPrecondition,
