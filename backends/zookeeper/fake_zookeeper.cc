@@ -21,6 +21,7 @@ class FakeTransport final : public Transport {
   }
 
   absl::Status Open() override {
+    if (server_->TakeOpenFailure()) return OpenFailed();
     int64_t session = server_->NewSession();
     absl::MutexLock l(&mu_);
     session_ = session;
@@ -32,12 +33,14 @@ class FakeTransport final : public Transport {
   }
 
   absl::Status Reopen() override {
+    if (server_->TakeOpenFailure()) return OpenFailed();
     int64_t session = server_->NewSession();
     absl::MutexLock l(&mu_);
     if (closed_) return absl::OkStatus();
     session_ = session;
     ++generation_;
     connected_ = true;
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });  // Open() failed
     PushState(SessionState::kConnected);
     return absl::OkStatus();
   }
@@ -58,6 +61,14 @@ class FakeTransport final : public Transport {
       server_->EndSession(session);
     }
     if (thread_.joinable()) thread_.join();
+  }
+
+  // As the real client answers when no host of the connect string can be
+  // used (none resolves).
+  absl::Status OpenFailed() {
+    absl::MutexLock l(&mu_);
+    ++generation_;
+    return absl::UnavailableError("no server in zookeeper.hosts \"fake:2181\" can be used yet");
   }
 
   bool connected() const override {

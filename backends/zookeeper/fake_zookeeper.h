@@ -16,6 +16,7 @@
 //   - DropCreateReplies(n): the next n successful contender creates happen
 //     but their replies say ZCONNECTIONLOSS (the reply was "lost");
 //   - Expire(t): ends transport t's session as the server would on timeout;
+//   - FailOpens(n): the next n session opens fail (an unresolvable host);
 //   - Lag(t): transport t's server falls behind the leader (an ensemble
 //     follower): its reads see the tree as it was, until it syncs or writes;
 //   - counters of listings sent, multis executed and watch events delivered.
@@ -55,6 +56,16 @@ class FakeZooKeeper {
   std::unique_ptr<Transport> NewTransport(StateFn on_state, WatchFn on_watch);
   TransportFactory Factory() {
     return [this](StateFn s, WatchFn w) { return NewTransport(std::move(s), std::move(w)); };
+  }
+
+  // The next `n` Open()/Reopen() calls of any transport fail kUnavailable,
+  // as the real client's do while no host of the connect string resolves.
+  void FailOpens(int n) { fail_opens_ = n; }
+  bool TakeOpenFailure() {
+    int n = fail_opens_.load();
+    while (n > 0 && !fail_opens_.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
   }
 
   // The next `n` successful creates of ephemeral sequential nodes are
@@ -125,6 +136,7 @@ class FakeZooKeeper {
   std::set<int64_t> ended_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> paused_{false};
   std::atomic<int> drop_create_replies_{0};
+  std::atomic<int> fail_opens_{0};
   std::atomic<uint64_t> listings_{0};
   std::atomic<uint64_t> multis_{0};
   std::atomic<uint64_t> watch_events_{0};

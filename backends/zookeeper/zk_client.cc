@@ -78,10 +78,12 @@ absl::StatusOr<Client::Handle*> Client::NewHandle(uint64_t generation) {
   zhandle_t* zh = zookeeper_init2(options_.hosts.c_str(), &Client::GlobalWatcher, timeout_ms,
                                   nullptr, h, ZOO_NO_LOG_CLIENTENV, &LogFromZk);
   if (zh == nullptr) {
+    // The connect string's syntax was checked at start-up: no host of it
+    // resolves (yet).
     std::string why = Errno();
     delete h;
-    return absl::InvalidArgumentError(
-        absl::StrCat("zookeeper.hosts: cannot use \"", options_.hosts, "\": ", why));
+    return absl::UnavailableError(absl::StrCat("no server in zookeeper.hosts \"", options_.hosts,
+                                               "\" can be used yet (", why, ")"));
   }
   h->zh = zh;
   if (!options_.digest.empty()) {

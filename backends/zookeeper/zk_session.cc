@@ -18,15 +18,25 @@ absl::Status Session::Start() {
     absl::MutexLock l(&mu_);
     reason_ = absl::StrCat("connecting to ZooKeeper at ", options_.hosts);
   }
-  if (absl::Status s = zk_->Open(); !s.ok()) return s;
+  if (absl::Status s = zk_->Open(); !s.ok()) {
+    if (!absl::IsUnavailable(s)) return s;
+    // E.g. the ensemble's DNS records do not exist yet (Kubernetes creates
+    // them as its pods start): keep trying, as after an expiry.
+    LogWarning("zookeeper backend: ", s.message(),
+               "; retrying every second, serving UNAVAILABLE meanwhile");
+    absl::MutexLock l(&mu_);
+    reason_ = std::string(s.message());
+    timers_->Schedule(absl::Seconds(1), [this] { Reopen(); });
+  }
   absl::MutexLock l(&mu_);
   auto settled = [this]()
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_ || !root_error_.ok(); };
   mu_.AwaitWithTimeout(absl::Condition(&settled), options_.connect_wait);
   if (!root_error_.ok()) return root_error_;
   if (!ready_) {
-    LogWarning("zookeeper backend: ", reason_, " for ", absl::FormatDuration(options_.connect_wait),
-               " without success; serving UNAVAILABLE until it connects");
+    LogWarning("zookeeper backend: not connected after ",
+               absl::FormatDuration(options_.connect_wait), " (", reason_,
+               "); serving UNAVAILABLE until it connects");
   }
   return absl::OkStatus();
 }
@@ -104,8 +114,11 @@ void Session::Reopen() {
   }
   absl::Status s = zk_->Reopen();
   if (!s.ok()) {
-    LogWarning("zookeeper backend: cannot open a new session: ", s.message(), "; retrying");
     absl::MutexLock l(&mu_);
+    if (reason_ != s.message()) {  // once per new reason, not every second
+      LogWarning("zookeeper backend: cannot open a new session: ", s.message(), "; retrying");
+      reason_ = std::string(s.message());
+    }
     if (!stopped_) timers_->Schedule(absl::Seconds(1), [this] { Reopen(); });
   }
 }

@@ -3,7 +3,8 @@
 // model).
 //
 //   - Start(): opens the first session and waits (up to connect_wait) until
-//     the root exists and can be read.
+//     the root exists and can be read. While no host of the connect string
+//     can be used (none resolves yet), it keeps trying every second.
 //   - Each new session (first connect, or after expiry) creates the root
 //     with its parents and reads it; only then does the backend serve.
 //   - Disconnected: not serving (kUnavailable with the reason); parked

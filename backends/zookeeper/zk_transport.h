@@ -113,12 +113,15 @@ class Transport {
   virtual ~Transport() = default;
 
   // Starts the first session (connecting in the background; the StateFn
-  // reports kConnected). kInvalidArgument if the connect string is unusable.
+  // reports kConnected). kUnavailable if no host of the connect string can
+  // be used now (none resolves, e.g. DNS records not created yet): nothing
+  // was started, Reopen() tries again.
   virtual absl::Status Open() = 0;
 
-  // Replaces the current session by a new one (after expiry or refused
-  // credentials): the old session's pending callbacks run with an error.
-  // May block; must not run on the completion thread.
+  // Replaces the current session (if any) by a new one (after expiry,
+  // refused credentials or a failed Open): the old session's pending
+  // callbacks run with an error. Fails as Open(). May block; must not run on
+  // the completion thread.
   virtual absl::Status Reopen() = 0;
 
   // Ends the session; every pending callback has run when it returns. Later

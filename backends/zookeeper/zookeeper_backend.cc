@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/timer_queue.h"
@@ -344,6 +346,25 @@ void ZooKeeperBackend::ListChunkDone(const std::shared_ptr<ListOp>& op) {
   ListNextChunk(op);
 }
 
+// The syntax of a connect string, "host:port[,host:port...][/chroot]" (a
+// host may be an [IPv6] literal). Whether the hosts resolve is not checked
+// here: names may appear later (the session keeps trying).
+absl::Status CheckHosts(absl::string_view hosts) {
+  absl::string_view list = hosts.substr(0, hosts.find('/'));
+  for (absl::string_view entry : absl::StrSplit(list, ',')) {
+    size_t colon = entry.rfind(':');
+    absl::string_view host = colon == absl::string_view::npos ? "" : entry.substr(0, colon);
+    if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) host = "";
+    int port = 0;
+    if (host.empty() || !absl::SimpleAtoi(entry.substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zookeeper.hosts: \"", entry, "\" is not host:port (in \"", hosts, "\")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
@@ -351,6 +372,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
   if (options.hosts.empty()) {
     return absl::InvalidArgumentError("zookeeper.hosts: must name at least one host:port");
   }
+  if (absl::Status s = CheckHosts(options.hosts); !s.ok()) return s;
   if (options.root.size() < 2 || options.root[0] != '/' || options.root.back() == '/' ||
       absl::StrContains(options.root, "//")) {
     return absl::InvalidArgumentError(absl::StrCat(

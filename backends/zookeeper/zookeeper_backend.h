@@ -70,11 +70,12 @@
 namespace lockd {
 
 // Starts a backend: opens a ZooKeeper session and creates the root. Errors:
-// kInvalidArgument for unusable options (naming the field: hosts, root,
-// session_timeout); kUnauthenticated if the server refuses access to the root (bad
-// credentials or ACL). If the ensemble cannot be reached within
-// options.connect_wait, returns a backend that keeps connecting in the
-// background and answers kUnavailable meanwhile.
+// kInvalidArgument for unusable options (naming the field: hosts that are not
+// "host:port,...", root, session_timeout); kUnauthenticated if the server
+// refuses access to the root (bad credentials or ACL). If the ensemble cannot
+// be reached within options.connect_wait (down, or no host name resolves
+// yet), returns a backend that keeps connecting in the background and
+// answers kUnavailable meanwhile.
 absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOptions& options);
 
 }  // namespace lockd

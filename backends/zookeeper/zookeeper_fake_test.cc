@@ -363,5 +363,27 @@ TEST_F(ZooKeeperFakeTest, ReplicaOnALaggingServerSeesWhatAnotherReplicaAcknowled
   EXPECT_EQ(f->previous.owner, "carol");
 }
 
+// A connect string none of whose hosts resolve yet (a ZooKeeper StatefulSet
+// whose DNS records Kubernetes creates only as its pods start) does not stop
+// the backend: it serves UNAVAILABLE and keeps trying until a session opens.
+TEST_F(ZooKeeperFakeTest, HostsThatCannotBeUsedYetAreRetriedWhileServingUnavailable) {
+  fake_.FailOpens(2);
+  ZooKeeperOptions o;
+  o.hosts = "fake:2181";
+  o.root = "/t";
+  o.connect_wait = absl::Milliseconds(100);
+  absl::StatusOr<std::unique_ptr<Backend>> b = NewZooKeeperBackendOn(o, fake_.Factory());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->Health().code(), absl::StatusCode::kUnavailable) << (*b)->Health();
+  EXPECT_THAT((*b)->Health().message(), ::testing::HasSubstr("zookeeper.hosts"));
+  EXPECT_EQ(Acquire(**b, Params("a", absl::ZeroDuration())).status().code(),
+            absl::StatusCode::kUnavailable);
+  for (int i = 0; i < 100 && !(*b)->Health().ok(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE((*b)->Health().ok()) << (*b)->Health();
+  absl::StatusOr<AcquireResult> r = Acquire(**b, Params("a", absl::ZeroDuration()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->acquired);
+}
+
 }  // namespace
 }  // namespace lockd

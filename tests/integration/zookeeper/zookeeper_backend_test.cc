@@ -677,8 +677,25 @@ TEST_F(ZooKeeperBackendTest, UnusableOptionsAreRejectedNamingTheKey) {
   o.root = "/lockd/";
   EXPECT_THAT(NewZooKeeperBackend(o).status().message(), HasSubstr("zookeeper.root"));
   o = Options(*server_);
-  o.hosts = "";
-  EXPECT_THAT(NewZooKeeperBackend(o).status().message(), HasSubstr("zookeeper.hosts"));
+  for (const char* hosts : {"", "localhost", "h:99999", "h:2181,:2181", "[::1:2181", "h:x"}) {
+    o.hosts = hosts;
+    absl::StatusOr<std::unique_ptr<Backend>> b = NewZooKeeperBackend(o);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << hosts;
+    EXPECT_THAT(b.status().message(), HasSubstr("zookeeper.hosts")) << hosts;
+  }
+}
+
+// A name that does not resolve (yet) is not a configuration error: the
+// backend starts, answers UNAVAILABLE naming the hosts, and keeps trying.
+TEST_F(ZooKeeperBackendTest, HostsThatDoNotResolveYetServeUnavailable) {
+  ZooKeeperOptions o = Options(*server_);
+  o.hosts = "lockd-test-zookeeper.invalid:2181";
+  o.connect_wait = absl::Milliseconds(200);
+  absl::StatusOr<std::unique_ptr<Backend>> b = NewZooKeeperBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->Health().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT((*b)->Health().message(), HasSubstr("lockd-test-zookeeper.invalid:2181"));
+  (*b)->Shutdown();
 }
 
 }  // namespace
