@@ -18,8 +18,8 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
-#include "protos/proto_duration.h"
 #include "tests/support/lockd_process.h"
+#include "tests/support/lockd_rpc.h"
 #include "tests/support/process.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/zookeeper_server.h"
@@ -29,16 +29,10 @@ namespace {
 
 using v1::LockService;
 
+// A 60 s lease, waiting up to `wait`; the call's deadline is 30 s past it.
 grpc::Status Acquire(LockService::Stub& stub, const std::string& name, const std::string& owner,
                      absl::Duration wait, v1::AcquireResponse* resp) {
-  v1::AcquireRequest req;
-  req.set_name(name);
-  req.set_owner(owner);
-  *req.mutable_lease_ttl() = ToProtoDuration(absl::Seconds(60));
-  if (wait > absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(wait);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(30)));
-  return stub.Acquire(&ctx, req, resp);
+  return AcquireRpc(stub, name, owner, absl::Seconds(60), wait, wait + absl::Seconds(30), resp);
 }
 
 TEST(ZooKeeperReplicasTest, KilledReplicaFreesItsLocksWithinTheSessionTimeout) {
