@@ -66,6 +66,10 @@ TEST(ConfigTest, MalformedValuesAreErrorsNamingWhereTheyCameFrom) {
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("flag --backend"));
   auto d = ParseConfig({"--lease.default=2h"}, {});
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("lease.default"));
+  auto e = ParseConfig({"--keepalive_time=10ms"}, {});
+  EXPECT_THAT(std::string(e.status().message()), HasSubstr("keepalive_time"));
+  auto f = ParseConfig({"--keepalive_timeout=0s"}, {});
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("keepalive_timeout"));
 }
 
 TEST(ConfigTest, UnrelatedLockdEnvironmentVariablesAreIgnored) {
@@ -98,6 +102,8 @@ TEST(ConfigTest, ShippedExampleFileIsValidAndMatchesTheDefaults) {
   EXPECT_EQ(c.redis.key_prefix, d.redis.key_prefix);
   EXPECT_EQ(c.mysql.table_prefix, d.mysql.table_prefix);
   EXPECT_EQ(c.zookeeper.session_timeout, d.zookeeper.session_timeout);
+  EXPECT_EQ(c.keepalive_time, d.keepalive_time);
+  EXPECT_EQ(c.keepalive_timeout, d.keepalive_timeout);
 }
 
 TEST(ConfigTest, EnvNameMapsMechanically) {
