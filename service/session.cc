@@ -447,6 +447,7 @@ void Session::BeginEnd(End why, grpc::Status status) {
     end_ = why;
     final_status_ = std::move(status);
     if (renew_timer_ != 0 && hub_->timers_.Cancel(renew_timer_)) renew_timer_ = 0;
+    if (expiry_timer_ != 0 && hub_->timers_.Cancel(expiry_timer_)) expiry_timer_ = 0;
     for (auto& [op_id, cancel] : ops_) {
       if (cancel != nullptr) cancels.push_back(cancel);
     }

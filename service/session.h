@@ -21,12 +21,15 @@
 //    hold is renewed each lease/3, all holds of the session in one round;
 //    under load the rounds of many sessions are joined into one
 //    Backend::RenewMany (RenewCoalescer: one round trip where the backend
-//    allows). A
-//    renewal that finds a hold gone pushes `lost` and forgets the hold:
-//    LEASE_EXPIRED when the lease had run out (by the server's clock, from
-//    the last renewal sent) before the renewal reached the backend,
-//    otherwise NOT_HELD. A ForceRelease served by this replica pushes
-//    FORCE_RELEASED at once (SessionHub::ForceReleased).
+//    allows). A renewal that finds a hold gone pushes `lost` and forgets
+//    the hold: LEASE_EXPIRED when the lease had run out (by the server's
+//    clock, from the last renewal sent) before the renewal reached the
+//    backend, otherwise NOT_HELD. A hold not renewed successfully by a tenth
+//    of its lease before it ends (the backend unreachable from this replica
+//    or too slow, while others may reach it) is given up the same way, with
+//    LEASE_EXPIRED, before the backend can grant it to anyone else. A
+//    ForceRelease served by this replica pushes FORCE_RELEASED at once
+//    (SessionHub::ForceReleased).
 //  * End: on half-close, on a broken stream (OnCancel), after a protocol
 //    error and at server shutdown, waiting acquires are cancelled and the
 //    session waits for its operations in flight to finish (their results

@@ -1,7 +1,9 @@
 // What a Session does with its holds (the rules are in session.h): resume at
 // open, renewal rounds, `lost`, and the release at the end of the stream.
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "protos/proto_duration.h"
@@ -95,8 +97,42 @@ void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
 // --- Renewal --------------------------------------------------------------
 
 void Session::ScheduleRenewalLocked(absl::Duration delay) {
+  ScheduleExpiryCheckLocked();
   if (renew_timer_ != 0 || renewing_ || holds_.empty() || end_ != End::kNone) return;
   renew_timer_ = hub_->timers_.Schedule(delay, [self = NewRef()] { self->RenewRound(); });
+}
+
+// The lost message must reach the client before the backend lets the hold
+// go; a healthy hold is renewed every ttl/3 and never comes this close.
+constexpr int kLostMarginDivisor = 10;  // kLostMargin = ttl / 10
+
+void Session::ScheduleExpiryCheckLocked() {
+  if (expiry_timer_ != 0 || holds_.empty() || end_ != End::kNone) return;
+  absl::Time first = absl::InfiniteFuture();
+  for (const auto& [key, hold] : holds_) first = std::min(first, hold.expires);
+  expiry_timer_ = hub_->timers_.Schedule(first - ttl_ / kLostMarginDivisor - absl::Now(),
+                                         [self = NewRef()] { self->CheckExpiry(); });
+}
+
+void Session::CheckExpiry() {
+  std::vector<std::pair<LockKey, uint64_t>> lost;
+  {
+    absl::MutexLock l(&mu_);
+    expiry_timer_ = 0;
+    if (end_ != End::kNone) return;
+    const absl::Time limit = absl::Now() + ttl_ / kLostMarginDivisor;
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      // A release in flight on the lock decides by its own result.
+      if (it->second.expires <= limit && it->second.releasing == 0) {
+        lost.emplace_back(it->first, it->second.token);
+        it = holds_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ScheduleExpiryCheckLocked();
+  }
+  for (const auto& [key, token] : lost) SendLost(key, token, "LEASE_EXPIRED");
 }
 
 void Session::RenewRound() {

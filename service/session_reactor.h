@@ -116,8 +116,16 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   void Resume(std::vector<SessionOpenParams::Resume> refs);
   void ResumeOne(SessionOpenParams::Resume ref);
   void Resumed(absl::StatusOr<v1::LockInfo> info);
-  // The next round after `delay` (none while one is pending or in flight).
+  // The next round after `delay` (none while one is pending or in flight);
+  // also makes sure the expiry check is scheduled.
   void ScheduleRenewalLocked(absl::Duration delay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A hold whose lease ends within kLostMargin of its ttl without a
+  // successful renewal (the backend unreachable from this replica, or too
+  // slow) is given up: `lost` LEASE_EXPIRED goes out while the backend still
+  // counts the hold, so the client stops before anyone else can be granted
+  // the lock. One timer per session, at the earliest such moment.
+  void ScheduleExpiryCheckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckExpiry();
   void RenewRound();
   void OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
                  absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results);
@@ -151,6 +159,7 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   std::map<LockKey, Hold> holds_ ABSL_GUARDED_BY(mu_);
   TimerQueue::TimerId renew_timer_ ABSL_GUARDED_BY(mu_) = 0;
   bool renewing_ ABSL_GUARDED_BY(mu_) = false;  // a round is in flight
+  TimerQueue::TimerId expiry_timer_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::SessionResponse> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;

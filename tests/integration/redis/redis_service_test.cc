@@ -19,12 +19,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "backends/redis/keys.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
+#include "lockd/client.h"
 #include "lockd/v1/lock.grpc.pb.h"
 #include "protos/proto_duration.h"
 #include "tests/integration/redis/redis_test_util.h"
@@ -475,6 +477,42 @@ TEST(RedisServiceTest, WrongPasswordFailsStartSayingAuthenticationFailedWithoutT
   stub.reset();
   EXPECT_EQ((*ok)->process().Stop(), 0);
   EXPECT_THAT((*ok)->process().Log(), Not(HasSubstr("right-pass-8472")));
+}
+
+// The backend stops answering this replica (a hung Redis; or a partition
+// between this replica and a backend that others still reach): renewals
+// fail, and the lease would end at the backend while the session stream is
+// perfectly healthy. lockd gives the hold up with `lost` LEASE_EXPIRED
+// while Redis still has it, not after (as a renewal finding it gone would).
+TEST(RedisSessionTest, HoldIsLostWhileRedisStillHasItWhenRedisStopsAnswering) {
+  TempDir tmp;
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  absl::StatusOr<std::unique_ptr<LockdProcess>> lockd = LockdProcess::StartOnPort(
+      0, {"--backend=redis", "--redis.addresses=" + (*redis)->address()}, tmp.path());
+  ASSERT_TRUE(lockd.ok()) << lockd.status();
+  ClientOptions co;
+  co.keepalive = {absl::Seconds(1), absl::Milliseconds(500)};
+  absl::StatusOr<Client> client = Client::Connect((*lockd)->address(), co);
+  ASSERT_TRUE(client.ok()) << client.status();
+  AcquireOptions o;
+  o.ttl = absl::Seconds(6);
+  absl::StatusOr<Lease> lease = client->Acquire("cut-off", o);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_EQ(lease->valid_until(), std::chrono::steady_clock::time_point::max())
+      << "not held over the session";
+
+  (*redis)->Pause();
+  bool lost = WaitFor([&] { return lease->lost(); }, absl::Seconds(10), absl::Milliseconds(5));
+  (*redis)->Resume();
+  ASSERT_TRUE(lost) << "no lost while Redis could not renew the hold";
+  EXPECT_THAT(lease->lost_status().message(), HasSubstr("LEASE_EXPIRED"));
+  absl::StatusOr<std::unique_ptr<RedisCli>> cli = RedisCli::Connect((*redis)->port());
+  ASSERT_TRUE(cli.ok()) << cli.status();
+  redis::LockKeys k = redis::KeyCodec("lockd").KeysFor(LockKey{"default", "cut-off"});
+  EXPECT_EQ((*cli)->Str({"HGET", k.lock, "owner"}), client->owner())
+      << "the lease had ended in Redis before lockd gave the hold up";
+  EXPECT_GT((*cli)->Int({"PTTL", k.lock}), 0);
 }
 
 }  // namespace
