@@ -21,9 +21,18 @@ acquire() and release() are operations on that stream; what changes:
 * When the stream breaks (lockd restarted, connection lost) the client
   reconnects with capped, jittered backoff and resumes its live leases
   (open.resume); those lockd does not return are lost (LOCK_NOT_HELD). Until
-  resumed a lease is valid for 2/3 of its ttl from the break (then lost,
-  VALIDITY_EXPIRED). Operations in flight at the break fail like an
-  UNAVAILABLE call (an acquire is undone, see "No hold left behind").
+  resumed a lease is valid until ``break - K + ttl*2/3 - drift`` (then lost,
+  VALIDITY_EXPIRED), K = keepalive_time + keepalive_timeout: lockd renews
+  every ttl/3, and was alive at most K before the break was noticed.
+  Operations in flight at the break fail like an UNAVAILABLE call (an
+  acquire is undone, see "No hold left behind").
+* A lockd that hangs without closing the connection (stopped, partitioned)
+  breaks the stream within K: the channel pings it every keepalive_time
+  (HTTP/2 keepalive) and gives up after keepalive_timeout. Until then the
+  lease looks valid, so a session is only used when ttl*2/3 - drift > K
+  (about ttl > 6.2 s with the defaults, K = 4 s): an acquire with a shorter
+  ttl goes over the unary path (watchdog, send-time validity). An acquire
+  without ttl (the server's default) uses the session.
 * With keep_on_disconnect=True a client that vanishes (killed, partitioned)
   keeps its locks until their lease ends, so that a reconnect can resume
   them; with False lockd releases them as soon as the stream breaks, and a
@@ -98,8 +107,8 @@ import grpc
 
 from lockd._auth import BearerTokenInterceptor, read_token_file
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
-from lockd._session import _Session, _SessionError
-from lockd._target import channel_options
+from lockd._session import _Session, _SessionError, session_safe
+from lockd._target import channel_options, keepalive_window
 from lockd._values import LockInfo, _new_owner, _seconds, _set_duration
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
@@ -197,7 +206,7 @@ class Lease:
         if s.check_expiry(time.monotonic()):
             raise s.lost_error
         deadline = min(time.monotonic() + s.client._rpc_timeout, s.valid_until)
-        send_time = s.client._renew_lease(s, deadline)
+        send_time = s.renew(deadline)
         s.client._watchdog.renewed(s, send_time)
 
     def release(self, timeout: Optional[float] = None) -> None:
@@ -318,6 +327,13 @@ class Client:
       keep_on_disconnect: sessions ask lockd to keep their holds to their
         lease when the stream breaks (so a reconnect resumes them) instead of
         releasing them at once.
+      keepalive_time, keepalive_timeout: the channel pings lockd every
+        keepalive_time seconds (at least 1.0) and drops the connection when
+        a ping goes unanswered for keepalive_timeout (> 0), so a hung lockd
+        breaks the Session streams within K = their sum; a session lease
+        needs ttl*2/3 - drift > K, shorter ones go unary (see the module
+        docstring). ValueError for values out of range. With ``channel``
+        they are not applied to it, but K still rules validity.
     """
 
     def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
@@ -327,7 +343,9 @@ class Client:
                  rpc_timeout: float = 10.0, release_timeout: float = 2.0,
                  initial_backoff: float = 0.05, max_backoff: float = 2.0,
                  clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002,
-                 use_sessions: bool = True, keep_on_disconnect: bool = True):
+                 use_sessions: bool = True, keep_on_disconnect: bool = True,
+                 keepalive_time: float = 2.0, keepalive_timeout: float = 2.0):
+        self._keepalive_window = keepalive_window(keepalive_time, keepalive_timeout)
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
         self.owner = owner or _new_owner()
         self.namespace = namespace
@@ -339,7 +357,8 @@ class Client:
         self._min_drift = min_clock_drift
         self._own_channel = channel is None
         if channel is None:
-            grpc_target, options = channel_options(self.target)
+            grpc_target, options = channel_options(self.target, keepalive_time,
+                                                   keepalive_timeout)
             if credentials is None:
                 channel = grpc.insecure_channel(grpc_target, options=options)
             else:
@@ -748,30 +767,12 @@ class Client:
         err.unconfirmed_acquire_request_id = request_id
         return err
 
-    def _renew_lease(self, state: _LeaseState, deadline: float) -> float:
-        """One Renew of a lease, applied to it. Returns the send time; raises
-        LockLost (lease now marked lost) or another LockdError."""
-        req = lock_pb2.RenewRequest(namespace=state.namespace, name=state.name, owner=state.owner)
-        _set_duration(req.lease_ttl, state.ttl)
-        send_time = time.monotonic()
-        try:
-            resp = self._stub.Renew(req, timeout=max(deadline - send_time, 0.0))
-        except grpc.RpcError as e:
-            err = _translate("renew", state.namespace, state.name, e)
-            if isinstance(err, LockLost):
-                state.mark_lost(err)
-                raise state.lost_error from None
-            raise err from None
-        reply_time = time.monotonic()
-        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else state.ttl
-        lost = state.on_renewed(send_time, reply_time, granted, resp.fencing_token)
-        if lost is not None:
-            raise lost
-        return send_time
-
     def _session_for(self, ttl: Optional[float]) -> Optional[_Session]:
         """The session for leases of ``ttl`` (opened by its first operation),
-        or None when this Client does not use sessions."""
+        or None when this Client does not use sessions or ``ttl`` is too short
+        for one (session_safe: a hung lockd could outlast it unnoticed)."""
+        if ttl is not None and not session_safe(ttl, self._drift(ttl), self._keepalive_window):
+            return None
         with self._sessions_mu:
             if not self._use_sessions:
                 return None
