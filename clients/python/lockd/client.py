@@ -23,16 +23,17 @@ acquire() and release() are operations on that stream; what changes:
   (open.resume); those lockd does not return are lost (LOCK_NOT_HELD). Until
   resumed a lease is valid until ``break - K + ttl*2/3 - drift`` (then lost,
   VALIDITY_EXPIRED), K = keepalive_time + keepalive_timeout: lockd renews
-  every ttl/3, and was alive at most K before the break was noticed.
+  every ttl/3 and was last known alive no more than K before the break was
+  noticed.
   Operations in flight at the break fail like an UNAVAILABLE call (an
   acquire is undone, see "No hold left behind").
 * A lockd that hangs without closing the connection (stopped, partitioned)
   breaks the stream within K: the channel pings it every keepalive_time
   (HTTP/2 keepalive) and gives up after keepalive_timeout. Until then the
   lease looks valid, so a session is only used when ttl*2/3 - drift > K
-  (about ttl > 6.2 s with the defaults, K = 4 s): an acquire with a shorter
-  ttl goes over the unary path (watchdog, send-time validity). An acquire
-  without ttl (the server's default) uses the session.
+  (ttl > 6.1 s with the defaults, K = 4 s): an acquire with a shorter ttl
+  goes over the unary path (watchdog, send-time validity). An acquire
+  without ttl (the server's default, unknown here) uses the session.
 * With keep_on_disconnect=True a client that vanishes (killed, partitioned)
   keeps its locks until their lease ends, so that a reconnect can resume
   them; with False lockd releases them as soon as the stream breaks, and a
@@ -327,13 +328,11 @@ class Client:
       keep_on_disconnect: sessions ask lockd to keep their holds to their
         lease when the stream breaks (so a reconnect resumes them) instead of
         releasing them at once.
-      keepalive_time, keepalive_timeout: the channel pings lockd every
-        keepalive_time seconds (at least 1.0) and drops the connection when
-        a ping goes unanswered for keepalive_timeout (> 0), so a hung lockd
-        breaks the Session streams within K = their sum; a session lease
-        needs ttl*2/3 - drift > K, shorter ones go unary (see the module
-        docstring). ValueError for values out of range. With ``channel``
-        they are not applied to it, but K still rules validity.
+      keepalive_time, keepalive_timeout: HTTP/2 pings every keepalive_time
+        seconds (>= 1.0); a ping unanswered for keepalive_timeout (> 0)
+        drops the connection, so a hung lockd breaks the sessions within
+        K = their sum (see the module docstring); ValueError when out of
+        range. Not applied to a given ``channel``, but K still rules validity.
     """
 
     def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
@@ -431,7 +430,8 @@ class Client:
         """Takes the lock, waiting up to ``wait`` seconds while another owner
         holds it.
 
-        ttl: lease in seconds (default: the server's, 30 s unless configured).
+        ttl: lease in seconds (default: the server's, 30 s unless configured);
+          over a session only if ttl*2/3 - drift > K (see the module docstring).
         timeout: overall seconds for the call, retries included (default
           wait + rpc_timeout).
         auto_renew: keep the lease alive (lockd renews it over the session;
