@@ -22,18 +22,15 @@ acquire() and release() are operations on that stream; what changes:
   reconnects with capped, jittered backoff and resumes its live leases
   (open.resume); those lockd does not return are lost (LOCK_NOT_HELD). Until
   resumed a lease is valid until ``break - K + ttl*2/3 - drift`` (then lost,
-  VALIDITY_EXPIRED), K = keepalive_time + keepalive_timeout: lockd renews
-  every ttl/3 and was last known alive no more than K before the break was
-  noticed.
-  Operations in flight at the break fail like an UNAVAILABLE call (an
-  acquire is undone, see "No hold left behind").
-* A lockd that hangs without closing the connection (stopped, partitioned)
-  breaks the stream within K: the channel pings it every keepalive_time
-  (HTTP/2 keepalive) and gives up after keepalive_timeout. Until then the
-  lease looks valid, so a session is only used when ttl*2/3 - drift > K
-  (ttl > 6.1 s with the defaults, K = 4 s): an acquire with a shorter ttl
-  goes over the unary path (watchdog, send-time validity). An acquire
-  without ttl (the server's default, unknown here) uses the session.
+  VALIDITY_EXPIRED): lockd renews every ttl/3 and was alive at ``break - K``
+  or later. Operations in flight at the break fail like an UNAVAILABLE call
+  (an acquire is undone, see "No hold left behind").
+* K = keepalive_time + keepalive_timeout: the channel pings lockd (HTTP/2
+  keepalive), so one that hangs without closing the connection (stopped,
+  partitioned) breaks the stream within K. Until then the lease looks valid,
+  so a session is only used when ttl*2/3 - drift > K (ttl > 6.1 s with the
+  defaults, K = 4 s): a shorter ttl goes unary (watchdog, send-time
+  validity), as does no ttl once a session learnt the server's is too short.
 * With keep_on_disconnect=True a client that vanishes (killed, partitioned)
   keeps its locks until their lease ends, so that a reconnect can resume
   them; with False lockd releases them as soon as the stream breaks, and a
@@ -769,8 +766,8 @@ class Client:
 
     def _session_for(self, ttl: Optional[float]) -> Optional[_Session]:
         """The session for leases of ``ttl`` (opened by its first operation),
-        or None when this Client does not use sessions or ``ttl`` is too short
-        for one (session_safe: a hung lockd could outlast it unnoticed)."""
+        or None without sessions or when the lease is too short for one
+        (session_safe; the server's default ttl once a session learnt it)."""
         if ttl is not None and not session_safe(ttl, self._drift(ttl), self._keepalive_window):
             return None
         with self._sessions_mu:
@@ -779,7 +776,9 @@ class Client:
             session = self._sessions.get(ttl)
             if session is None or session.failed:  # e.g. refused lease_ttl: try again
                 session = self._sessions[ttl] = _Session(self, ttl, self._keep_on_disconnect)
-            return session
+        granted = session.granted_ttl if ttl is None else None
+        safe = not granted or session_safe(granted, self._drift(granted), self._keepalive_window)
+        return session if safe else None
 
     def _release_hold(self, ns: str, name: str, owner: str, deadline: float,
                       session: Optional[_Session] = None) -> Tuple[bool, int]:

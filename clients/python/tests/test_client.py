@@ -366,15 +366,15 @@ class FakeServerTest(unittest.TestCase):
 class Lockd:
     """The lockd binary on a fixed port (so that it can be restarted on it)."""
 
-    def __init__(self, tmp: str, port: int):
-        self.tmp, self.port, self.proc = tmp, port, None
+    def __init__(self, tmp: str, port: int, *flags: str):
+        self.tmp, self.port, self.proc, self.flags = tmp, port, None, list(flags)
         self.address = "127.0.0.1:%d" % port
 
     def start(self):
         binary = os.environ["LOCKD_BINARY"]
         log = open(os.path.join(self.tmp, "lockd-%d.log" % self.port), "ab")
         self.proc = subprocess.Popen(
-            [binary, "--listen=" + self.address, "--lease.min=100ms"],
+            [binary, "--listen=" + self.address, "--lease.min=100ms"] + self.flags,
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 30

@@ -26,7 +26,7 @@ import unittest
 import grpc
 
 import lockd
-from test_client import LockdTestBase, wait_until
+from test_client import Lockd, LockdTestBase, free_port, wait_until
 
 
 def _unary_forbidden(*args, **kwargs):
@@ -300,6 +300,21 @@ class SessionTest(LockdTestBase):
         a._stub.Release = release
         short.release()
         self.assertFalse(observer.describe("short").held)
+
+    def test_server_default_ttl_too_short_goes_unary_once_known(self):
+        short_default = Lockd(self.tmp, free_port(), "--lease.default=3s")
+        short_default.start()
+        self.addCleanup(short_default.stop)
+        a = self.client(target=short_default.address)  # K = 2 s: 3 s is too short
+        first = a.acquire("first")  # the default is unknown yet: over a session
+        self.assertEqual((list(a._sessions), first.ttl), ([None], 3))
+        self.assertEqual(first.valid_until, float("inf"))
+        second = a.acquire("second")  # now known: unary, renewed by the watchdog
+        self.assertEqual(second.ttl, 3)
+        self.assertLess(second.valid_until, time.monotonic() + 3)
+        self.assertIsNotNone(a._watchdog._thread)
+        second.release()
+        first.release()
 
     def test_keepalive_arguments_out_of_range_are_value_errors(self):
         for kwargs, named in ((dict(keepalive_time=0.5), "keepalive_time"),
