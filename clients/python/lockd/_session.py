@@ -13,9 +13,19 @@ and after close(), which cancels the stream (a break for lockd, so
 keep_on_disconnect decides what becomes of the holds).
 
 While the stream is open a lease's validity is unbounded (lockd renews it and
-says when it is lost); from a break until resumed, 2/3 of its ttl (lockd
-renews every ttl/3). on_lost callbacks run on a thread of their own, never on
-the reader thread (a callback may use the session).
+says when it is lost); from a break until resumed it ends at
+``break_noticed - K + ttl*2/3 - drift`` (break_validity). K =
+keepalive_time + keepalive_timeout is how long the Client's channel may take
+to notice a hung lockd (stopped, or partitioned without a reset): HTTP/2
+keepalive pings break the stream within K, so lockd was last known alive no
+earlier than K before the break was noticed, and it renews every ttl/3, so
+the hold lasts at least ttl*2/3 from then. Hence a lease goes over a session
+only when ttl*2/3 - drift > K (session_safe; the Client sends shorter ones
+over the unary path): otherwise a hang could outlast the lease before the
+client notices. A timer marks suspended leases lost when their validity
+ends, even while the thread is stuck reconnecting to a hung lockd. on_lost
+callbacks run on a thread of their own, never on the reader thread (a
+callback may use the session).
 
 Operation errors are raised as _SessionError, a grpc.RpcError carrying the
 result's google.rpc.Status as ``grpc-status-details-bin`` trailing metadata,
@@ -50,6 +60,21 @@ _FATAL_AT_OPEN = frozenset({
     grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED,
 })
+
+
+def session_safe(ttl: float, drift: float, window: float) -> bool:
+    """Whether a lease of ``ttl`` (with ``drift``) may be held over a session
+    on a channel that notices a hung lockd within ``window`` (K) seconds:
+    its hold must outlast the time a hang can go unnoticed."""
+    return ttl * 2 / 3 - drift > window
+
+
+def break_validity(state: _LeaseState, noticed: float, window: float) -> float:
+    """Until when a session lease stays valid after its stream broke (or was
+    closed) at ``noticed``: lockd was last known alive at ``noticed - window``
+    or later and renews every ttl/3, so the hold lasts until at least
+    ``noticed - window + ttl*2/3``, less the drift allowance."""
+    return noticed - window + state.ttl * 2 / 3 - state.drift
 
 
 class _SessionError(grpc.RpcError):
@@ -176,8 +201,8 @@ class _Session:
     def close(self, timeout: float) -> None:
         """Ends the stream as a break would (cancelled, no half-close), so
         that holds, detached ones included, end as the session's
-        keep_on_disconnect says: with their lease (leases stay valid for 2/3
-        of their ttl) or at once (leases lost, CLIENT_CLOSED). Waits up to
+        keep_on_disconnect says: with their lease (leases stay valid until
+        break_validity) or at once (leases lost, CLIENT_CLOSED). Waits up to
         ``timeout`` for the thread to end."""
         with self._mu:
             self._status = "closed"
@@ -191,7 +216,7 @@ class _Session:
         now = time.monotonic()
         for state in leases:
             if self._keep:
-                state.suspend_session(now + state.ttl * 2 / 3 - state.drift)
+                state.suspend_session(break_validity(state, now, self._client._keepalive_window))
             else:
                 state.mark_lost(LockLost("lease of %s ended: the client was closed"
                                          % _describe(state.namespace, state.name),
@@ -385,7 +410,7 @@ class _Session:
             op.done.set()
         for s in leases:
             if self._keep and reconnect:
-                s.suspend_session(now + s.ttl * 2 / 3 - s.drift)
+                s.suspend_session(break_validity(s, now, self._client._keepalive_window))
             elif self._status_is("closed"):
                 continue  # close() marks them
             else:
@@ -393,7 +418,28 @@ class _Session:
                                                                why), "SESSION_ENDED"), _in_thread)
         if reconnect:
             _log.debug("lockd: %s; reconnecting", why)
+            if self._keep:
+                self._expire_suspended()
         return reconnect
+
+    def _expire_suspended(self) -> None:
+        """Marks the suspended leases whose validity has ended lost, and runs
+        again (on a timer thread) when the next one ends: the reader thread
+        may be stuck meanwhile in a reconnect to a hung lockd (gRPC's connect
+        timeout is 20 s), so _pause alone would notice too late."""
+        now = time.monotonic()
+        with self._mu:
+            leases = list(self._leases)
+        pending = []
+        for s in leases:
+            if s.check_expiry(now, _in_thread):
+                self.forget(s)
+            elif s.active and s.valid_until < math.inf:
+                pending.append(s.valid_until)
+        if pending:
+            timer = threading.Timer(max(0.0, min(pending) - now), self._expire_suspended)
+            timer.daemon = True
+            timer.start()
 
     def _status_is(self, status: str) -> bool:
         with self._mu:

@@ -76,13 +76,35 @@ def channel_target(address: str) -> Tuple[str, Optional[str]]:
         for family, ip, port in resolved), first
 
 
-def channel_options(address: str) -> Tuple[str, list]:
-    """(target, grpc channel options) for a Client's own channel to ``address``."""
+def keepalive_window(keepalive_time: float, keepalive_timeout: float) -> float:
+    """K = keepalive_time + keepalive_timeout (seconds): the longest a hung
+    lockd (stopped, or cut off without a reset) goes unnoticed on a channel
+    with these keepalive settings. Raises ValueError naming the argument for
+    keepalive_time < 1.0 (lockd accepts a client's pings every 500 ms at
+    most) or keepalive_timeout <= 0."""
+    if not keepalive_time >= 1.0:
+        raise ValueError("keepalive_time must be at least 1.0 seconds, not %r" % keepalive_time)
+    if not keepalive_timeout > 0:
+        raise ValueError("keepalive_timeout must be positive, not %r" % keepalive_timeout)
+    return keepalive_time + keepalive_timeout
+
+
+def channel_options(address: str, keepalive_time: float,
+                    keepalive_timeout: float) -> Tuple[str, list]:
+    """(target, grpc channel options) for a Client's own channel to
+    ``address``: HTTP/2 keepalive pings every ``keepalive_time`` seconds,
+    calls or not, and the connection (with its Session streams) closed when
+    one goes unanswered for ``keepalive_timeout`` (see keepalive_window)."""
+    keepalive_window(keepalive_time, keepalive_timeout)
     target, authority = channel_target(address)
     options = [("grpc.initial_reconnect_backoff_ms", 100),
                ("grpc.max_reconnect_backoff_ms", 2000),
                ("grpc.service_config", ROUND_ROBIN_SERVICE_CONFIG),
-               ("grpc.service_config_disable_resolution", 1)]
+               ("grpc.service_config_disable_resolution", 1),
+               ("grpc.keepalive_time_ms", int(keepalive_time * 1000)),
+               ("grpc.keepalive_timeout_ms", max(1, int(keepalive_timeout * 1000))),
+               ("grpc.keepalive_permit_without_calls", 1),
+               ("grpc.http2.max_pings_without_data", 0)]
     if authority:
         options.append(("grpc.default_authority", authority))
     return target, options

@@ -9,7 +9,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
-from lockd.errors import LockdError, LockLost, _describe
+import grpc
+
+from lockd._proto.lockd.v1 import lock_pb2
+from lockd._values import _seconds, _set_duration
+from lockd.errors import LockdError, LockLost, _describe, _translate
 
 if TYPE_CHECKING:
     from lockd.client import Client
@@ -117,6 +121,27 @@ class _LeaseState:
         if lost is not None:
             self.mark_lost(lost)
         return self.lost_error
+
+    def renew(self, deadline: float) -> float:
+        """One Renew RPC of this lease, applied to it. Returns the send time;
+        raises LockLost (lease now marked lost) or another LockdError."""
+        req = lock_pb2.RenewRequest(namespace=self.namespace, name=self.name, owner=self.owner)
+        _set_duration(req.lease_ttl, self.ttl)
+        send_time = time.monotonic()
+        try:
+            resp = self.client._stub.Renew(req, timeout=max(deadline - send_time, 0.0))
+        except grpc.RpcError as e:
+            err = _translate("renew", self.namespace, self.name, e)
+            if isinstance(err, LockLost):
+                self.mark_lost(err)
+                raise self.lost_error from None
+            raise err from None
+        reply_time = time.monotonic()
+        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else self.ttl
+        lost = self.on_renewed(send_time, reply_time, granted, resp.fencing_token)
+        if lost is not None:
+            raise lost
+        return send_time
 
     def suspend_session(self, until: float) -> None:
         """A session lease whose stream broke: valid until ``until`` unless
@@ -241,7 +266,7 @@ class _Watchdog:
         now = time.monotonic()
         deadline = min(now + self._client._rpc_timeout, state.valid_until)
         try:
-            send_time = self._client._renew_lease(state, deadline)
+            send_time = state.renew(deadline)
             ok = True
         except LockLost:
             ok = False

@@ -21,9 +21,16 @@ acquire() and release() are operations on that stream; what changes:
 * When the stream breaks (lockd restarted, connection lost) the client
   reconnects with capped, jittered backoff and resumes its live leases
   (open.resume); those lockd does not return are lost (LOCK_NOT_HELD). Until
-  resumed a lease is valid for 2/3 of its ttl from the break (then lost,
-  VALIDITY_EXPIRED). Operations in flight at the break fail like an
-  UNAVAILABLE call (an acquire is undone, see "No hold left behind").
+  resumed a lease is valid until ``break - K + ttl*2/3 - drift`` (then lost,
+  VALIDITY_EXPIRED): lockd renews every ttl/3 and was alive at ``break - K``
+  or later. Operations in flight at the break fail like an UNAVAILABLE call
+  (an acquire is undone, see "No hold left behind").
+* K = keepalive_time + keepalive_timeout: the channel pings lockd (HTTP/2
+  keepalive), so one that hangs without closing the connection (stopped,
+  partitioned) breaks the stream within K. Until then the lease looks valid,
+  so a session is only used when ttl*2/3 - drift > K (ttl > 6.1 s with the
+  defaults, K = 4 s): a shorter ttl goes unary (watchdog, send-time
+  validity), as does no ttl once a session learnt the server's is too short.
 * With keep_on_disconnect=True a client that vanishes (killed, partitioned)
   keeps its locks until their lease ends, so that a reconnect can resume
   them; with False lockd releases them as soon as the stream breaks, and a
@@ -98,8 +105,8 @@ import grpc
 
 from lockd._auth import BearerTokenInterceptor, read_token_file
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
-from lockd._session import _Session, _SessionError
-from lockd._target import channel_options
+from lockd._session import _Session, _SessionError, session_safe
+from lockd._target import channel_options, keepalive_window
 from lockd._values import LockInfo, _new_owner, _seconds, _set_duration
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
@@ -197,7 +204,7 @@ class Lease:
         if s.check_expiry(time.monotonic()):
             raise s.lost_error
         deadline = min(time.monotonic() + s.client._rpc_timeout, s.valid_until)
-        send_time = s.client._renew_lease(s, deadline)
+        send_time = s.renew(deadline)
         s.client._watchdog.renewed(s, send_time)
 
     def release(self, timeout: Optional[float] = None) -> None:
@@ -318,6 +325,11 @@ class Client:
       keep_on_disconnect: sessions ask lockd to keep their holds to their
         lease when the stream breaks (so a reconnect resumes them) instead of
         releasing them at once.
+      keepalive_time, keepalive_timeout: HTTP/2 pings every keepalive_time
+        seconds (>= 1.0); a ping unanswered for keepalive_timeout (> 0)
+        drops the connection, so a hung lockd breaks the sessions within
+        K = their sum (see the module docstring); ValueError when out of
+        range. Not applied to a given ``channel``, but K still rules validity.
     """
 
     def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
@@ -327,7 +339,9 @@ class Client:
                  rpc_timeout: float = 10.0, release_timeout: float = 2.0,
                  initial_backoff: float = 0.05, max_backoff: float = 2.0,
                  clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002,
-                 use_sessions: bool = True, keep_on_disconnect: bool = True):
+                 use_sessions: bool = True, keep_on_disconnect: bool = True,
+                 keepalive_time: float = 2.0, keepalive_timeout: float = 2.0):
+        self._keepalive_window = keepalive_window(keepalive_time, keepalive_timeout)
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
         self.owner = owner or _new_owner()
         self.namespace = namespace
@@ -339,7 +353,8 @@ class Client:
         self._min_drift = min_clock_drift
         self._own_channel = channel is None
         if channel is None:
-            grpc_target, options = channel_options(self.target)
+            grpc_target, options = channel_options(self.target, keepalive_time,
+                                                   keepalive_timeout)
             if credentials is None:
                 channel = grpc.insecure_channel(grpc_target, options=options)
             else:
@@ -412,7 +427,8 @@ class Client:
         """Takes the lock, waiting up to ``wait`` seconds while another owner
         holds it.
 
-        ttl: lease in seconds (default: the server's, 30 s unless configured).
+        ttl: lease in seconds (default: the server's, 30 s unless configured);
+          over a session only if ttl*2/3 - drift > K (see the module docstring).
         timeout: overall seconds for the call, retries included (default
           wait + rpc_timeout).
         auto_renew: keep the lease alive (lockd renews it over the session;
@@ -748,37 +764,21 @@ class Client:
         err.unconfirmed_acquire_request_id = request_id
         return err
 
-    def _renew_lease(self, state: _LeaseState, deadline: float) -> float:
-        """One Renew of a lease, applied to it. Returns the send time; raises
-        LockLost (lease now marked lost) or another LockdError."""
-        req = lock_pb2.RenewRequest(namespace=state.namespace, name=state.name, owner=state.owner)
-        _set_duration(req.lease_ttl, state.ttl)
-        send_time = time.monotonic()
-        try:
-            resp = self._stub.Renew(req, timeout=max(deadline - send_time, 0.0))
-        except grpc.RpcError as e:
-            err = _translate("renew", state.namespace, state.name, e)
-            if isinstance(err, LockLost):
-                state.mark_lost(err)
-                raise state.lost_error from None
-            raise err from None
-        reply_time = time.monotonic()
-        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else state.ttl
-        lost = state.on_renewed(send_time, reply_time, granted, resp.fencing_token)
-        if lost is not None:
-            raise lost
-        return send_time
-
     def _session_for(self, ttl: Optional[float]) -> Optional[_Session]:
         """The session for leases of ``ttl`` (opened by its first operation),
-        or None when this Client does not use sessions."""
+        or None without sessions or when the lease is too short for one
+        (session_safe; the server's default ttl once a session learnt it)."""
+        if ttl is not None and not session_safe(ttl, self._drift(ttl), self._keepalive_window):
+            return None
         with self._sessions_mu:
             if not self._use_sessions:
                 return None
             session = self._sessions.get(ttl)
             if session is None or session.failed:  # e.g. refused lease_ttl: try again
                 session = self._sessions[ttl] = _Session(self, ttl, self._keep_on_disconnect)
-            return session
+        granted = session.granted_ttl if ttl is None else None
+        safe = not granted or session_safe(granted, self._drift(granted), self._keepalive_window)
+        return session if safe else None
 
     def _release_hold(self, ns: str, name: str, owner: str, deadline: float,
                       session: Optional[_Session] = None) -> Tuple[bool, int]:

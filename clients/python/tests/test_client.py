@@ -366,15 +366,15 @@ class FakeServerTest(unittest.TestCase):
 class Lockd:
     """The lockd binary on a fixed port (so that it can be restarted on it)."""
 
-    def __init__(self, tmp: str, port: int):
-        self.tmp, self.port, self.proc = tmp, port, None
+    def __init__(self, tmp: str, port: int, *flags: str):
+        self.tmp, self.port, self.proc, self.flags = tmp, port, None, list(flags)
         self.address = "127.0.0.1:%d" % port
 
     def start(self):
         binary = os.environ["LOCKD_BINARY"]
         log = open(os.path.join(self.tmp, "lockd-%d.log" % self.port), "ab")
         self.proc = subprocess.Popen(
-            [binary, "--listen=" + self.address, "--lease.min=100ms"],
+            [binary, "--listen=" + self.address, "--lease.min=100ms"] + self.flags,
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 30
@@ -522,7 +522,10 @@ def wait_until(cond, timeout: float = 10) -> bool:
 
 class LockdTestBase(unittest.TestCase):
     """A fresh lockd (memory backend) per test; clients made by client()
-    use sessions unless USE_SESSIONS is False."""
+    use sessions unless USE_SESSIONS is False, and notice a hung lockd
+    within K = keepalive_time + keepalive_timeout = 2 s (unless told
+    otherwise), so that leases with ttl*2/3 - drift > 2, ttl >= 3.1 s, go
+    over their session (shorter ones go unary)."""
 
     USE_SESSIONS = True
 
@@ -541,6 +544,8 @@ class LockdTestBase(unittest.TestCase):
     def client(self, target=None, **kwargs) -> lockd.Client:
         kwargs.setdefault("rpc_timeout", 3)
         kwargs.setdefault("use_sessions", self.USE_SESSIONS)
+        kwargs.setdefault("keepalive_time", 1)
+        kwargs.setdefault("keepalive_timeout", 1)
         c = lockd.Client(target or self.lockd.address, **kwargs)
         self.clients.append(c)
         return c
@@ -610,15 +615,15 @@ class LockdTest(LockdTestBase):
 
     def test_lease_outlives_its_ttl_while_renewed(self):
         a, b = self.client(), self.client()
-        with a.lock("x", ttl=0.9) as lease:
-            time.sleep(2)
+        with a.lock("x", ttl=3.5) as lease:
+            time.sleep(5)
             self.assertTrue(lease.valid())
             self.assertTrue(b.describe("x").held)
 
     def test_restarted_server_makes_the_lease_lost(self):
         a = self.client()
         fired = []
-        lease = a.acquire("x", ttl=1.5, on_lost=fired.append)
+        lease = a.acquire("x", ttl=3.5, on_lost=fired.append)
         self.lockd.stop()
         self.lockd.start()  # memory backend: the hold is gone
         self.assertTrue(lease.lost.wait(5))
@@ -631,9 +636,9 @@ class LockdTest(LockdTestBase):
 
     def test_stopped_server_makes_the_lease_lost_when_validity_ends(self):
         a = self.client()
-        lease = a.acquire("x", ttl=0.6)
+        lease = a.acquire("x", ttl=3.5)
         self.lockd.stop()
-        self.assertTrue(lease.lost.wait(3))
+        self.assertTrue(lease.lost.wait(5))
         self.assertEqual(lease.lost_error.reason, "VALIDITY_EXPIRED")
 
     def test_acquire_retries_until_a_late_server_comes_up(self):
@@ -657,7 +662,8 @@ class LockdTest(LockdTestBase):
     def test_watchdog_reaches_a_restarted_server_before_validity_ends(self):
         a = self.client()
         fired = []
-        lease = a.acquire("x", ttl=5, on_lost=fired.append)
+        # Session: valid for ttl*2/3 - K - drift = 3.25 s after the break.
+        lease = a.acquire("x", ttl=8, on_lost=fired.append)
         self.lockd.stop()
         time.sleep(1.5)  # renewals fail; the channel backs off
         self.lockd.start()
@@ -705,7 +711,11 @@ class LockdTest(LockdTestBase):
 
     def test_acquire_whose_deadline_passes_while_lockd_grants_leaves_no_hold(self):
         proxy = self.proxy()
-        client = self.client(target=proxy.address, owner="late-reply", release_timeout=3)
+        # The proxy holds back keepalive ping acks too: pings every second
+        # would break the connection as for a hung lockd, which is not what
+        # this test is about. K = 18 s still lets ttl 30 s use the session.
+        client = self.client(target=proxy.address, owner="late-reply", release_timeout=3,
+                             keepalive_time=10, keepalive_timeout=8)
         observer = self.client()
         self.connect(client)
         for _ in range(3):

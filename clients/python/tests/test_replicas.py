@@ -116,7 +116,8 @@ class ReplicasTest(unittest.TestCase):
         for use_sessions in (True, False):
             c = self.client(target, use_sessions=use_sessions)
             for _ in range(5):
-                with c.lock("dead-first", ttl=5) as lease:
+                # ttl 10: long enough for a session (ttl*2/3 - drift > K = 4 s)
+                with c.lock("dead-first", ttl=10) as lease:
                     self.assertTrue(lease.valid())
                     self.assertTrue(c.describe("dead-first").held)
             self.assertFalse(c.describe("dead-first").held)
@@ -131,15 +132,19 @@ class ReplicasTest(unittest.TestCase):
         victim.start()
         target = "%s,%s" % (victim.address, other.address)
         # Only the victim is up: the session and its hold live there.
-        holder = self.client(target)
+        holder = self.client(target, keepalive_time=1, keepalive_timeout=1)
         lost = []
         # Long enough for holder's channel, which found `other` down, to have
         # reconnected to it (gRPC's reconnect backoff is capped at 2 s) before
-        # the validity after the break, 2/3 of the ttl, runs out.
-        ttl = 6
+        # the validity after the break, ttl*2/3 - K - drift = 3.9 s with
+        # K = keepalive_time + keepalive_timeout = 2 s, runs out.
+        ttl = 9
         lease = holder.acquire("resumed", ttl=ttl, on_lost=lost.append)
+        self.assertEqual(list(holder._sessions), [ttl])
         other.start()
-        workers = [self.client(target), self.client(target, use_sessions=False)]
+        # K = 1.5 s: the session worker's leases of 3 s go over its session.
+        workers = [self.client(target, keepalive_time=1, keepalive_timeout=0.5),
+                   self.client(target, use_sessions=False)]
         errors, done, stop = [], [0, 0], threading.Event()
 
         def work(i):
@@ -165,6 +170,7 @@ class ReplicasTest(unittest.TestCase):
             for t in threads:
                 t.join()
         self.assertEqual(errors, [])
+        self.assertEqual(list(workers[0]._sessions), [3])
         self.assertEqual(lost, [])
         self.assertTrue(lease.valid())
         info = self.client(other.address).describe("resumed")

@@ -7,6 +7,10 @@ The memory backend loses every hold when lockd restarts, so resuming after a
 restart is not tested here: test_lease_is_lost_when_its_lockd_restarts checks
 that such a lease becomes lost, and test_broken_stream_is_resumed resumes
 after the connection (not lockd) broke.
+
+A lease goes over a session only when ttl*2/3 - drift exceeds K =
+keepalive_time + keepalive_timeout (4 s by default, 2 s for the clients of
+LockdTestBase.client): the ttls below are long enough for that.
 """
 
 import gc
@@ -22,7 +26,7 @@ import unittest
 import grpc
 
 import lockd
-from test_client import LockdTestBase, wait_until
+from test_client import Lockd, LockdTestBase, free_port, wait_until
 
 
 def _unary_forbidden(*args, **kwargs):
@@ -53,8 +57,8 @@ class SessionTest(LockdTestBase):
 
     def test_lockd_renews_the_lease_without_a_watchdog(self):
         a, observer = self.client(), self.client()
-        lease = a.acquire("x", ttl=0.3)
-        time.sleep(1.5)  # five leases long
+        lease = a.acquire("x", ttl=3.5)
+        time.sleep(5)  # longer than its lease
         self.assertTrue(lease.valid())
         self.assertFalse(lease.lost.is_set())
         info = observer.describe("x")
@@ -174,11 +178,11 @@ class SessionTest(LockdTestBase):
         a = self.client(target=proxy.address, initial_backoff=0.02, max_backoff=0.2)
         observer = self.client()
         fired = []
-        lease = a.acquire("x", ttl=1.0, on_lost=fired.append)
+        lease = a.acquire("x", ttl=4.5, on_lost=fired.append)
         proxy.cut()  # the stream breaks; lockd keeps the hold to its lease
-        # Three leases later the hold is still there with its token: the
+        # Past its lease the hold is still there with its token: the
         # reconnected session resumed it and lockd renews it again.
-        time.sleep(3)
+        time.sleep(6)
         self.assertEqual(fired, [])
         self.assertTrue(lease.valid())
         info = observer.describe("x")
@@ -193,10 +197,13 @@ class SessionTest(LockdTestBase):
         # Redis the hold would be resumed).
         a = self.client()
         fired = []
-        lease = a.acquire("x", ttl=5, on_lost=fired.append)
+        lease = a.acquire("x", ttl=9, on_lost=fired.append)
+        a._stub.Renew = _unary_forbidden
         self.lockd.stop()
         self.lockd.start()
-        self.assertTrue(lease.lost.wait(4))  # before its validity (2/3 ttl) ends
+        # Lost before its validity (ttl*2/3 - K - drift = 3.9 s) ends: the
+        # resume was refused.
+        self.assertTrue(lease.lost.wait(3.5))
         self.assertTrue(wait_until(lambda: fired, 2))
         self.assertEqual([e.reason for e in fired], ["LOCK_NOT_HELD"])
         self.assertFalse(a.describe("x").held)
@@ -227,8 +234,10 @@ class SessionTest(LockdTestBase):
         for name in ("kept", "detached"):
             self.assertTrue(self.held_by(observer, name, a.owner), name)
         self.assertFalse(kept.lost.is_set())
-        self.assertTrue(kept.valid())  # for 2/3 of its ttl
-        self.assertLess(kept.remaining(), 10)
+        # Valid for ttl*2/3 - K - drift (K = 2 s) from the close.
+        self.assertTrue(kept.valid())
+        self.assertLess(kept.remaining(), 10 * 2 / 3 - 2 - 0.1)
+        self.assertGreater(kept.remaining(), 10 * 2 / 3 - 2 - 0.1 - 1)
         b = self.client(keep_on_disconnect=False)
         freed = b.acquire("freed", ttl=10)
         b.close()
@@ -241,6 +250,79 @@ class SessionTest(LockdTestBase):
             a.acquire("x", ttl=10 * 3600)
         self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
         a.acquire("x", ttl=10).release()  # a new session for another ttl works
+
+    def test_hung_lockd_makes_the_lease_lost_within_two_thirds_of_its_ttl(self):
+        # SIGSTOP: the connection stays open but nothing answers (a hung
+        # replica, or a partition that drops packets). Keepalive breaks the
+        # stream within K = 2 s, and the lease ends at the break - K +
+        # ttl*2/3 - drift, before lockd can let the hold go (ttl*2/3 after
+        # its last renewal) and grant it to someone else.
+        ttl = 6
+        a = self.client(keepalive_time=1, keepalive_timeout=1)  # K = 2 s
+        a._stub.Renew = _unary_forbidden
+        fired = []
+        lease = a.acquire("x", ttl=ttl, on_lost=fired.append)
+        self.assertEqual(list(a._sessions), [ttl])
+        os.kill(self.lockd.proc.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            time.sleep(max(0.0, stopped + 0.5 - time.monotonic()))
+            self.assertTrue(lease.valid(), "lost as soon as lockd stopped")
+            self.assertTrue(
+                wait_until(lambda: fired, ttl * 2 / 3 + 1 - (time.monotonic() - stopped)),
+                "on_lost not called within ttl*2/3 + 1 s of lockd hanging")
+            self.assertLess(time.monotonic() - stopped, ttl * 2 / 3 + 1)
+        finally:
+            os.kill(self.lockd.proc.pid, signal.SIGCONT)
+        self.assertEqual([e.reason for e in fired], ["VALIDITY_EXPIRED"])
+        self.assertFalse(lease.valid())
+        self.assertTrue(lease.lost.is_set())
+        with self.assertRaises(lockd.LockLost):
+            lease.release()
+
+    def test_short_ttl_goes_over_the_unary_path(self):
+        # K = 2 s: a session lease needs ttl*2/3 - drift > 2, i.e. ttl > 3.06 s.
+        a, observer = self.client(keepalive_time=1, keepalive_timeout=1), self.client()
+        short = a.acquire("short", ttl=3)
+        self.assertEqual(a._sessions, {})
+        self.assertIsNotNone(a._watchdog._thread)  # renewed by the watchdog
+        self.assertLess(short.valid_until, time.monotonic() + 3)  # send-time validity
+        release = a._stub.Release
+        a._stub.Acquire = a._stub.Release = _unary_forbidden  # Renew: the watchdog's
+        long = a.acquire("long", ttl=3.2)
+        self.assertEqual(list(a._sessions), [3.2])
+        self.assertEqual(long.valid_until, float("inf"))
+        default = a.acquire("default")  # the server's ttl, unknown here: a session
+        self.assertEqual(sorted(a._sessions, key=str), [3.2, None])
+        for lease in (default, long):
+            lease.release()
+        self.assertTrue(self.held_by(observer, "short", a.owner))
+        a._stub.Release = release
+        short.release()
+        self.assertFalse(observer.describe("short").held)
+
+    def test_server_default_ttl_too_short_goes_unary_once_known(self):
+        short_default = Lockd(self.tmp, free_port(), "--lease.default=3s")
+        short_default.start()
+        self.addCleanup(short_default.stop)
+        a = self.client(target=short_default.address)  # K = 2 s: 3 s is too short
+        first = a.acquire("first")  # the default is unknown yet: over a session
+        self.assertEqual((list(a._sessions), first.ttl), ([None], 3))
+        self.assertEqual(first.valid_until, float("inf"))
+        second = a.acquire("second")  # now known: unary, renewed by the watchdog
+        self.assertEqual(second.ttl, 3)
+        self.assertLess(second.valid_until, time.monotonic() + 3)
+        self.assertIsNotNone(a._watchdog._thread)
+        second.release()
+        first.release()
+
+    def test_keepalive_arguments_out_of_range_are_value_errors(self):
+        for kwargs, named in ((dict(keepalive_time=0.5), "keepalive_time"),
+                              (dict(keepalive_timeout=0), "keepalive_timeout"),
+                              (dict(keepalive_timeout=-1), "keepalive_timeout")):
+            with self.assertRaises(ValueError) as cm:
+                lockd.Client(self.lockd.address, **kwargs)
+            self.assertIn(named, str(cm.exception))
 
 
 if __name__ == "__main__":
