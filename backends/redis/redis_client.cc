@@ -230,28 +230,7 @@ bool IsConnectionError(const redisReply* reply) {
 }
 
 absl::StatusOr<std::vector<Endpoint>> ParseAddresses(absl::string_view text) {
-  std::vector<Endpoint> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    part = absl::StripAsciiWhitespace(part);
-    size_t colon = part.rfind(':');
-    Endpoint e;
-    int port = 0;
-    if (colon == absl::string_view::npos || colon == 0 ||
-        !absl::SimpleAtoi(part.substr(colon + 1), &port) || port <= 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis.addresses: expected host:port, got \"", part, "\""));
-    }
-    absl::string_view host = part.substr(0, colon);
-    if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis.addresses: expected [ipv6]:port, got \"", part, "\""));
-    }
-    e.host = std::string(host);
-    e.port = port;
-    out.push_back(std::move(e));
-  }
-  if (out.empty()) return absl::InvalidArgumentError("redis.addresses: must not be empty");
-  return out;
+  return ParseHostPorts(text, "redis.addresses");
 }
 
 absl::StatusOr<ContextPtr> Connect(const ConnectionOptions& options,

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "backends/common/host_ports.h"
 
 namespace lockd::redis {
 
@@ -52,13 +53,11 @@ absl::Status RedisError(absl::string_view context, const redisContext* c, const 
 // re-established (it points at a replica or a loading server).
 bool IsConnectionError(const redisReply* reply);
 
-struct Endpoint {
-  std::string host;
-  int port = 0;
-};
+using Endpoint = HostPort;
 
-// Parses "host:port[,host:port...]" ("[v6addr]:port" allowed). Errors are
-// kInvalidArgument naming redis.addresses.
+// Parses "host:port[,host:port...]" ("[v6addr]:port" allowed; see
+// backends/common/host_ports.h). Errors are kInvalidArgument naming
+// redis.addresses.
 absl::StatusOr<std::vector<Endpoint>> ParseAddresses(absl::string_view text);
 
 // Sentinel mode (sentinel.h): how to ask the Sentinels for the primary.

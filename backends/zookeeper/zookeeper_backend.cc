@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
+#include "backends/common/host_ports.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/waiter_registry.h"
 #include "backends/zookeeper/acquire_attempt.h"
@@ -346,23 +346,20 @@ void ZooKeeperBackend::ListChunkDone(const std::shared_ptr<ListOp>& op) {
   ListNextChunk(op);
 }
 
-// The syntax of a connect string, "host:port[,host:port...][/chroot]" (a
-// host may be an [IPv6] literal). Whether the hosts resolve is not checked
-// here: names may appear later (the session keeps trying).
-absl::Status CheckHosts(absl::string_view hosts) {
-  absl::string_view list = hosts.substr(0, hosts.find('/'));
-  for (absl::string_view entry : absl::StrSplit(list, ',')) {
-    size_t colon = entry.rfind(':');
-    absl::string_view host = colon == absl::string_view::npos ? "" : entry.substr(0, colon);
-    if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) host = "";
-    int port = 0;
-    if (host.empty() || !absl::SimpleAtoi(entry.substr(colon + 1), &port) || port < 1 ||
-        port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("zookeeper.hosts: \"", entry, "\" is not host:port (in \"", hosts, "\")"));
-    }
-  }
-  return absl::OkStatus();
+// The connect string `hosts` ("host:port[,host:port...][/chroot]") with
+// its syntax checked (host_ports.h) and its entries written out again, as the
+// C client reads them. Whether the hosts resolve is not checked here: names
+// may appear later (the session keeps trying).
+absl::StatusOr<std::string> ConnectString(absl::string_view hosts) {
+  size_t slash = hosts.find('/');
+  absl::StatusOr<std::vector<HostPort>> entries =
+      ParseHostPorts(hosts.substr(0, slash), "zookeeper.hosts");
+  if (!entries.ok()) return entries.status();
+  std::string out = absl::StrJoin(*entries, ",", [](std::string* o, const HostPort& e) {
+    absl::StrAppend(o, FormatHostPort(e));
+  });
+  if (slash != absl::string_view::npos) absl::StrAppend(&out, hosts.substr(slash));
+  return out;
 }
 
 }  // namespace
@@ -372,7 +369,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
   if (options.hosts.empty()) {
     return absl::InvalidArgumentError("zookeeper.hosts: must name at least one host:port");
   }
-  if (absl::Status s = CheckHosts(options.hosts); !s.ok()) return s;
+  if (absl::Status s = ConnectString(options.hosts).status(); !s.ok()) return s;
   if (options.root.size() < 2 || options.root[0] != '/' || options.root.back() == '/' ||
       absl::StrContains(options.root, "//")) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -397,9 +394,12 @@ absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackend(const ZooKeeperOptions& options) {
-  return NewZooKeeperBackendOn(options, [options](zk::StateFn on_state, zk::WatchFn on_watch) {
+  // The C client gets the entries without the whitespace a list may have.
+  absl::StatusOr<std::string> hosts = ConnectString(options.hosts);
+  return NewZooKeeperBackendOn(options, [options, hosts = hosts.value_or(options.hosts)](
+                                            zk::StateFn on_state, zk::WatchFn on_watch) {
     zk::Client::Options zo;
-    zo.hosts = options.hosts;
+    zo.hosts = hosts;
     zo.session_timeout = options.session_timeout;
     zo.digest = options.digest;
     return std::make_unique<zk::Client>(std::move(zo), std::move(on_state), std::move(on_watch));
