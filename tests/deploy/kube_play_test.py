@@ -31,12 +31,16 @@ ARGS = None
 KINDS = ("ConfigMap", "Secret", "Deployment")  # what kube play runs of the chart
 
 
-def render(release, values):
-    """helm template with --set `values`; returns the objects kube play runs."""
+def render(release, values, strings=()):
+    """helm template with --set `values` and --set-string `strings` (values
+    that must stay strings even when they look like numbers, such as an image
+    tag of digits); returns the objects kube play runs."""
     import yaml  # Debian's python3-yaml (scripts/install-deps.sh)
     args = [ARGS.helm, "template", release, ARGS.chart]
     for v in values:
         args += ["--set", v]
+    for v in strings:
+        args += ["--set-string", v]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return [d for d in yaml.safe_load_all(out) if d and d["kind"] in KINDS]
 
@@ -96,9 +100,9 @@ class KubePlayTest(unittest.TestCase):
         objects = render(release, [
             "backend=redis", "replicaCount=2",
             "redis.addresses={%s:6379}" % redis_ip, "redis.auth.password=" + password,
-            "image.registry=localhost", "image.repository=" + repository, "image.tag=" + tag,
+            "image.registry=localhost", "image.repository=" + repository,
             "image.pullPolicy=Never",
-        ])
+        ], strings=["image.tag=" + tag])
         if password in json.dumps([o for o in objects if o["kind"] != "Secret"]):
             raise AssertionError("the Redis password is outside the Secret")
         kube_file = os.path.join(tmp, "lockd.yaml")
