@@ -1,8 +1,9 @@
 // The fixture shared by the lockd::Client unit tests (client_test.cc,
 // client_lease_test.cc): a Client over a MockLockServiceStub whose Acquire,
 // Renew and Release succeed unless a test says otherwise, with short
-// backoffs. These test the unary path (ClientOptions::use_sessions = false);
-// the Session path is tested against real lockd processes in
+// backoffs. These test the unary path (ClientOptions::use_sessions = false),
+// except session_abandon_test.cc, which scripts the Session stream; the
+// Session path is tested against real lockd processes in
 // tests/integration/clients/client_session_test.cc. Test-only; not installed.
 
 #ifndef LOCKD_CLIENTS_CPP_SRC_CLIENT_TEST_FIXTURE_H_

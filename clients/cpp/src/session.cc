@@ -34,6 +34,10 @@ struct Session::Op {
   bool sent = false;         // written (or being written) on an open stream
   bool cancelled = false;
   bool done = false;
+  // A sent acquire its caller stopped waiting for: a grant that still comes
+  // is given back by HandleResult (the caller's own undo may have reached
+  // the server before the grant).
+  bool abandoned = false;
   // When done: the server's answer, or else `error` (outcome unknown iff sent).
   std::optional<v1::SessionResult> result;
   std::shared_ptr<LeaseState> lease;  // a grant, already in holds_
@@ -149,9 +153,14 @@ void Session::Cancel(const std::shared_ptr<Op>& op) {
   s->Write(cancel);
 }
 
-void Session::Abandon(const Op& op) {
+void Session::Abandon(Op& op) {
   std::lock_guard<std::mutex> l(mu_);
-  if (!op.done) ops_.erase(op.id);
+  if (op.done) return;
+  if (op.sent && op.req.has_acquire()) {
+    op.abandoned = true;
+  } else {
+    ops_.erase(op.id);
+  }
 }
 
 void Session::Forget(const LeaseState* lease) {
@@ -415,7 +424,7 @@ bool Session::RunStream() {
       OnOpened(s, resp.opened());
       while (s->rw->Read(&resp)) {
         if (resp.has_result()) {
-          HandleResult(resp.result());
+          HandleResult(s, resp.result());
         } else if (resp.has_lost()) {
           HandleLost(resp.lost());
         }
@@ -468,13 +477,30 @@ void Session::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened
   for (const auto& op : queued) s->Write(op->req);
 }
 
-void Session::HandleResult(const v1::SessionResult& result) {
-  std::lock_guard<std::mutex> l(mu_);
+void Session::HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionResult& result) {
+  const bool granted =
+      result.status().code() == 0 && result.has_acquire() && result.acquire().acquired();
+  std::unique_lock<std::mutex> l(mu_);
   auto it = ops_.find(result.op_id());
-  if (it == ops_.end()) return;  // abandoned
+  if (it == ops_.end()) return;
   std::shared_ptr<Op> op = std::move(it->second);
   ops_.erase(it);
-  if (result.status().code() == 0 && result.has_acquire() && result.acquire().acquired()) {
+  if (op->abandoned) {
+    if (!granted) return;
+    // API.md acquire_request_id: gives back exactly this grant, and is a
+    // no-op if the caller's undo already did. Its result is ignored.
+    const v1::AcquireRequest& a = op->req.acquire().request();
+    v1::SessionRequest undo;
+    undo.mutable_release()->set_op_id(next_op_id_++);
+    v1::ReleaseRequest* r = undo.mutable_release()->mutable_request();
+    r->set_namespace_(a.namespace_());
+    r->set_name(a.name());
+    r->set_acquire_request_id(a.request_id());
+    l.unlock();
+    s->Write(undo);
+    return;
+  }
+  if (granted) {
     // Registered here, under mu_, so that a stream break right after this
     // result resumes it.
     const v1::AcquireResponse& a = result.acquire();

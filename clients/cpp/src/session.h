@@ -99,7 +99,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // `opened` arrived on `s`: resumed holds are kept by the server again, the
   // others lost; queued operations are sent.
   void OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened);
-  void HandleResult(const v1::SessionResult& result);
+  // A result read from `s`; a grant to an abandoned acquire is given back
+  // over `s`.
+  void HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionResult& result);
   void HandleLost(const v1::LockLost& lost);
   // After the stream `s` ended with `status` (whether it had opened).
   void OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& status, bool opened);
@@ -112,8 +114,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool Wait(Op& op, SteadyTime until);
   // Cancels a waiting acquire (drops it if it was never sent).
   void Cancel(const std::shared_ptr<Op>& op);
-  // Forgets `op`; a late result is ignored.
-  void Abandon(const Op& op);
+  // The caller stops waiting for `op`: a late result is ignored, except
+  // that a late grant of a sent acquire is given back.
+  void Abandon(Op& op);
   // True if the calling thread is the session thread.
   bool OnSessionThread() const;
 

@@ -109,6 +109,10 @@ class _Op:
         self.result: Optional[lock_pb2.SessionResult] = None
         self.state: Optional[_LeaseState] = None  # a grant's lease
         self.broken: Optional[str] = None  # why the stream broke before the result
+        # Its caller gave up waiting: a grant that still arrives is undone by
+        # the reader (_on_result), since the caller's own undo may have
+        # reached lockd before the grant.
+        self.abandoned = False
 
 
 class _Session:
@@ -149,16 +153,13 @@ class _Session:
             finished = op.done.wait(max(timeout, 0.0))
         except BaseException:  # interrupted: the caller undoes what it may have added
             self._cancel(op_id, op)
-            with self._mu:
-                self._ops.pop(op_id, None)
+            self._abandon(op_id, op)
             if op.state is not None:
                 self.forget(op.state)
             raise
         if not finished:
             self._cancel(op_id, op)
-            if not op.done.wait(undo_bound):
-                with self._mu:
-                    self._ops.pop(op_id, None)
+            if not op.done.wait(undo_bound) and self._abandon(op_id, op):
                 raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "no result before the deadline (cancel unanswered)")
             if op.state is not None:  # granted after all: the caller undoes it
@@ -193,6 +194,16 @@ class _Session:
             op_id = self._new_op_id()
             self._requests.put(lock_pb2.SessionRequest(
                 release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
+
+    def _undo_locked(self, acquire: lock_pb2.AcquireRequest) -> None:
+        """Gives back the hold of an abandoned acquire (design/API.md
+        acquire_request_id: a no-op if the caller's undo already did, or if
+        the owner has made another request on the lock since)."""
+        req = lock_pb2.ReleaseRequest(namespace=acquire.namespace, name=acquire.name,
+                                      owner=acquire.owner,
+                                      acquire_request_id=acquire.request_id)
+        self._requests.put(lock_pb2.SessionRequest(
+            release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
 
     def forget(self, state: _LeaseState) -> None:
         with self._mu:
@@ -256,6 +267,16 @@ class _Session:
                     release=lock_pb2.SessionRelease(op_id=op_id, request=request))
             self._requests.put(msg)
             return op_id, op
+
+    def _abandon(self, op_id: int, op: _Op) -> bool:
+        """The caller stops waiting for ``op``. Returns False if its result
+        came first (handle it as usual); else a grant that still comes is
+        given back by _on_result."""
+        with self._mu:
+            if op.done.is_set():
+                return False
+            op.abandoned = True
+            return True
 
     def _cancel(self, op_id: int, op: _Op) -> None:
         with self._mu:
@@ -354,7 +375,12 @@ class _Session:
         with self._mu:
             op = self._ops.pop(result.op_id, None)
             if op is None:
-                return  # its caller gave up (and undoes a grant itself)
+                return  # a release_async
+            if op.abandoned:
+                if (op.kind == "acquire" and result.status.code == 0
+                        and result.acquire.acquired and self._status == "open"):
+                    self._undo_locked(op.request)
+                return
             op.result = result
             if (op.kind == "acquire" and result.status.code == 0 and result.acquire.acquired):
                 req, resp = op.request, result.acquire

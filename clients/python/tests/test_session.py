@@ -173,6 +173,22 @@ class SessionTest(LockdTestBase):
         self.assertFalse(a.describe("x").held, "the interrupted acquire was granted")
         b.try_acquire("x", ttl=10).release()  # the session still works
 
+    def test_grant_after_the_caller_gave_up_is_given_back(self):
+        # The cancel of an acquire whose caller stops waiting can reach lockd
+        # after the caller's undo, and then after the grant (a loaded
+        # client). Here it never reaches it: lockd grants the abandoned
+        # acquire when the lock frees, and the client must give it back.
+        a, b = self.client(), self.client(release_timeout=0.5)
+        held = a.acquire("x", ttl=10)
+        b.try_acquire("warm-up", ttl=10).release()
+        b._sessions[10]._cancel = lambda op_id, op: None
+        with self.assertRaises(lockd.LockNotAcquired):
+            b.acquire("x", ttl=10, wait=30, timeout=0.5)
+        held.release()
+        self.assertTrue(wait_until(lambda: not a.describe("x").held, 3),
+                        "the abandoned acquire's grant was kept")
+        b.try_acquire("x", ttl=10).release()  # the session still works
+
     def test_broken_stream_is_resumed_with_its_leases(self):
         proxy = self.proxy()
         a = self.client(target=proxy.address, initial_backoff=0.02, max_backoff=0.2)

@@ -1,0 +1,149 @@
+// lockd::Client's Session path against a scripted stream (a
+// MockLockServiceStub whose Session returns ScriptedStream): the orderings a
+// real lockd produces only under load, made exact. The Session path's
+// everyday behaviour is tested against real lockd processes in
+// tests/integration/clients/client_session_test.cc.
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "clients/cpp/src/client_test_fixture.h"
+#include "tests/support/status_matchers.h"
+
+namespace lockd {
+namespace {
+
+using ::lockd::testing::StatusIs;
+using ::testing::_;
+
+// A Session stream whose server side is the test: Write() records what the
+// client sends, Read() returns what the test pushes, and the stream ends
+// when the client half-closes or the test calls End().
+class ScriptedStream
+    : public grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse> {
+ public:
+  void Push(v1::SessionResponse resp) {
+    std::lock_guard<std::mutex> l(mu_);
+    replies_.push_back(std::move(resp));
+    cv_.notify_all();
+  }
+
+  // Waits up to `timeout` for a written request that `pred` accepts.
+  template <typename Pred>
+  std::optional<v1::SessionRequest> AwaitWrite(Pred pred, absl::Duration timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    std::optional<v1::SessionRequest> found;
+    cv_.wait_for(l, absl::ToChronoNanoseconds(timeout), [&] {
+      for (const v1::SessionRequest& w : written_) {
+        if (pred(w)) found = w;
+      }
+      return found.has_value();
+    });
+    return found;
+  }
+
+  void WaitForInitialMetadata() override {}
+  bool NextMessageSize(uint32_t* sz) override {
+    *sz = 1 << 20;
+    return true;
+  }
+  bool Read(v1::SessionResponse* resp) override {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return !replies_.empty() || ended_; });
+    if (replies_.empty()) return false;
+    *resp = std::move(replies_.front());
+    replies_.pop_front();
+    return true;
+  }
+  bool Write(const v1::SessionRequest& req, grpc::WriteOptions) override {
+    std::lock_guard<std::mutex> l(mu_);
+    written_.push_back(req);
+    cv_.notify_all();
+    return !ended_;
+  }
+  bool WritesDone() override {
+    std::lock_guard<std::mutex> l(mu_);
+    ended_ = true;
+    cv_.notify_all();
+    return true;
+  }
+  grpc::Status Finish() override { return grpc::Status::OK; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::SessionResponse> replies_;
+  std::vector<v1::SessionRequest> written_;
+  bool ended_ = false;
+};
+
+class SessionAbandonTest : public ClientTest {
+ protected:
+  SessionAbandonTest() {
+    options_.use_sessions = true;
+    options_.release_timeout = absl::Milliseconds(200);  // bounds the wait for a cancel's answer
+    // The client deletes the stream it gets when the call ends.
+    ON_CALL(*stub_, SessionRaw(_)).WillByDefault(::testing::Invoke([this](grpc::ClientContext*) {
+      stream_ = new ScriptedStream;
+      v1::SessionResponse opened;
+      SetProtoDuration(absl::Seconds(30), opened.mutable_opened()->mutable_lease_ttl());
+      stream_->Push(opened);
+      return stream_;
+    }));
+  }
+
+  ScriptedStream* stream_ = nullptr;
+};
+
+// The cancel of an acquire whose caller gave up can reach lockd after the
+// caller's unary undo (a different HTTP/2 stream) and after lockd granted
+// the acquire. The client must give that late grant back itself: lockd
+// would otherwise renew a hold nobody knows of for as long as the session
+// lives.
+TEST_F(SessionAbandonTest, GrantAfterTheCallerGaveUpIsGivenBackOverTheStream) {
+  int undos = 0;
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .WillRepeatedly(::testing::Invoke(
+          [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            // The undo reaches lockd while the acquire still waits: nothing
+            // to give back (API.md: OK with the current hold count).
+            EXPECT_FALSE(req.acquire_request_id().empty());
+            ++undos;
+            resp->set_released(false);
+            resp->set_hold_count(0);
+            return grpc::Status::OK;
+          }));
+  Client client = NewClient();
+  AcquireOptions o = Ttl(absl::Seconds(30));
+  o.wait = absl::Seconds(30);
+  o.timeout = absl::Milliseconds(300);
+  absl::StatusOr<Lease> lease = client.Acquire("x", o);  // the lock stays busy
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));  // no answer to the cancel
+  EXPECT_EQ(undos, 1);
+
+  std::optional<v1::SessionRequest> acquire = stream_->AwaitWrite(
+      [](const v1::SessionRequest& w) { return w.has_acquire(); }, absl::ZeroDuration());
+  ASSERT_TRUE(acquire.has_value());
+  v1::SessionResponse grant;
+  v1::SessionResult* r = grant.mutable_result();
+  r->set_op_id(acquire->acquire().op_id());
+  r->mutable_status();
+  r->mutable_acquire()->set_acquired(true);
+  r->mutable_acquire()->set_fencing_token(9);
+  r->mutable_acquire()->set_hold_count(1);
+  SetProtoDuration(absl::Seconds(30), r->mutable_acquire()->mutable_lease_ttl());
+  stream_->Push(grant);
+
+  std::optional<v1::SessionRequest> undo = stream_->AwaitWrite(
+      [](const v1::SessionRequest& w) { return w.has_release(); }, absl::Seconds(5));
+  ASSERT_TRUE(undo.has_value()) << "the late grant was kept";
+  EXPECT_EQ(undo->release().request().name(), "x");
+  EXPECT_EQ(undo->release().request().acquire_request_id(),
+            acquire->acquire().request().request_id());
+}
+
+}  // namespace
+}  // namespace lockd
