@@ -120,7 +120,7 @@ TEST_F(SessionAbandonTest, GrantAfterTheCallerGaveUpIsGivenBackOverTheStream) {
   AcquireOptions o = Ttl(absl::Seconds(30));
   o.wait = absl::Seconds(30);
   o.timeout = absl::Milliseconds(300);
-  absl::StatusOr<Lease> lease = client.Acquire("x", o);  // the lock stays busy
+  absl::StatusOr<Lease> lease = client.Acquire("x", o);          // the lock stays busy
   EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));  // no answer to the cancel
   EXPECT_EQ(undos, 1);
 
