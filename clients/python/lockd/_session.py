@@ -270,13 +270,14 @@ class _Session:
 
     def _abandon(self, op_id: int, op: _Op) -> bool:
         """The caller stops waiting for ``op``. Returns False if its result
-        came first (handle it as usual); else a grant that still comes is
-        given back by _on_result."""
+        (or the stream's end) came first: handle it as usual. Else a grant
+        that still comes is given back by _on_result."""
         with self._mu:
-            if op.done.is_set():
-                return False
-            op.abandoned = True
-            return True
+            if self._ops.get(op_id) is op:
+                op.abandoned = True
+                return True
+        op.done.wait()  # being completed right now, outside _mu
+        return False
 
     def _cancel(self, op_id: int, op: _Op) -> None:
         with self._mu:
@@ -375,7 +376,7 @@ class _Session:
         with self._mu:
             op = self._ops.pop(result.op_id, None)
             if op is None:
-                return  # a release_async
+                return  # a release_async, or a release whose caller gave up
             if op.abandoned:
                 if (op.kind == "acquire" and result.status.code == 0
                         and result.acquire.acquired and self._status == "open"):
