@@ -124,6 +124,15 @@ struct ReleaseParams {
   // kFailedPrecondition. An undo that gave a hold back becomes the owner's
   // last request, so a repeat of it changes nothing more.
   std::string acquire_request_id;
+  // Non-zero: act only on the owner's hold with this fencing token. A hold
+  // with another token (a later grant: the owner released and acquired
+  // again since this request was sent) or no hold at all answers
+  // kFailedPrecondition (LockNotHeldError) and changes nothing; a repeat of
+  // the owner's last request_id still returns its first result. With
+  // acquire_request_id: the undo gives the hold back only if it has this
+  // token, otherwise it changes nothing and answers OK as above. Zero: any
+  // hold of the owner (the request predates tokens on releases).
+  uint64_t fencing_token = 0;
 };
 
 struct ReleaseResult {
@@ -135,6 +144,10 @@ struct RenewParams {
   LockKey key;
   std::string owner;
   absl::Duration ttl;  // REQUIRES: within the configured lease bounds.
+  // Non-zero: renew only the owner's hold with this fencing token; another
+  // token, or no hold, is kFailedPrecondition (LockNotHeldError) and changes
+  // nothing. Zero: any hold of the owner.
+  uint64_t fencing_token = 0;
 };
 
 struct RenewResult {

@@ -159,6 +159,7 @@ absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req) {
     return Invalid("acquire_request_id", "must not be combined with request_id", "both are set");
   }
   p.acquire_request_id = req.acquire_request_id();
+  p.fencing_token = req.fencing_token();
   return p;
 }
 
@@ -172,6 +173,7 @@ absl::StatusOr<RenewParams> ToRenewParams(const v1::RenewRequest& req, const Lea
   absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
   if (!ttl.ok()) return ttl.status();
   p.ttl = *ttl;
+  p.fencing_token = req.fencing_token();
   return p;
 }
 
