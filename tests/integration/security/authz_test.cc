@@ -5,6 +5,7 @@
 // certificates requested, not required).
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,15 @@ constexpr char kRules[] = R"(
 - identities: [anonymous]
   namespaces: [public]
   permissions: [lock, read]
+- identities: svc-a
+  namespaces: ["a*"]
+  permissions: lock
+- identities: svc-b
+  namespaces: ["b*"]
+  permissions: lock
+- identities: viewer
+  namespaces: ["*"]
+  permissions: read
 )";
 
 class AuthzTest : public ::testing::Test {
@@ -53,25 +63,43 @@ class AuthzTest : public ::testing::Test {
                           "# token identity\n"
                           "tok-orders svc-orders\n"
                           "tok-dash dashboards\n"
-                          "tok-ops ops-alice\n")
+                          "tok-ops ops-alice\n"
+                          "tok-a svc-a\n"
+                          "tok-b svc-b\n"
+                          "tok-viewer viewer\n")
                     .ok());
-    ASSERT_TRUE(
-        WriteFile(File("lockd.yaml"), absl::StrCat("auth:\n  owner_prefix: true\n"
-                                                   "  reload_interval: 200ms\n"
-                                                   "  rules:",
-                                                   absl::StrReplaceAll(kRules, {{"\n", "\n    "}})))
-            .ok());
-    auto p = LockdProcess::Start(
-        {"--backend=memory", "--config", File("lockd.yaml"),
-         "--tls.cert_file=" + File("server.pem"), "--tls.key_file=" + File("server.key"),
-         "--tls.client_ca_file=" + File("ca.pem"), "--tls.client_auth=request",
-         "--auth.tokens_file=" + File("tokens")},
-        dir_->path());
+    const std::string rules = absl::StrReplaceAll(kRules, {{"\n", "\n    "}});
+    ASSERT_TRUE(WriteFile(File("lockd.yaml"), absl::StrCat("auth:\n  owner_prefix: true\n"
+                                                           "  reload_interval: 200ms\n"
+                                                           "  rules:",
+                                                           rules))
+                    .ok());
+    // The same rules without the owner prefix rule: any owner may be named.
+    ASSERT_TRUE(WriteFile(File("lockd-any-owner.yaml"),
+                          absl::StrCat("auth:\n  reload_interval: 200ms\n  rules:", rules))
+                    .ok());
+    auto flags = [](const std::string& config) {
+      return std::vector<std::string>{"--backend=memory",
+                                      "--config",
+                                      File(config),
+                                      "--tls.cert_file=" + File("server.pem"),
+                                      "--tls.key_file=" + File("server.key"),
+                                      "--tls.client_ca_file=" + File("ca.pem"),
+                                      "--tls.client_auth=request",
+                                      "--auth.tokens_file=" + File("tokens")};
+    };
+    auto p = LockdProcess::Launch(flags("lockd.yaml"), dir_->path());
     ASSERT_TRUE(p.ok()) << p.status();
     lockd_ = p->release();
+    auto q = LockdProcess::Launch(flags("lockd-any-owner.yaml"), dir_->path());
+    ASSERT_TRUE(q.ok()) << q.status();
+    any_owner_lockd_ = q->release();
+    ASSERT_TRUE(lockd_->WaitUntilServing().ok());
+    ASSERT_TRUE(any_owner_lockd_->WaitUntilServing().ok());
   }
 
   static void TearDownTestSuite() {
+    delete any_owner_lockd_;
     delete lockd_;
     delete dir_;
   }
@@ -138,12 +166,14 @@ class AuthzTest : public ::testing::Test {
   }
 
   static TempDir* dir_;
-  static LockdProcess* lockd_;
+  static LockdProcess* lockd_;            // auth.owner_prefix: true
+  static LockdProcess* any_owner_lockd_;  // the same rules, without owner_prefix
   std::string last_owner_;
 };
 
 TempDir* AuthzTest::dir_ = nullptr;
 LockdProcess* AuthzTest::lockd_ = nullptr;
+LockdProcess* AuthzTest::any_owner_lockd_ = nullptr;
 
 struct Case {
   std::string caller;  // label
@@ -306,6 +336,305 @@ TEST_F(AuthzTest, LockctlSendsTokensAndForceReleases) {
       },
       absl::Seconds(5)))
       << lockd_->process().Log();
+}
+
+// A Session stream by `who`, used in lock step: every request the tests send
+// is answered by one response, read before the next request goes out.
+class SyncSession {
+ public:
+  SyncSession(const std::string& address, const ChannelSpec& who)
+      : stub_(v1::LockService::NewStub(Channel(address, who))),
+        ctx_(Ctx(who.token)),
+        stream_(stub_->Session(ctx_.get())) {}
+  ~SyncSession() {
+    if (!finished_) {
+      ctx_->TryCancel();
+      Finish();
+    }
+  }
+
+  // Sends `open`; the `opened`, or nullopt when the stream ended instead
+  // (its status is then end()).
+  std::optional<v1::SessionOpened> Open(const std::string& ns, const std::string& owner,
+                                        const std::vector<v1::LockRef>& resume = {}) {
+    v1::SessionRequest req;
+    req.mutable_open()->set_namespace_(ns);
+    req.mutable_open()->set_owner(owner);
+    for (const v1::LockRef& r : resume) *req.mutable_open()->add_resume() = r;
+    stream_->Write(req);
+    v1::SessionResponse resp;
+    if (stream_->Read(&resp) && resp.has_opened()) return resp.opened();
+    Finish();
+    return std::nullopt;
+  }
+
+  // Sends an acquire (a release when `acquire` is false) of ns/name.
+  bool Send(uint64_t op_id, bool acquire, const std::string& ns, const std::string& name,
+            absl::Duration wait = absl::ZeroDuration()) {
+    v1::SessionRequest req;
+    if (acquire) {
+      req.mutable_acquire()->set_op_id(op_id);
+      v1::AcquireRequest& a = *req.mutable_acquire()->mutable_request();
+      a.set_namespace_(ns);
+      a.set_name(name);
+      if (wait > absl::ZeroDuration()) {
+        a.mutable_wait_timeout()->set_seconds(absl::ToInt64Seconds(wait));
+      }
+    } else {
+      req.mutable_release()->set_op_id(op_id);
+      req.mutable_release()->mutable_request()->set_namespace_(ns);
+      req.mutable_release()->mutable_request()->set_name(name);
+    }
+    return stream_->Write(req);
+  }
+  bool Cancel(uint64_t op_id) {
+    v1::SessionRequest req;
+    req.mutable_cancel()->set_op_id(op_id);
+    return stream_->Write(req);
+  }
+  // The next result; nullopt if the stream ended (or sent something else).
+  std::optional<v1::SessionResult> Next() {
+    v1::SessionResponse resp;
+    if (stream_->Read(&resp) && resp.has_result()) return resp.result();
+    return std::nullopt;
+  }
+  std::optional<v1::SessionResult> Call(uint64_t op_id, bool acquire, const std::string& ns,
+                                        const std::string& name) {
+    if (!Send(op_id, acquire, ns, name)) return std::nullopt;
+    return Next();
+  }
+
+  // Half-closes and returns the stream's status.
+  grpc::Status HalfClose() {
+    stream_->WritesDone();
+    Finish();
+    return end_;
+  }
+  const grpc::Status& end() const { return end_; }
+
+ private:
+  void Finish() {
+    if (finished_) return;
+    v1::SessionResponse ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    end_ = stream_->Finish();
+    finished_ = true;
+  }
+
+  std::unique_ptr<v1::LockService::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionResponse>> stream_;
+  bool finished_ = false;
+  grpc::Status end_;
+};
+
+v1::LockRef Ref(const std::string& ns, const std::string& name, uint64_t token) {
+  v1::LockRef r;
+  r.set_namespace_(ns);
+  r.set_name(name);
+  r.set_fencing_token(token);
+  return r;
+}
+
+// google.rpc.Status codes in session results.
+constexpr int kOk = 0, kCancelled = 1, kPermissionDenied = 7, kUnauthenticated = 16;
+
+struct SessionCaller {
+  std::string label;
+  ChannelSpec who;
+  int a1, b1;  // the code of an open (and of each operation) in namespaces a1 and b1
+};
+
+// Session open and every operation, allowed and denied, for each identity:
+// opening needs `lock` on open.namespace; each operation needs `lock` on its
+// own namespace (an operation refused is answered, the stream stays open).
+TEST_F(AuthzTest, SessionOpenAndEveryOperationAreAllowedOrDeniedAsTheRulesSay) {
+  const std::vector<SessionCaller> callers = {
+      {"svc-a", Token("tok-a"), kOk, kPermissionDenied},
+      {"svc-b", Token("tok-b"), kPermissionDenied, kOk},
+      {"viewer", Token("tok-viewer"), kPermissionDenied, kPermissionDenied},
+      {"anonymous", Anonymous(), kUnauthenticated, kUnauthenticated},
+  };
+  for (const SessionCaller& c : callers) {
+    for (const std::string ns : {"a1", "b1"}) {
+      const int want = ns == "a1" ? c.a1 : c.b1;
+      const std::string other = ns == "a1" ? "b1" : "a1";
+      const std::string what = absl::StrCat(c.label, " session in ", ns);
+      SyncSession s(lockd_->address(), c.who);
+      std::optional<v1::SessionOpened> opened = s.Open(ns, "");
+      if (want != kOk) {
+        EXPECT_FALSE(opened.has_value()) << what;
+        EXPECT_EQ(static_cast<int>(s.end().error_code()), want)
+            << what << ": " << s.end().error_message();
+        EXPECT_THAT(s.end().error_message(), HasSubstr("permission lock")) << what;
+        EXPECT_THAT(s.end().error_message(), HasSubstr("\"" + ns + "\"")) << what;
+        continue;
+      }
+      ASSERT_TRUE(opened.has_value()) << what << ": " << s.end().error_message();
+      EXPECT_THAT(opened->owner(), StartsWith(c.label + "/")) << what;
+      // Allowed: acquire and release in the session's namespace, and a
+      // waiting acquire cancelled.
+      std::optional<v1::SessionResult> r = s.Call(1, true, ns, "s-" + c.label);
+      ASSERT_TRUE(r.has_value()) << what;
+      EXPECT_EQ(r->status().code(), kOk) << what << ": " << r->status().message();
+      EXPECT_TRUE(r->acquire().acquired()) << what;
+      r = s.Call(2, false, ns, "s-" + c.label);
+      ASSERT_TRUE(r.has_value()) << what;
+      EXPECT_EQ(r->status().code(), kOk) << what << ": " << r->status().message();
+      EXPECT_TRUE(r->release().released()) << what;
+      ASSERT_TRUE(Call("Acquire", c.who, ns, c.label + "/other", "busy-" + c.label).ok()) << what;
+      ASSERT_TRUE(s.Send(3, true, ns, "busy-" + c.label, absl::Seconds(8)));
+      ASSERT_TRUE(s.Cancel(3));
+      r = s.Next();
+      ASSERT_TRUE(r.has_value()) << what;
+      EXPECT_EQ(r->status().code(), kCancelled) << what << ": " << r->status().message();
+      // Denied: acquire (waiting or not) and release in another namespace,
+      // answered at once; a cancel of the refused acquire has nothing to end.
+      for (uint64_t op : {4, 5, 6}) {
+        if (op == 5) {
+          ASSERT_TRUE(s.Send(op, true, other, "s-" + c.label, absl::Seconds(8)));
+          ASSERT_TRUE(s.Cancel(op));
+          r = s.Next();
+        } else {
+          r = s.Call(op, op == 4, other, "s-" + c.label);
+        }
+        ASSERT_TRUE(r.has_value()) << what << " op " << op;
+        EXPECT_EQ(r->op_id(), op) << what;
+        EXPECT_EQ(r->status().code(), kPermissionDenied) << what << " op " << op;
+        EXPECT_THAT(r->status().message(), HasSubstr("permission lock on namespace \"" + other))
+            << what << " op " << op;
+      }
+      EXPECT_TRUE(s.HalfClose().ok()) << what;
+    }
+  }
+}
+
+// With auth.owner_prefix, open.owner obeys the rule of a unary owner.
+TEST_F(AuthzTest, SessionOwnerMustStartWithTheCallersIdentity) {
+  for (const std::string owner : {"svc-b/w1", "svc-aX", "svc-b"}) {
+    SyncSession s(lockd_->address(), Token("tok-a"));
+    EXPECT_FALSE(s.Open("a1", owner).has_value()) << owner;
+    EXPECT_THAT(s.end(), StatusIs(Code::PERMISSION_DENIED)) << owner;
+    EXPECT_THAT(s.end().error_message(), HasSubstr("owner: must be \"svc-a\" or start with"))
+        << owner;
+  }
+  for (const std::string owner : {"svc-a", "svc-a/w1"}) {
+    SyncSession s(lockd_->address(), Token("tok-a"));
+    std::optional<v1::SessionOpened> opened = s.Open("a1", owner);
+    ASSERT_TRUE(opened.has_value()) << owner << ": " << s.end().error_message();
+    EXPECT_EQ(opened->owner(), owner);
+    EXPECT_TRUE(s.HalfClose().ok());
+  }
+}
+
+// The attack of issue 28: a caller without `lock` on b1 names svc-b's owner
+// and token (any reader can learn them) in open.resume. It must not get the
+// hold, and svc-b's hold must survive the attacker's half-close (which
+// releases every hold of a session).
+TEST_F(AuthzTest, SessionResumeCannotTakeOverAHoldWithoutLockOnItsNamespace) {
+  for (LockdProcess* lockd : {lockd_, any_owner_lockd_}) {
+    const bool prefix = lockd == lockd_;
+    const std::string what0 = prefix ? "owner_prefix on" : "owner_prefix off";
+    const std::string name = prefix ? "x" : "x2";
+    auto call = [&](const std::string& rpc, const ChannelSpec& who, v1::LockInfo* info = nullptr) {
+      auto stub = v1::LockService::NewStub(Channel(lockd->address(), who));
+      auto ctx = Ctx(who.token);
+      if (rpc == "Acquire") {
+        v1::AcquireRequest req;
+        req.set_namespace_("b1");
+        req.set_name(name);
+        req.set_owner("svc-b/w1");
+        req.mutable_lease_ttl()->set_seconds(60);
+        v1::AcquireResponse resp;
+        return stub->Acquire(ctx.get(), req, &resp);
+      }
+      if (rpc == "Renew") {
+        v1::RenewRequest req;
+        req.set_namespace_("b1");
+        req.set_name(name);
+        req.set_owner("svc-b/w1");
+        v1::RenewResponse resp;
+        return stub->Renew(ctx.get(), req, &resp);
+      }
+      v1::DescribeRequest req;
+      req.set_namespace_("b1");
+      req.set_name(name);
+      return stub->Describe(ctx.get(), req, info);
+    };
+    ASSERT_TRUE(call("Acquire", Token("tok-b")).ok()) << what0;
+    v1::LockInfo before;
+    ASSERT_TRUE(call("Describe", Token("tok-viewer"), &before).ok()) << what0;
+    ASSERT_TRUE(before.held()) << what0;
+    const std::vector<v1::LockRef> resume = {Ref("b1", name, before.fencing_token())};
+
+    struct Attacker {
+      std::string label;
+      ChannelSpec who;
+      Code code;
+    };
+    const std::vector<Attacker> attackers = {
+        {"svc-a", Token("tok-a"), Code::PERMISSION_DENIED},
+        {"viewer", Token("tok-viewer"), Code::PERMISSION_DENIED},
+        {"anonymous", Anonymous(), Code::UNAUTHENTICATED},
+    };
+    for (const Attacker& a : attackers) {
+      const std::string what = absl::StrCat(what0, ", ", a.label);
+      // As the issue has it: open.namespace b1. Refused as a whole.
+      {
+        SyncSession s(lockd->address(), a.who);
+        std::optional<v1::SessionOpened> opened = s.Open("b1", "svc-b/w1", resume);
+        EXPECT_FALSE(opened.has_value()) << what << " got " << opened->DebugString();
+        EXPECT_THAT(s.end(), StatusIs(a.code)) << what;
+        EXPECT_THAT(s.end().error_message(), HasSubstr("permission lock on namespace \"b1\""))
+            << what;
+      }
+      EXPECT_TRUE(call("Renew", Token("tok-b")).ok()) << what;
+      if (a.label != "svc-a") continue;
+      // In a namespace svc-a may lock: the open passes only without the
+      // owner rule; the resume entry in b1 is refused either way, and so is
+      // every operation on b1.
+      SyncSession s(lockd->address(), a.who);
+      std::optional<v1::SessionOpened> opened = s.Open("a1", "svc-b/w1", resume);
+      if (prefix) {
+        EXPECT_FALSE(opened.has_value()) << what;
+        EXPECT_THAT(s.end(), StatusIs(Code::PERMISSION_DENIED)) << what;
+      } else {
+        ASSERT_TRUE(opened.has_value()) << what << ": " << s.end().error_message();
+        EXPECT_EQ(opened->resumed_size(), 0) << what << ": " << opened->DebugString();
+        for (uint64_t op : {1, 2}) {
+          std::optional<v1::SessionResult> r = s.Call(op, op == 1, "b1", name);
+          ASSERT_TRUE(r.has_value()) << what;
+          EXPECT_EQ(r->status().code(), kPermissionDenied) << what << ": " << r->DebugString();
+        }
+        EXPECT_TRUE(s.HalfClose().ok()) << what;
+        EXPECT_TRUE(WaitFor(
+            [&] {
+              return absl::StrContains(lockd->process().Log(),
+                                       absl::StrCat("audit=denied identity=svc-a permission=lock "
+                                                    "namespace=b1 name=",
+                                                    name, " code=PERMISSION_DENIED"));
+            },
+            absl::Seconds(5)))
+            << what << ": no audit line for the refused resume entry";
+      }
+      EXPECT_TRUE(call("Renew", Token("tok-b")).ok()) << what;
+    }
+    v1::LockInfo after;
+    ASSERT_TRUE(call("Describe", Token("tok-viewer"), &after).ok()) << what0;
+    EXPECT_TRUE(after.held()) << what0;
+    EXPECT_EQ(after.owner(), "svc-b/w1") << what0;
+    EXPECT_EQ(after.fencing_token(), before.fencing_token()) << what0;
+    EXPECT_EQ(after.hold_count(), 1u) << what0;
+
+    // The owner itself still resumes its hold.
+    SyncSession own(lockd->address(), Token("tok-b"));
+    std::optional<v1::SessionOpened> opened = own.Open("b1", "svc-b/w1", resume);
+    ASSERT_TRUE(opened.has_value()) << what0 << ": " << own.end().error_message();
+    ASSERT_EQ(opened->resumed_size(), 1) << what0;
+    EXPECT_EQ(opened->resumed(0).fencing_token(), before.fencing_token()) << what0;
+    EXPECT_TRUE(own.HalfClose().ok()) << what0;
+  }
 }
 
 }  // namespace
