@@ -107,6 +107,14 @@ struct AcquireResult {
   uint64_t fencing_token = 0;
   uint32_t hold_count = 0;
   absl::Duration ttl = absl::ZeroDuration();
+  // When acquired: a moment by this process's clock (absl::Now()) no later
+  // than the one at which the backend started the lease above (a lower
+  // bound: e.g. when the request that granted it was sent), however long
+  // the call waited before. InfinitePast: unknown; the caller then takes
+  // the time it made the call. A replay (the owner's last request_id again)
+  // starts no lease: its lease_start is, where the backend cannot tell it
+  // from a grant, the replay's own.
+  absl::Time lease_start = absl::InfinitePast();
   // When !acquired: the lock's state (its holder) when the wait ended.
   LockState current;
 };

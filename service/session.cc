@@ -168,12 +168,16 @@ void Session::HandleOpen(const v1::SessionOpen& open) {
     BeginEnd(End::kProtocolError, ToGrpcStatus(p.status()));
     return;
   }
+  std::string ns = p->ns.empty() ? std::string(kDefaultNamespace) : p->ns;
   std::string identity(kAnonymous);
   const Authorizer* authz = hub_->authz_;
   if (authz != nullptr && authz->enabled()) {
-    absl::StatusOr<std::string> id = authz->Identify(*ctx_);
+    // Opening needs `lock` on the session's namespace, and open.owner obeys
+    // the owner rule of a unary call (auth.owner_prefix).
+    absl::StatusOr<std::string> id =
+        authz->Authorize(*ctx_, Permission::kLock, ns, /*name=*/"", &p->owner);
     if (!id.ok()) {
-      BeginEnd(End::kProtocolError, ToGrpcStatus(id.status()));
+      BeginEnd(End::kRefused, ToGrpcStatus(id.status()));
       return;
     }
     identity = *std::move(id);
@@ -182,7 +186,7 @@ void Session::HandleOpen(const v1::SessionOpen& open) {
   {
     absl::MutexLock l(&mu_);
     owner_ = p->owner;
-    ns_ = p->ns.empty() ? std::string(kDefaultNamespace) : p->ns;
+    ns_ = std::move(ns);
     ttl_ = p->ttl;
     keep_on_disconnect_ = p->keep_on_disconnect;
     opened_ = true;
@@ -277,9 +281,11 @@ void Session::OnAcquired(uint64_t op_id, const LockKey& key, const std::string& 
       if (cancelled || end_ != End::kNone) {
         give_back = true;
       } else {
+        // The lease runs from the grant, however long the acquire waited:
+        // from the backend's lower bound of that moment, else from the call.
         Hold& h = holds_[key];
         h.token = r->fencing_token;
-        h.expires = sent + ttl_;
+        h.expires = (r->lease_start != absl::InfinitePast() ? r->lease_start : sent) + ttl_;
         ScheduleRenewalLocked(ttl_ / 3);
       }
     }

@@ -5,6 +5,13 @@
 // One SessionHub serves every Session call of a LockServiceImpl. Each call
 // gets a reactor (service/session.cc) that follows these rules:
 //
+//  * Authorization (with auth rules, tokens or owner_prefix): `open` needs
+//    `lock` on open.namespace (the default when empty) and an owner the
+//    caller may use (owner_prefix), else the stream ends with that
+//    PERMISSION_DENIED or UNAUTHENTICATED; each open.resume entry and each
+//    acquire and release needs `lock` on its own namespace (a refused
+//    resume entry is not taken over, a refused operation answers the
+//    error). Every denial is audited (Authorizer).
 //  * Reading: one read outstanding, re-armed once a request is handled.
 //    After `open`, reading pauses until `opened` is queued (resumed holds
 //    are checked first), so `opened` is always the first response.
@@ -21,9 +28,11 @@
 //    hold is renewed each lease/3, all holds of the session in one round;
 //    under load the rounds of many sessions are joined into one
 //    Backend::RenewMany (RenewCoalescer: one round trip where the backend
-//    allows). A renewal that finds a hold gone pushes `lost` and forgets
-//    the hold: LEASE_EXPIRED when the lease had run out (by the server's
-//    clock, from the last renewal sent) before the renewal reached the
+//    allows). A hold's lease is timed from its grant (the backend's
+//    AcquireResult::lease_start), however long its acquire waited, then
+//    from each renewal's send time. A renewal that finds a hold gone pushes
+//    `lost` and forgets the hold: LEASE_EXPIRED when the lease had run out
+//    (by the server's clock) before the renewal reached the
 //    backend, otherwise NOT_HELD. A hold not renewed successfully by a tenth
 //    of its lease before it ends (the backend unreachable from this replica
 //    or too slow, while others may reach it) is given up the same way, with

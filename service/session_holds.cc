@@ -30,6 +30,12 @@ void Session::Resume(std::vector<SessionOpenParams::Resume> refs) {
 // Takes over one hold of the owner if it still has the token: Describe, then
 // Renew (which also proves the owner holds it). NotFound: not taken over.
 void Session::ResumeOne(SessionOpenParams::Resume ref) {
+  // Taking a hold over needs `lock` on its namespace, as any operation on it
+  // does (the denial is audited); a refused entry is not taken over.
+  if (!Authorize(ref.key).ok()) {
+    Resumed(absl::NotFoundError("not authorized"));
+    return;
+  }
   LockKey key = ref.key;
   backend_->Describe(std::move(key), [self = NewRef(), ref = std::move(ref)](
                                          absl::StatusOr<LockState> state) mutable {

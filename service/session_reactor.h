@@ -50,11 +50,13 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
  private:
   // Why the stream ends (see session.h, "End"). kResumeFailed: a backend
   // error while checking open.resume; like kShutdown, it keeps the holds.
-  enum class End { kNone, kHalfClose, kBroken, kProtocolError, kShutdown, kResumeFailed };
+  // kRefused: the `open` was not authorized (nothing is held).
+  enum class End { kNone, kHalfClose, kBroken, kProtocolError, kShutdown, kResumeFailed, kRefused };
   struct Hold {
     uint64_t token = 0;
-    // The lease's end by this server's clock: the last renewal's send time
-    // plus the lease.
+    // The lease's end by this server's clock, never later than the
+    // backend's: the lease plus the last renewal's send time, or plus the
+    // grant's lease_start (AcquireResult).
     absl::Time expires;
     int releasing = 0;  // release operations in flight on this lock
   };

@@ -5,9 +5,21 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "backends/common/errors.h"
 
 namespace lockd {
+namespace {
+
+// A grant whose lease_start the strategy left unknown gets `sent`, a moment
+// before its attempt reached the server.
+void StampLeaseStart(TryResult& r, absl::Time sent) {
+  if (r.result.ok() && r.result->acquired && r.result->lease_start == absl::InfinitePast()) {
+    r.result->lease_start = sent;
+  }
+}
+
+}  // namespace
 
 WaitEngine::WaitEngine(LockStrategy* strategy, TimerQueue* timers, size_t max_waiters)
     : strategy_(strategy),
@@ -49,7 +61,9 @@ void WaitEngine::Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, Tr
   // that the strategy may read `params` until it calls `done`.
   auto owned = std::make_unique<Waiter>(std::move(w));
   const AcquireParams& p = owned->params;
-  strategy_->TryOnce(p, kind, [this, then, owned = std::move(owned)](TryResult r) mutable {
+  const absl::Time sent = absl::Now();
+  strategy_->TryOnce(p, kind, [this, then, sent, owned = std::move(owned)](TryResult r) mutable {
+    StampLeaseStart(r, sent);
     (this->*then)(std::move(*owned), std::move(r));
   });
 }
@@ -150,10 +164,11 @@ std::optional<WaitEngine::Head> WaitEngine::TakeHead(const LockKey& key) {
   }
   RunAll(deferred);
   if (!w.has_value()) return std::nullopt;
-  return Head(*std::move(w));
+  return Head(*std::move(w), absl::Now());
 }
 
 void WaitEngine::FinishHead(Head head, TryResult r) {
+  StampLeaseStart(r, head.taken_);
   OnHeadResult(std::move(head.w_), std::move(r));
 }
 

@@ -125,7 +125,9 @@ class WaitEngine {
 
   // Backend::Acquire: tries once, then waits as described above. `done` is
   // called exactly once, with no engine lock held. After Shutdown():
-  // ShuttingDownError(), inline.
+  // ShuttingDownError(), inline. A grant's lease_start, unless the strategy
+  // set it, is the time its attempt was started (TryOnce called, or
+  // TakeHead returned).
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done);
 
@@ -140,16 +142,18 @@ class WaitEngine {
   void OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token);
 
   // The head of `key`, taken out of line for an attempt the backend makes
-  // itself (e.g. in the same transaction or pipeline as a release). The
-  // backend must call FinishHead() exactly once with its result.
+  // itself (e.g. in the same transaction or pipeline as a release), which
+  // it sends after TakeHead() returns. The backend must call FinishHead()
+  // exactly once with its result.
   class Head {
    public:
     const AcquireParams& params() const { return w_.params; }
 
    private:
     friend class WaitEngine;
-    explicit Head(WaiterTable::Waiter w) : w_(std::move(w)) {}
+    Head(WaiterTable::Waiter w, absl::Time taken) : w_(std::move(w)), taken_(taken) {}
     WaiterTable::Waiter w_;
+    absl::Time taken_;  // before the attempt was sent: a grant's lease_start
   };
   // nullopt if `key` has no parked call, its head is already trying, or the
   // engine is shut down.

@@ -42,6 +42,13 @@ struct FreedBy {
 };
 using FreedKey = std::pair<LockKey, std::string>;  // lock, owner
 
+// The wall-clock time (absl::Now()) of steady time `t`, never later than it:
+// an AcquireResult's lease_start for a lease started at `t`.
+absl::Time WallTimeOf(Clock::time_point t) {
+  const absl::Time wall = absl::Now();  // first: the steady reading below is no earlier
+  return wall - absl::FromChrono(Clock::now() - t);
+}
+
 // Waiting uses the WaiterTable directly, not the WaitEngine: the locks live
 // under this class's own mutex, so a release hands the lock to the first
 // waiter in the same critical section (no attempt to make, nothing in flight,
@@ -228,6 +235,7 @@ class MemoryBackend final : public Backend {
     r.fencing_token = lock.token;
     r.hold_count = 1;
     r.ttl = p.ttl;
+    r.lease_start = WallTimeOf(now);
     Remember(lock, p.request_id, r);
     freed_.erase(FreedKey(p.key, p.owner));  // the owner's last request is this one now
     return r;
@@ -246,6 +254,7 @@ class MemoryBackend final : public Backend {
     r.fencing_token = lock.token;
     r.hold_count = lock.hold_count;
     r.ttl = p.ttl;
+    r.lease_start = WallTimeOf(now);
     Remember(lock, p.request_id, r);
     return r;
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "backends/common/errors.h"
 #include "backends/common/millis.h"
 #include "util/log.h"
@@ -315,6 +316,7 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
 AcquireResult AcquireAttempt::GrantLocked() {
   deps_->leases->NoteFloor(params_.key, lock_czxid_, seq_);
   deps_->waiters->Discharge(id_);
+  const absl::Time lease_start = absl::Now();  // the tracker starts the lease below
   LeaseTracker::Sighting s =
       deps_->leases->Observe(params_.key, path_, StatOf(czxid_, version_), InitialData(params_),
                              /*new_lease=*/true, /*arm=*/true);
@@ -323,6 +325,7 @@ AcquireResult AcquireAttempt::GrantLocked() {
   granted.fencing_token = static_cast<uint64_t>(czxid_);
   granted.hold_count = s.state.held ? s.state.hold_count : 1;
   granted.ttl = params_.ttl;
+  granted.lease_start = lease_start;
   return granted;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "backends/common/errors.h"
 #include "backends/common/millis.h"
 #include "backends/zookeeper/acquire_attempt.h"
@@ -262,6 +263,7 @@ void AcquireAttempt::OnReentered(const std::string& path, const NodeData& nd, in
     res.fencing_token = static_cast<uint64_t>(czxid);
     res.hold_count = nd.holds;
     res.ttl = params_.ttl;
+    res.lease_start = absl::Now();  // the tracker starts the new lease below
     deps_->leases->Observe(params_.key, path, r.stat, nd, /*new_lease=*/true, /*arm=*/true);
     Finish(std::move(res));
     return;
