@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -346,6 +347,38 @@ TEST_F(WaitEngineTest, BackendMayRunTheHeadsAttemptItself) {
   std::move(again.done)(Granted(4));
   ASSERT_TRUE(a->Wait());
   EXPECT_TRUE(a->result->acquired);
+}
+
+// A grant's lease_start is when the attempt that granted it started, not
+// when the call came: the lease of a call that waited runs from its grant.
+TEST_F(WaitEngineTest, AGrantsLeaseStartIsWhenItsAttemptStarted) {
+  const absl::Time called = absl::Now();
+  Slot* a = Park("a");
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time before_wake = absl::Now();
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt attempt = strategy_.Next();
+  const absl::Time tried = absl::Now();
+  absl::SleepFor(absl::Milliseconds(20));
+  std::move(attempt.done)(Granted(2));
+  ASSERT_TRUE(a->Wait());
+  ASSERT_TRUE(a->result.ok() && a->result->acquired);
+  EXPECT_GT(a->result->lease_start, called + absl::Milliseconds(20));
+  EXPECT_GE(a->result->lease_start, before_wake);
+  EXPECT_LE(a->result->lease_start, tried);
+
+  // An attempt the backend makes itself starts when it takes the head.
+  Slot* b = Park("b");
+  const absl::Time before_take = absl::Now();
+  std::optional<WaitEngine::Head> head = engine_->TakeHead(kKey);
+  const absl::Time taken = absl::Now();
+  ASSERT_TRUE(head.has_value());
+  absl::SleepFor(absl::Milliseconds(20));
+  engine_->FinishHead(*std::move(head), Granted(3));
+  ASSERT_TRUE(b->Wait());
+  ASSERT_TRUE(b->result.ok() && b->result->acquired);
+  EXPECT_GE(b->result->lease_start, before_take);
+  EXPECT_LE(b->result->lease_start, taken);
 }
 
 TEST_F(WaitEngineTest, ShutdownDrainsParkedCallsAndKeepsGrantsInFlight) {

@@ -389,6 +389,9 @@ bool Session::RunStream() {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return false;
     o->set_owner(options_.owner);
+    // Opening needs `lock` on open.namespace (lockd's "default" when empty):
+    // the client's default namespace is the one its identity may lock.
+    o->set_namespace_(options_.default_namespace);
     if (ttl_fixed_ && ttl_ > absl::ZeroDuration()) SetProtoDuration(ttl_, o->mutable_lease_ttl());
     o->set_keep_on_disconnect(options_.keep_on_disconnect);
     for (const auto& h : holds_) {

@@ -24,7 +24,8 @@ class ClientAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(MakeTestCerts(dir_.path()), "");
-    ASSERT_TRUE(WriteFile(File("tokens"), "tok-app svc-app\ntok-ops ops\n").ok());
+    ASSERT_TRUE(
+        WriteFile(File("tokens"), "tok-app svc-app\ntok-ops ops\ntok-orders svc-orders\n").ok());
     ASSERT_TRUE(WriteFile(File("app-token"), "tok-app\n").ok());
     ASSERT_TRUE(WriteFile(File("empty-token"), "\n").ok());
     absl::StatusOr<ParsedArgs> parsed = ParseConfig(
@@ -32,7 +33,8 @@ class ClientAuthTest : public ::testing::Test {
          "--tls.key_file=" + File("server.key"), "--tls.client_ca_file=" + File("ca.pem"),
          "--tls.client_auth=request", "--auth.tokens_file=" + File("tokens"),
          "--auth.rules=[{identities: [svc-app, client-c], namespaces: ['*'], permissions: [lock, "
-         "read]}, {identities: [ops], namespaces: ['*'], permissions: [admin]}]"},
+         "read]}, {identities: [ops], namespaces: ['*'], permissions: [admin]}, "
+         "{identities: [svc-orders], namespaces: [orders], permissions: [lock]}]"},
         {});
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     auto backend = NewBackendFromConfig(parsed->config);
@@ -44,7 +46,8 @@ class ClientAuthTest : public ::testing::Test {
 
   std::string File(const std::string& name) const { return absl::StrCat(dir_.path(), "/", name); }
 
-  absl::StatusOr<Client> Connect(const AuthOptions& auth, const std::string& cert = "") {
+  absl::StatusOr<Client> Connect(const AuthOptions& auth, const std::string& cert = "",
+                                 const std::string& default_namespace = "") {
     TlsOptions tls;
     tls.enabled = true;
     tls.ca_file = File("ca.pem");
@@ -55,6 +58,7 @@ class ClientAuthTest : public ::testing::Test {
     }
     ClientOptions options;
     options.rpc_timeout = absl::Seconds(10);
+    options.default_namespace = default_namespace;
     return Client::Connect(server_->address(), options, tls, auth);
   }
 
@@ -81,6 +85,17 @@ TEST_F(ClientAuthTest, BearerTokenInlineOrFromAFileIsSentWithEveryCall) {
   auto wrong = Connect({"tok-wrong", ""});
   ASSERT_TRUE(wrong.ok());
   EXPECT_THAT(wrong->Describe("x"), StatusIs(absl::StatusCode::kUnauthenticated));
+}
+
+// A Session's open needs `lock` on open.namespace: the client opens its
+// session in its default namespace, the one a restricted identity may lock.
+TEST_F(ClientAuthTest, SessionOfAnIdentityThatMayLockOnlyItsDefaultNamespace) {
+  auto orders = Connect({"tok-orders", ""}, "", "orders");
+  ASSERT_TRUE(orders.ok());
+  auto lease = orders->Acquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->ns(), "orders");
+  EXPECT_TRUE(lease->Release().ok());
 }
 
 TEST_F(ClientAuthTest, TokenFileErrorsNameTheFileNeverTheToken) {
