@@ -44,9 +44,9 @@ inline constexpr size_t kRenewChunk = 500;
 // Renews every element of `params` on `s` and returns one result per
 // element, in order. Per kRenewChunk holds of one ttl: a SELECT of the rows,
 // an UPDATE of those the owner holds (with the renewal's fencing_token, when
-// not 0), matching owner and the token the SELECT saw and a live lease at the
-// UPDATE, and, only if the UPDATE matched fewer rows than
-// the SELECT promised (a concurrent change), a second SELECT to say which.
+// not 0), matching owner, the token the SELECT saw and a live lease at the
+// UPDATE, and, only if the UPDATE matched fewer rows than the SELECT
+// promised (a concurrent change), a second SELECT to say which.
 // Blocks for those statements.
 std::vector<absl::StatusOr<RenewResult>> RenewBatch(Session& s, const MysqlSchema& schema,
                                                     const std::vector<const RenewParams*>& params);

@@ -20,10 +20,10 @@
 //                  next_ttl_us, next_request_id, replica, slice_us,
 //                  clear_demand, acquire_request_id, token)
 //   <p>renew_<h>(ns, name, owner, ttl_us, token)
-// A non-zero token scopes release and renew to the owner's hold with that
-// token (compared under the row lock); 0 means any hold of the owner.
 //   <p>collect_<h>(retention_us, batch)   fence garbage collection
 // Each returns one row; see the kAcquire*/kRelease*/kRenew* outcome codes.
+// A non-zero token scopes release and renew to the owner's hold with that
+// token (compared under the row lock); 0 means any hold of the owner.
 //
 // Thread-compatible value type.
 
