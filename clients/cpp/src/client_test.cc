@@ -333,7 +333,8 @@ TEST_F(ClientTest, NotAcquiredAfterAnUnconfirmedUndoIsUndoneAgain) {
 TEST_F(ClientTest, UndoAcquireSendsTheAcquireRequestIdAndNoRequestId) {
   v1::ReleaseRequest seen;
   EXPECT_CALL(*stub_, Release(_, _, _))
-      .WillOnce(Invoke(
+      .Times(2)
+      .WillRepeatedly(Invoke(
           [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
             seen = req;
             resp->set_released(true);
