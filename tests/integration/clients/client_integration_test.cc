@@ -2,7 +2,8 @@
 // Session path is client_session_test.cc) against a real lockd process
 // (memory backend): grants,
 // waiting, renewal past the TTL, loss on a server restart, retries across a
-// server that comes up late, release on destruction, and Acquires whose reply
+// server that comes up late, release on destruction, a Release or Renew of an
+// older hold leaving the owner's newer one alone, and Acquires whose reply
 // is held back or lost on the way (through StallProxy) leaving no hold behind.
 
 #include <atomic>

@@ -1,7 +1,8 @@
 // lockd::Client over the Session stream (ClientOptions::use_sessions, the
 // default) against real lockd processes: holds taken and released as session
 // operations, kept by the server past their ttl with no watchdog, `lost`
-// pushed after a ForceRelease, reentrancy, a wait cancelled at the caller's
+// pushed after a ForceRelease, a release of an older hold leaving the
+// owner's newer one alone, reentrancy, a wait cancelled at the caller's
 // deadline, and a broken stream: resumed on a lockd restarted on the same
 // port over a shared Redis, lost when the restarted lockd (memory backend)
 // no longer has the hold. The unary path is tested in
