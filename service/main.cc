@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::unique_ptr<lockd::Backend>> backend = lockd::NewBackendFromConfig(config);
+  absl::StatusOr<std::unique_ptr<lockd::Backend>> backend = lockd::StartBackendFromConfig(config);
   if (!backend.ok()) {
     lockd::LogError("cannot start backend ", config.backend, ": ", backend.status().message());
     return backend.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
