@@ -45,8 +45,10 @@ absl::Status DeferredBackend::NotStarted() const {
 
 void DeferredBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                               Callback<AcquireResult> done) {
-  if (Backend* b = started())
-    return b->Acquire(std::move(params), std::move(cancel), std::move(done));
+  if (Backend* b = started()) {
+    b->Acquire(std::move(params), std::move(cancel), std::move(done));
+    return;
+  }
   std::move(done)(NotStarted());
 }
 
