@@ -600,6 +600,51 @@ TEST_F(ZooKeeperBackendTest, ServerRestartMeansUnavailableThenRecoveryWithoutWro
   EXPECT_GT(again->fencing_token, kept->fencing_token) << "tokens must grow across the restart";
 }
 
+// Issue 28, item 6: a server that stops answering without closing the
+// connection (SIGSTOP; a partition behaves alike) must turn the backend
+// NOT_SERVING and its calls UNAVAILABLE within about 2 s, as Redis and MySQL
+// replicas do, not after the client's own timeout (2/3 of the 10 s session
+// timeout here) or each call's deadline; and serving again by itself once
+// the server answers.
+TEST_F(ZooKeeperBackendTest, SilentServerMeansUnavailableWithinTwoSecondsThenRecovery) {
+  auto own = ZooKeeperServer::Start();
+  ASSERT_TRUE(own.ok()) << own.status();
+  ZooKeeperServer& server = **own;
+  ZooKeeperOptions o = Options(server);
+  o.session_timeout = absl::Seconds(10);
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  auto held = SyncAcquire(*b, Params("held", "alice"));
+  ASSERT_TRUE(held.ok() && held->acquired) << held.status();
+
+  server.Pause();
+  absl::Time paused = absl::Now();
+  bool unhealthy =
+      WaitFor([&] { return !b->Health().ok(); }, absl::Seconds(5), absl::Milliseconds(20));
+  absl::Duration noticed = absl::Now() - paused;
+  EXPECT_TRUE(unhealthy) << "still SERVING 5 s into the silence";
+  EXPECT_THAT(b->Health(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LE(noticed, absl::Seconds(3));
+  std::cout << "NOT_SERVING " << absl::FormatDuration(noticed) << " after the pause\n";
+  // Calls are answered at once, not left hanging.
+  absl::Time asked = absl::Now();
+  EXPECT_THAT(SyncDescribe(*b, Key("held")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncAcquire(*b, Params("other", "bob")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LE(absl::Now() - asked, absl::Seconds(1));
+
+  server.Resume();
+  ASSERT_TRUE(WaitFor([&] { return b->Health().ok(); }, absl::Seconds(30))) << b->Health();
+  // Paused for less than the session timeout: the session and alice's lock
+  // survived.
+  auto state = SyncDescribe(*b, Key("held"));
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->held);
+  EXPECT_EQ(state->owner, "alice");
+  auto rel = SyncRelease(*b, Rel("held", "alice"));
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  EXPECT_TRUE(rel->released);
+}
+
 TEST_F(ZooKeeperBackendTest, SessionExpiryLosesItsLocksAndServesAgainWithoutRestart) {
   ZooKeeperOptions o = Options(*server_);
   o.session_timeout = absl::Seconds(2);
