@@ -224,7 +224,7 @@ class ZooKeeperBackendTest : public testing::SharedServerTest<ZooKeeperServer> {
   std::shared_ptr<Observed> observed_ = std::make_shared<Observed>();
 };
 
-TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
+TEST_F(ZooKeeperBackendTest, EachReleaseWakesOnlyTheNextWaiters) {
   std::unique_ptr<Backend> b = NewBackend(Options(*server_));
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Params("herd", "holder")).value().acquired);
@@ -243,8 +243,10 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   // holds no other watch.
   ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(30)))
       << server_->Command("wchs").value_or("?");
+  // A waiter marks its node waiting as it parks (a data change): that wakes
+  // at most its successor, once, if its watch was set first.
   const uint64_t base = observed_->predecessor_watch_events.load();
-  EXPECT_EQ(base, 0u);
+  EXPECT_LE(base, static_cast<uint64_t>(kWaiters));
 
   std::string holder = "holder";
   for (int i = 0; i < kWaiters; ++i) {
@@ -255,8 +257,10 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
     absl::StatusOr<AcquireResult> got = waiters[i]->Wait(absl::Seconds(30));
     ASSERT_TRUE(got.ok()) << i << ": " << got.status();
     ASSERT_TRUE(got->acquired) << i;
-    // Only the next waiter was woken: one watch event for this release.
-    EXPECT_EQ(observed_->predecessor_watch_events.load() - before, 1u) << "release " << i;
+    // Only the next waiter was woken by this release, and the one after it
+    // once more by the write that confirmed the grant (its predecessor's data
+    // changed): at most two events, whatever the queue's length.
+    EXPECT_LE(observed_->predecessor_watch_events.load() - before, 2u) << "release " << i;
     holder = absl::StrCat("w", i);
     // Everyone behind it is still parked.
     if (i + 1 < kWaiters) {
@@ -265,8 +269,9 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   }
   ASSERT_TRUE(SyncRelease(*b, Rel("herd", holder)).value().released);
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(observed_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
-      << "a release woke more than one waiter";
+  EXPECT_LE(observed_->predecessor_watch_events.load() - base,
+            static_cast<uint64_t>(2 * kWaiters - 1))
+      << "a release woke more than the next waiter, or a grant more than its successor";
   EXPECT_EQ(ServerWatches(*server_), 0);
 }
 
