@@ -271,14 +271,24 @@ void AcquireAttempt::ConfirmFromRead(int tries) {
     absl::MutexLock l(&mu_);
     path = path_;
   }
-  if (path.empty() || tries > kMaxRetries) {
+  if (path.empty()) {
     Restart();
+    return;
+  }
+  if (tries > kMaxRetries) {
+    FailWithNode(absl::UnavailableError(absl::StrCat(
+        "gave up granting lock ", LockName(params_.key), " after conflicting changes; retry")));
     return;
   }
   Ptr self = shared_from_this();
   deps_->zk->Submit(Op::Get(path, [self, path, tries](Result r) {
     NodeData d;
-    if (r.rc == ZOK && DecodeNodeData(r.value, &d)) {
+    if (r.rc == ZOK && !DecodeNodeData(r.value, &d)) {
+      self->FailWithNode(
+          absl::InternalError(absl::StrCat("unreadable data in ZooKeeper node ", path)));
+      return;
+    }
+    if (r.rc == ZOK) {
       if (d.waiting) {
         {
           absl::MutexLock l(&self->mu_);
@@ -293,9 +303,7 @@ void AcquireAttempt::ConfirmFromRead(int tries) {
       self->OnConfirmed(d, tries, std::move(r));
       return;
     }
-    Result gone;
-    gone.rc = r.rc == ZOK ? ZNONODE : r.rc;
-    self->OnConfirmed(d, tries, std::move(gone));
+    self->OnConfirmed(d, tries, std::move(r));
   }));
 }
 
