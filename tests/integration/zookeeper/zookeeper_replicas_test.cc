@@ -2,8 +2,8 @@
 // live in its ZooKeeper session: killed with SIGKILL, it loses them (and the
 // locks they hold) once the session times out, and waiters on the other
 // replicas get those locks; the dead replica's holders learn of the loss.
-// A waiter of the killed replica that reaches the head of a queue never
-// holds the lock (its grant is never confirmed), and a waiting Acquire whose
+// A waiter of a killed or cut-off replica that reaches the head of a queue
+// never holds the lock (its grant is never confirmed), and a waiting Acquire whose
 // own owner comes to hold the lock through another replica is granted at
 // once.
 
@@ -127,6 +127,60 @@ TEST(ZooKeeperReplicasTest, WaiterOfAKilledReplicaNeverHoldsTheLock) {
   EXPECT_FALSE(o3.acquired());
   EXPECT_EQ(o3.current().owner(), "B");
   EXPECT_EQ(o3.current().hold_count(), 1u);
+  EXPECT_EQ((*r1)->process().Stop(), 0) << (*r1)->process().Log();
+}
+
+// A replica cut off from ZooKeeper (here: stopped with SIGSTOP; its session
+// outlives the test) whose waiter reaches the head of the queue must not
+// stall the lock until its session expires or that waiter's lease ends: the
+// grant it cannot confirm is reaped and the next waiter gets the lock. When
+// the replica runs again, its waiter queues anew and is granted in turn.
+TEST(ZooKeeperReplicasTest, WaiterOfACutOffReplicaDoesNotStallTheLock) {
+  auto server = ZooKeeperServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::string> flags = ReplicaFlags(**server, "/cutoff");
+  TempDir dir;
+  auto r0 = LockdProcess::Start(flags, dir.path());
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  auto r1 = LockdProcess::Start(flags, dir.path());
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  auto stub0 = LockService::NewStub((*r0)->NewChannel());
+  auto stub1 = LockService::NewStub((*r1)->NewChannel());
+  const std::string x = "x";
+
+  v1::AcquireResponse a;
+  ASSERT_TRUE(Acquire(*stub1, x, "A", absl::ZeroDuration(), &a).ok());
+  ASSERT_TRUE(a.acquired());
+  v1::AcquireResponse p, q;
+  grpc::Status p_status, q_status;
+  absl::Time q_done;
+  std::thread p_call([&] { p_status = Acquire(*stub0, x, "P", absl::Seconds(20), &p); });
+  ASSERT_TRUE(WaitForWaiters(*stub1, x, 1));
+  std::thread q_call([&] {
+    auto stub = LockService::NewStub((*r1)->NewChannel());
+    q_status = Acquire(*stub, x, "Q", absl::Seconds(8), &q);
+    q_done = absl::Now();
+  });
+  ASSERT_TRUE(WaitForWaiters(*stub1, x, 2));
+
+  (*r0)->process().Signal(SIGSTOP);
+  absl::Time released = absl::Now();
+  v1::ReleaseResponse rel;
+  ASSERT_TRUE(ReleaseRpc(*stub1, x, "A", &rel).ok());
+  q_call.join();
+  (*r0)->process().Signal(SIGCONT);
+  ASSERT_TRUE(q_status.ok()) << q_status.error_message();
+  ASSERT_TRUE(q.acquired()) << "current owner " << q.current().owner();
+  EXPECT_LT(q_done - released, absl::Seconds(4));
+
+  // P, on the replica that runs again, is granted after Q.
+  ASSERT_TRUE(ReleaseRpc(*stub1, x, "Q", &rel).ok());
+  EXPECT_TRUE(rel.released());
+  p_call.join();
+  ASSERT_TRUE(p_status.ok()) << p_status.error_message();
+  EXPECT_TRUE(p.acquired());
+  EXPECT_GT(p.fencing_token(), q.fencing_token());
+  EXPECT_EQ((*r0)->process().Stop(), 0) << (*r0)->process().Log();
   EXPECT_EQ((*r1)->process().Stop(), 0) << (*r1)->process().Log();
 }
 
