@@ -1,11 +1,14 @@
 #include "service/lock_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "protos/proto_duration.h"
 #include "service/audit.h"
 #include "service/status_mapping.h"
@@ -14,6 +17,13 @@
 
 namespace lockd {
 namespace {
+
+// A grant that reaches the service less than this before its call's gRPC
+// deadline (or, for a shorter call, in the last quarter of its time) is given
+// back instead of delivered: the server's deadline is later than the
+// client's by the request's transit, so a reply sent in that window may
+// reach a client that has given up, and gRPC still reports it as sent.
+constexpr absl::Duration kGrantDeliveryMargin = absl::Milliseconds(100);
 
 // A unary call's reactor that counts the call in flight until gRPC is done
 // with it (LockServiceImpl::in_flight(), which shutdown waits on).
@@ -92,6 +102,13 @@ class AcquireReactor final : public CountedReactor {
           grpc::Status(grpc::StatusCode::CANCELLED, "acquire cancelled; the grant was released"));
       return;
     }
+    if (r->acquired && TooLateToDeliver()) {
+      GiveBack();
+      Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "acquire granted too close to the call's deadline for the reply to "
+                          "arrive in time; the grant was released"));
+      return;
+    }
     resp_->set_acquired(r->acquired);
     if (r->acquired) {
       granted_ = true;
@@ -102,6 +119,14 @@ class AcquireReactor final : public CountedReactor {
       ToLockInfo(r->current, backend_->name(), resp_->mutable_current());
     }
     Finish(grpc::Status::OK);
+  }
+
+  // Whether the call's deadline is within kGrantDeliveryMargin (at most a
+  // quarter of the call's time) of now.
+  bool TooLateToDeliver() const {
+    const absl::Time deadline = absl::FromChrono(ctx_->deadline());
+    const absl::Duration margin = std::min(kGrantDeliveryMargin, (deadline - started_) / 4);
+    return deadline - absl::Now() < margin;
   }
 
   // The caller is gone and will never learn of this hold: undo it.
@@ -126,6 +151,7 @@ class AcquireReactor final : public CountedReactor {
   std::string owner_;
   std::string request_id_;
   bool granted_ = false;  // Finish was called with a grant
+  const absl::Time started_ = absl::Now();
 };
 
 }  // namespace
