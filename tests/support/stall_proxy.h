@@ -1,123 +1,77 @@
-// Test helper: a TCP proxy on a free loopback port in front of one upstream
-// (a lockd), whose test can hold back the bytes of either direction and cut
-// every connection. With the replies held back, a client's Acquire reaches
-// lockd and is granted, the reply is written to the socket (so lockd counts
-// it as delivered and keeps the hold), yet the client hears nothing: the
-// "outcome unknown" case that the clients' undo must handle, made exact
-// instead of timing-dependent.
+// Test support: a TCP proxy on a free loopback port in front of one upstream
+// (a lockd, or a backend server a lockd talks to), whose test can hold back
+// the bytes of either direction or both and deliver them later, in order,
+// without resetting any connection: a partition whose bytes TCP
+// retransmits once it heals. Two uses:
+//  * Replies held: a client's Acquire reaches lockd and is granted, the
+//    reply is written to the socket (so lockd counts it as delivered and
+//    keeps the hold), yet the client hears nothing: the "outcome unknown"
+//    case that the clients' undo must handle, made exact instead of
+//    timing-dependent.
+//  * Requests held: a request the client sent reaches lockd only when the
+//    test lets it, after the client went on elsewhere (a late Release).
 //
 // Thread-safe: the controls may be called from any thread; one internal
 // thread moves the bytes (poll() over every socket and a wake-up pipe).
 
-#ifndef LOCKD_TESTS_INTEGRATION_CLIENTS_STALL_PROXY_H_
-#define LOCKD_TESTS_INTEGRATION_CLIENTS_STALL_PROXY_H_
+#ifndef LOCKD_TESTS_SUPPORT_STALL_PROXY_H_
+#define LOCKD_TESTS_SUPPORT_STALL_PROXY_H_
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstring>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace lockd::testing {
 
 class StallProxy {
  public:
   // Listens on 127.0.0.1:<ephemeral>; each accepted connection is relayed to
-  // 127.0.0.1:upstream_port.
-  static absl::StatusOr<std::unique_ptr<StallProxy>> Start(int upstream_port) {
-    auto p = std::unique_ptr<StallProxy>(new StallProxy(upstream_port));
-    p->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    sockaddr_in addr = Loopback(0);
-    socklen_t len = sizeof(addr);
-    if (p->listen_fd_ < 0 ||
-        ::bind(p->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(p->listen_fd_, 64) != 0 ||
-        ::getsockname(p->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-        ::pipe2(p->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      return absl::InternalError(absl::StrCat("proxy setup: ", ::strerror(errno)));
-    }
-    p->port_ = ntohs(addr.sin_port);
-    p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
-    return p;
-  }
+  // 127.0.0.1:upstream_port. kInternal if a socket call fails.
+  static absl::StatusOr<std::unique_ptr<StallProxy>> Start(int upstream_port);
+  // Closes every connection (dropping what was held back).
+  ~StallProxy();
 
-  ~StallProxy() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    Wake();
-    thread_.join();
-    for (Conn& c : conns_) CloseConn(c);
-    ::close(listen_fd_);
-    ::close(wake_[0]);
-    ::close(wake_[1]);
-  }
+  StallProxy(const StallProxy&) = delete;
+  StallProxy& operator=(const StallProxy&) = delete;
 
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int port() const { return port_; }
+  std::string address() const;  // "127.0.0.1:<port>"
 
-  // While true, bytes from lockd are read and kept, not forwarded (and
-  // forwarded, in order, once it is false again).
-  void HoldReplies(bool hold) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      hold_replies_ = hold;
-      if (!hold) held_below_ = 0;
-    }
-    Wake();
-  }
+  // While true, bytes from the upstream are read and kept, not forwarded
+  // (and forwarded, in order, once it is false again).
+  void HoldReplies(bool hold);
   // The same, but only for the connections open now: a client that gives
   // up on a connection whose replies stopped (keepalive) and opens another
   // is served normally there. HoldReplies(false) ends it too.
-  void HoldRepliesOnOpenConnections() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      held_below_ = next_conn_id_.load();
-    }
-    Wake();
-  }
+  void HoldRepliesOnOpenConnections();
   // The same for the bytes from the clients.
-  void HoldRequests(bool hold) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      hold_requests_ = hold;
-    }
-    Wake();
-  }
+  void HoldRequests(bool hold);
+  // Both directions: the partition starts (true) or heals (false; what was
+  // held is delivered in order, the connections go on).
+  void Hold(bool hold);
+
+  // The bytes from the clients read and kept so far (every connection), as
+  // of the proxy's last pass; for a test that waits until a request it sent
+  // is held.
+  size_t held_request_bytes() const { return held_request_bytes_.load(); }
+  // Waits up to `timeout` until held_request_bytes() is at least `bytes`.
+  bool WaitForHeldRequestBytes(size_t bytes, absl::Duration timeout) const;
+
   // Closes every current connection, dropping whatever was held back (the
-  // clients see their calls fail with UNAVAILABLE). New connections are
-  // accepted as before.
-  void CutConnections() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      cut_ = true;
-    }
-    Wake();
-    // Wait until the loop has done it, so the caller can rely on it.
-    while (true) {
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!cut_) return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
+  // clients see their calls fail with UNAVAILABLE; the upstream sees the
+  // connection end). New connections are accepted as before. Returns once
+  // it is done.
+  void CutConnections();
 
  private:
   struct Conn {
@@ -125,139 +79,18 @@ class StallProxy {
     int client = -1;
     int upstream = -1;
     std::string to_upstream;  // read from the client, not yet written
-    std::string to_client;    // read from lockd, not yet written
+    std::string to_client;    // read from the upstream, not yet written
   };
 
   explicit StallProxy(int upstream_port) : upstream_port_(upstream_port) {}
 
-  static sockaddr_in Loopback(int port) {
-    sockaddr_in addr = {};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return addr;
-  }
-
-  void Wake() {
-    char b = 0;
-    ssize_t unused = ::write(wake_[1], &b, 1);
-    (void)unused;
-  }
-
-  static void CloseConn(Conn& c) {
-    if (c.client >= 0) ::close(c.client);
-    if (c.upstream >= 0) ::close(c.upstream);
-    c.client = c.upstream = -1;
-  }
-
-  // Reads what `fd` has into `buf`; false on EOF or error.
-  static bool ReadInto(int fd, std::string* buf) {
-    char chunk[16384];
-    while (true) {
-      ssize_t n = ::read(fd, chunk, sizeof(chunk));
-      if (n > 0) {
-        buf->append(chunk, static_cast<size_t>(n));
-        continue;
-      }
-      if (n == 0) return false;
-      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-    }
-  }
-
-  // Writes as much of `buf` as `fd` takes; false on error.
-  static bool WriteFrom(int fd, std::string* buf) {
-    while (!buf->empty()) {
-      ssize_t n = ::send(fd, buf->data(), buf->size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        buf->erase(0, static_cast<size_t>(n));
-        continue;
-      }
-      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
-    }
-    return true;
-  }
-
-  void Accept() {
-    while (true) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return;
-      int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in addr = Loopback(upstream_port_);
-      if (up < 0 || ::connect(up, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-        if (up >= 0) ::close(up);
-        ::close(fd);
-        continue;
-      }
-      ::fcntl(up, F_SETFL, ::fcntl(up, F_GETFL) | O_NONBLOCK);
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      ::setsockopt(up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      Conn c;
-      c.id = next_conn_id_.fetch_add(1);
-      c.client = fd;
-      c.upstream = up;
-      conns_.push_back(std::move(c));
-    }
-  }
-
-  void Loop() {
-    while (true) {
-      bool hold_replies, hold_requests;
-      uint64_t held_below;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        if (stop_) return;
-        if (cut_) {
-          for (Conn& c : conns_) CloseConn(c);
-          conns_.clear();
-          cut_ = false;
-        }
-        hold_replies = hold_replies_;
-        hold_requests = hold_requests_;
-        held_below = held_below_;
-      }
-      auto replies_held = [&](const Conn& c) { return hold_replies || c.id < held_below; };
-      // Forward what may go now; drop connections that failed.
-      for (Conn& c : conns_) {
-        if (c.client < 0) continue;
-        if ((!hold_requests && !WriteFrom(c.upstream, &c.to_upstream)) ||
-            (!replies_held(c) && !WriteFrom(c.client, &c.to_client))) {
-          CloseConn(c);
-        }
-      }
-      conns_.erase(
-          std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.client < 0; }),
-          conns_.end());
-      std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-      for (const Conn& c : conns_) {
-        short to_client = !replies_held(c) && !c.to_client.empty() ? POLLOUT : 0;
-        short to_upstream = !hold_requests && !c.to_upstream.empty() ? POLLOUT : 0;
-        fds.push_back({c.client, static_cast<short>(POLLIN | to_client), 0});
-        fds.push_back({c.upstream, static_cast<short>(POLLIN | to_upstream), 0});
-      }
-      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
-      if (fds[0].revents != 0) {
-        char buf[64];
-        while (::read(wake_[0], buf, sizeof(buf)) > 0) {
-        }
-      }
-      if (fds[1].revents != 0) Accept();
-      for (size_t i = 0; i + 2 < fds.size() && i / 2 < conns_.size(); i += 2) {
-        Conn& c = conns_[i / 2];
-        // Bytes are always read (and kept while held), so a held direction
-        // looks to the sender like a slow network, not a full one.
-        if ((fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-            !ReadInto(c.client, &c.to_upstream)) {
-          CloseConn(c);
-          continue;
-        }
-        if ((fds[i + 3].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-            !ReadInto(c.upstream, &c.to_client)) {
-          CloseConn(c);
-        }
-      }
-    }
-  }
+  static sockaddr_in Loopback(int port);
+  void Wake();
+  static void CloseConn(Conn& c);
+  static bool ReadInto(int fd, std::string* buf);
+  static bool WriteFrom(int fd, std::string* buf);
+  void Accept();
+  void Loop();
 
   const int upstream_port_;
   int listen_fd_ = -1;
@@ -265,16 +98,18 @@ class StallProxy {
   int port_ = 0;
   std::thread thread_;
   std::vector<Conn> conns_;  // only the loop thread touches it (and ~StallProxy after join)
-
-  std::mutex mu_;
-  bool stop_ = false;
-  bool cut_ = false;
-  bool hold_replies_ = false;
-  bool hold_requests_ = false;
-  uint64_t held_below_ = 0;  // replies of connections with a smaller id are held
   std::atomic<uint64_t> next_conn_id_{1};
+  std::atomic<size_t> held_request_bytes_{0};
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_replies_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_requests_ ABSL_GUARDED_BY(mu_) = false;
+  // Replies of connections with a smaller id are held.
+  uint64_t held_below_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lockd::testing
 
-#endif  // LOCKD_TESTS_INTEGRATION_CLIENTS_STALL_PROXY_H_
+#endif  // LOCKD_TESTS_SUPPORT_STALL_PROXY_H_

@@ -1,0 +1,227 @@
+// A late request never touches a later hold: two lockd replicas (r0, r1)
+// over one real Redis, MariaDB or ZooKeeper server, the client's connection
+// to r0 running through a StallProxy that holds its bytes (a partition that
+// TCP heals by retransmitting them, no reset). Meanwhile the owner goes on
+// through r1, releases and acquires the lock again under a new fencing
+// token; the request r0 receives late, or the end of the session r0 serves,
+// names the old hold by its token and leaves the new one alone.
+//
+// Each backend is its own ctest test (a few seconds each, mostly start-up).
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "lockd/v1/lock.grpc.pb.h"
+#include "protos/proto_duration.h"
+#include "tests/conformance/session_client.h"
+#include "tests/support/lockd_process.h"
+#include "tests/support/lockd_rpc.h"
+#include "tests/support/mariadb_server.h"
+#include "tests/support/process.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/stall_proxy.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/zookeeper_server.h"
+
+namespace lockd::testing {
+namespace {
+
+using v1::LockService;
+
+constexpr absl::Duration kLease = absl::Seconds(60);  // far beyond the test
+
+class LateRequestTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::vector<std::string> flags;
+    if (GetParam() == "redis") {
+      auto s = RedisServer::Start();
+      ASSERT_TRUE(s.ok()) << s.status();
+      redis_ = *std::move(s);
+      flags = {"--backend=redis", "--redis.addresses=" + redis_->address()};
+    } else if (GetParam() == "mysql") {
+      auto s = MariadbServer::Start();
+      ASSERT_TRUE(s.ok()) << s.status();
+      mariadb_ = *std::move(s);
+      flags = mariadb_->LockdFlags("late_");
+    } else {
+      auto s = ZooKeeperServer::Start();
+      ASSERT_TRUE(s.ok()) << s.status();
+      zookeeper_ = *std::move(s);
+      flags = {"--backend=zookeeper", "--zookeeper.hosts=" + zookeeper_->hosts(),
+               "--zookeeper.root=/late"};
+    }
+    // Both replicas start at once.
+    auto r0 = LockdProcess::Launch(flags, dir_.path());
+    ASSERT_TRUE(r0.ok()) << r0.status();
+    auto r1 = LockdProcess::Launch(flags, dir_.path());
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    r0_ = *std::move(r0);
+    r1_ = *std::move(r1);
+    ASSERT_TRUE(r0_->WaitUntilServing().ok());
+    ASSERT_TRUE(r1_->WaitUntilServing().ok());
+    auto proxy = StallProxy::Start(r0_->port());
+    ASSERT_TRUE(proxy.ok()) << proxy.status();
+    proxy_ = *std::move(proxy);
+    via_r0_ = LockService::NewStub(
+        grpc::CreateChannel(proxy_->address(), grpc::InsecureChannelCredentials()));
+    via_r1_ = LockService::NewStub(r1_->NewChannel());
+  }
+
+  // `owner` holds `name` with `token` (Describe through r1), and another
+  // owner cannot acquire it.
+  void ExpectHeldBy(const std::string& name, const std::string& owner, uint64_t token) {
+    v1::LockInfo info;
+    ASSERT_TRUE(DescribeRpc(*via_r1_, name, &info).ok());
+    EXPECT_TRUE(info.held()) << info.DebugString();
+    EXPECT_EQ(info.owner(), owner);
+    EXPECT_EQ(info.fencing_token(), token);
+    v1::AcquireResponse other;
+    ASSERT_TRUE(
+        AcquireRpc(*via_r1_, name, "P", kLease, absl::ZeroDuration(), absl::Seconds(10), &other)
+            .ok());
+    EXPECT_FALSE(other.acquired()) << "a second holder: " << other.DebugString();
+  }
+
+  TempDir dir_;
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<MariadbServer> mariadb_;
+  std::unique_ptr<ZooKeeperServer> zookeeper_;
+  std::unique_ptr<LockdProcess> r0_, r1_;
+  std::unique_ptr<StallProxy> proxy_;  // the client's way to r0
+  std::unique_ptr<LockService::Stub> via_r0_, via_r1_;
+};
+
+v1::ReleaseRequest ReleaseOf(const std::string& name, const std::string& owner,
+                             const std::string& request_id, uint64_t token) {
+  v1::ReleaseRequest req;
+  req.set_name(name);
+  req.set_owner(owner);
+  req.set_request_id(request_id);
+  req.set_fencing_token(token);
+  return req;
+}
+
+// Issue 28, item 1: O's Release through r0 is held up on the way; O retries
+// it through r1 and acquires again (T2); then r0 receives the old Release.
+TEST_P(LateRequestTest, LateReleaseLeavesTheOwnersLaterHold) {
+  v1::AcquireResponse first;
+  ASSERT_TRUE(
+      AcquireRpc(*via_r1_, "x", "O", kLease, absl::ZeroDuration(), absl::Seconds(10), &first).ok());
+  ASSERT_TRUE(first.acquired());
+  // The client's connection to r0 is up before the partition starts.
+  v1::LockInfo info;
+  ASSERT_TRUE(DescribeRpc(*via_r0_, "x", &info).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // its last frames have passed
+
+  proxy_->HoldRequests(true);
+  const v1::ReleaseRequest release = ReleaseOf("x", "O", "R1", first.fencing_token());
+  grpc::Status late;
+  v1::ReleaseResponse late_resp;
+  std::thread late_call([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    late = via_r0_->Release(&ctx, release, &late_resp);
+  });
+  // The Release's message (and more: its headers) is in the proxy.
+  ASSERT_TRUE(proxy_->WaitForHeldRequestBytes(release.ByteSizeLong() + 20, absl::Seconds(10)));
+
+  // O gives up on r0: the same Release through r1, then a new hold.
+  {
+    grpc::ClientContext ctx;
+    v1::ReleaseResponse resp;
+    ASSERT_TRUE(via_r1_->Release(&ctx, release, &resp).ok());
+    EXPECT_TRUE(resp.released());
+  }
+  v1::AcquireResponse second;
+  ASSERT_TRUE(
+      AcquireRpc(*via_r1_, "x", "O", kLease, absl::ZeroDuration(), absl::Seconds(10), &second)
+          .ok());
+  ASSERT_TRUE(second.acquired());
+  ASSERT_GT(second.fencing_token(), first.fencing_token());
+
+  proxy_->HoldRequests(false);  // the partition heals: r0 gets the Release
+  late_call.join();
+  EXPECT_THAT(late, IsLockNotHeld()) << late_resp.DebugString();
+  ExpectHeldBy("x", "O", second.fencing_token());
+}
+
+// The result of `op_id` on `s`, which must be OK.
+v1::SessionResult OkResult(SessionClient& s, uint64_t op_id) {
+  std::optional<v1::SessionResult> r = s.WaitResult(op_id);
+  EXPECT_TRUE(r.has_value()) << "no result for op " << op_id;
+  if (!r.has_value()) return {};
+  EXPECT_EQ(r->status().code(), 0) << r->DebugString();
+  return *r;
+}
+
+bool SendRelease(SessionClient& s, uint64_t op_id, const std::string& name, uint64_t token) {
+  v1::SessionRequest req;
+  v1::SessionRelease* rel = req.mutable_release();
+  rel->set_op_id(op_id);
+  rel->mutable_request()->set_name(name);
+  rel->mutable_request()->set_fencing_token(token);
+  return s.Send(req);
+}
+
+// Issue 28, item 2: O's session S1 on r0 is cut off from the client; O goes
+// on through S2 on r1 (reentrant grant, released to zero, acquired again:
+// T2). When r0 sees S1 end, it releases S1's holds: not T2.
+TEST_P(LateRequestTest, CutOffSessionsEndLeavesTheOwnersLaterHold) {
+  // S1's lease is long, so r0 renews nothing during the test (a renewal by
+  // the old token would tell r0 that the hold is gone before S1 ends).
+  SessionClient s1(via_r0_.get());
+  ASSERT_TRUE(s1.Open(Opening{.owner = "O", .lease = kLease}).has_value());
+  ASSERT_TRUE(s1.Acquire(1, "x"));
+  ASSERT_TRUE(s1.Acquire(2, "y"));  // held by S1 alone: its release shows S1 ended
+  const uint64_t t1 = OkResult(s1, 1).acquire().fencing_token();
+  ASSERT_TRUE(OkResult(s1, 2).acquire().acquired());
+
+  proxy_->Hold(true);  // the partition: nothing passes between the client and r0
+
+  SessionClient s2(via_r1_.get());
+  ASSERT_TRUE(s2.Open(Opening{.owner = "O", .lease = kLease}).has_value());
+  ASSERT_TRUE(s2.Acquire(1, "x"));
+  v1::AcquireResponse reentrant = OkResult(s2, 1).acquire();
+  ASSERT_TRUE(reentrant.acquired());
+  EXPECT_EQ(reentrant.fencing_token(), t1);
+  EXPECT_EQ(reentrant.hold_count(), 2u);
+  ASSERT_TRUE(SendRelease(s2, 2, "x", t1));
+  OkResult(s2, 2);
+  ASSERT_TRUE(SendRelease(s2, 3, "x", t1));
+  EXPECT_TRUE(OkResult(s2, 3).release().released());
+  ASSERT_TRUE(s2.Acquire(4, "x"));
+  v1::AcquireResponse again = OkResult(s2, 4).acquire();
+  ASSERT_TRUE(again.acquired());
+  ASSERT_GT(again.fencing_token(), t1);
+
+  // The partition ends with a reset: r0 sees S1's stream end and releases
+  // its holds.
+  proxy_->CutConnections();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::LockInfo y;
+        return DescribeRpc(*via_r1_, "y", &y).ok() && !y.held();
+      },
+      absl::Seconds(20)))
+      << "r0 did not end S1";
+  // x's release was sent with y's; give it a moment to land.
+  absl::SleepFor(absl::Milliseconds(500));
+  ExpectHeldBy("x", "O", again.fencing_token());
+  EXPECT_EQ(s2.LostCount(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LateRequestTest,
+                         ::testing::Values("redis", "mysql", "zookeeper"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace lockd::testing
