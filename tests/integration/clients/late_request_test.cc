@@ -150,6 +150,7 @@ TEST_P(LateRequestTest, LateReleaseLeavesTheOwnersLaterHold) {
 
   proxy_->HoldRequests(false);  // the partition heals: r0 gets the Release
   late_call.join();
+  // Gone: the hold it names (T1) is no more.
   EXPECT_THAT(late, IsLockNotHeld()) << late_resp.DebugString();
   ExpectHeldBy("x", "O", second.fencing_token());
 }
