@@ -9,6 +9,7 @@
 // Each backend is its own ctest test (a few seconds each, mostly start-up).
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +219,39 @@ TEST_P(LateRequestTest, CutOffSessionsEndLeavesTheOwnersLaterHold) {
   absl::SleepFor(absl::Milliseconds(500));
   ExpectHeldBy("x", "O", again.fencing_token());
   EXPECT_EQ(s2.LostCount(), 0);
+}
+
+// A session's renewal names its hold by its token: O's session S1 holds x
+// (T1, 3 s lease, renewed every second); O releases T1 and acquires x again
+// elsewhere (T2, 2 s lease). S1's next renewal finds another token: S1 is
+// told `lost` and T2 keeps its own lease (no renewal stretched it to S1's).
+TEST_P(LateRequestTest, SessionRenewalLeavesTheOwnersLaterHold) {
+  SessionClient s1(via_r0_.get());
+  ASSERT_TRUE(s1.Open(Opening{.owner = "O", .lease = absl::Seconds(3)}).has_value());
+  ASSERT_TRUE(s1.Acquire(1, "x"));
+  const uint64_t t1 = OkResult(s1, 1).acquire().fencing_token();
+  {
+    grpc::ClientContext ctx;
+    v1::ReleaseResponse resp;
+    ASSERT_TRUE(via_r1_->Release(&ctx, ReleaseOf("x", "O", "R1", t1), &resp).ok());
+    ASSERT_TRUE(resp.released());
+  }
+  constexpr absl::Duration kSecondLease = absl::Seconds(2);
+  v1::AcquireResponse second;
+  ASSERT_TRUE(
+      AcquireRpc(*via_r1_, "x", "O", kSecondLease, absl::ZeroDuration(), absl::Seconds(10), &second)
+          .ok());
+  ASSERT_TRUE(second.acquired());
+
+  std::optional<v1::LockLost> lost = s1.WaitLost(absl::Seconds(5));
+  ASSERT_TRUE(lost.has_value()) << "S1 was not told that its hold is gone";
+  EXPECT_EQ(lost->fencing_token(), t1);
+  v1::LockInfo info;
+  ASSERT_TRUE(DescribeRpc(*via_r1_, "x", &info).ok());
+  EXPECT_TRUE(info.held());
+  EXPECT_EQ(info.fencing_token(), second.fencing_token());
+  EXPECT_LE(FromProtoDuration(info.ttl_remaining()), kSecondLease)
+      << "S1's renewal extended the owner's later hold";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LateRequestTest,
