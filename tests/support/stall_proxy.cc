@@ -84,13 +84,28 @@ void StallProxy::Hold(bool hold) {
   Wake();
 }
 
-bool StallProxy::WaitForHeldRequestBytes(size_t bytes, absl::Duration timeout) const {
+bool StallProxy::WaitForPendingRequestBytes(size_t bytes, absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
-  while (held_request_bytes() < bytes) {
+  while (pending_request_bytes() < bytes) {
     if (absl::Now() >= deadline) return false;
     absl::SleepFor(absl::Milliseconds(5));
   }
   return true;
+}
+
+bool StallProxy::WaitUntilRequestsDelivered(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (pending_request_bytes() > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+void StallProxy::CountPending() {
+  size_t pending = 0;
+  for (const Conn& c : conns_) pending += c.to_upstream.size();
+  pending_request_bytes_.store(pending);
 }
 
 void StallProxy::CutConnections() {
@@ -125,8 +140,8 @@ void StallProxy::CloseConn(Conn& c) {
   c.client = c.upstream = -1;
 }
 
-// Reads what `fd` has into `buf`; false on EOF or error.
-bool StallProxy::ReadInto(int fd, std::string* buf) {
+// Reads what `fd` has into `buf`; false on EOF (*eof set) or error.
+bool StallProxy::ReadInto(int fd, std::string* buf, bool* eof) {
   char chunk[16384];
   while (true) {
     ssize_t n = ::read(fd, chunk, sizeof(chunk));
@@ -134,7 +149,10 @@ bool StallProxy::ReadInto(int fd, std::string* buf) {
       buf->append(chunk, static_cast<size_t>(n));
       continue;
     }
-    if (n == 0) return false;
+    if (n == 0) {
+      *eof = true;
+      return false;
+    }
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   }
 }
@@ -196,18 +214,25 @@ void StallProxy::Loop() {
     for (Conn& c : conns_) {
       if (c.client < 0) continue;
       if ((!hold_requests && !WriteFrom(c.upstream, &c.to_upstream)) ||
-          (!replies_held(c) && !WriteFrom(c.client, &c.to_client))) {
+          (!c.client_closed && !replies_held(c) && !WriteFrom(c.client, &c.to_client))) {
         CloseConn(c);
+      } else if (c.client_closed && c.to_upstream.empty() && !c.upstream_shut) {
+        // All the client sent is delivered: now its FIN. The connection
+        // ends when the upstream closes its side.
+        ::shutdown(c.upstream, SHUT_WR);
+        c.upstream_shut = true;
       }
     }
     conns_.erase(
         std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.client < 0; }),
         conns_.end());
+    CountPending();
     std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Conn& c : conns_) {
       short to_client = !replies_held(c) && !c.to_client.empty() ? POLLOUT : 0;
       short to_upstream = !hold_requests && !c.to_upstream.empty() ? POLLOUT : 0;
-      fds.push_back({c.client, static_cast<short>(POLLIN | to_client), 0});
+      // A closed client is not polled (a negative fd is skipped).
+      fds.push_back({c.client_closed ? -1 : c.client, static_cast<short>(POLLIN | to_client), 0});
       fds.push_back({c.upstream, static_cast<short>(POLLIN | to_upstream), 0});
     }
     if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
@@ -217,24 +242,34 @@ void StallProxy::Loop() {
       }
     }
     if (fds[1].revents != 0) Accept();
-    size_t held = 0;
     for (size_t i = 0; i + 2 < fds.size() && i / 2 < conns_.size(); i += 2) {
       Conn& c = conns_[i / 2];
       // Bytes are always read (and kept while held), so a held direction
       // looks to the sender like a slow network, not a full one.
-      if ((fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-          !ReadInto(c.client, &c.to_upstream)) {
-        CloseConn(c);
-        continue;
+      if ((fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        bool eof = false;
+        if (!ReadInto(c.client, &c.to_upstream, &eof)) {
+          if (!eof) {  // reset: the client's kernel dropped what it had
+            CloseConn(c);
+            continue;
+          }
+          // A client that closes its socket while its bytes are held has
+          // them delivered all the same, as its kernel would once the
+          // partition heals.
+          c.client_closed = true;
+          c.to_client.clear();
+        }
       }
-      if ((fds[i + 3].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-          !ReadInto(c.upstream, &c.to_client)) {
-        CloseConn(c);
-        continue;
+      if ((fds[i + 3].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        bool eof = false;
+        if (!ReadInto(c.upstream, &c.to_client, &eof)) {
+          CloseConn(c);
+          continue;
+        }
+        if (c.client_closed) c.to_client.clear();
       }
-      if (hold_requests) held += c.to_upstream.size();
     }
-    held_request_bytes_.store(held);
+    CountPending();
   }
 }
 

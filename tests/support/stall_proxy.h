@@ -2,7 +2,8 @@
 // (a lockd, or a backend server a lockd talks to), whose test can hold back
 // the bytes of either direction or both and deliver them later, in order,
 // without resetting any connection: a partition whose bytes TCP
-// retransmits once it heals. Two uses:
+// retransmits once it heals. As TCP does, the bytes a client sent before it
+// closed its socket are delivered too (then the close). Two uses:
 //  * Replies held: a client's Acquire reaches lockd and is granted, the
 //    reply is written to the socket (so lockd counts it as delivered and
 //    keeps the hold), yet the client hears nothing: the "outcome unknown"
@@ -60,12 +61,16 @@ class StallProxy {
   // held is delivered in order, the connections go on).
   void Hold(bool hold);
 
-  // The bytes from the clients read and kept so far (every connection), as
-  // of the proxy's last pass; for a test that waits until a request it sent
-  // is held.
-  size_t held_request_bytes() const { return held_request_bytes_.load(); }
-  // Waits up to `timeout` until held_request_bytes() is at least `bytes`.
-  bool WaitForHeldRequestBytes(size_t bytes, absl::Duration timeout) const;
+  // The bytes read from the clients and not yet delivered to the upstream
+  // (held, or on their way), every connection together, as of the proxy's
+  // last pass.
+  size_t pending_request_bytes() const { return pending_request_bytes_.load(); }
+  // Waits up to `timeout` until pending_request_bytes() is at least `bytes`
+  // (a request the test sent is held); false on timeout.
+  bool WaitForPendingRequestBytes(size_t bytes, absl::Duration timeout) const;
+  // Waits up to `timeout` until every byte read from the clients is
+  // delivered (pending_request_bytes() is 0); false on timeout.
+  bool WaitUntilRequestsDelivered(absl::Duration timeout) const;
 
   // Closes every current connection, dropping whatever was held back (the
   // clients see their calls fail with UNAVAILABLE; the upstream sees the
@@ -80,6 +85,10 @@ class StallProxy {
     int upstream = -1;
     std::string to_upstream;  // read from the client, not yet written
     std::string to_client;    // read from the upstream, not yet written
+    // The client closed its end (EOF): what it sent is still delivered,
+    // then the upstream gets a FIN (upstream_shut).
+    bool client_closed = false;
+    bool upstream_shut = false;
   };
 
   explicit StallProxy(int upstream_port) : upstream_port_(upstream_port) {}
@@ -87,10 +96,11 @@ class StallProxy {
   static sockaddr_in Loopback(int port);
   void Wake();
   static void CloseConn(Conn& c);
-  static bool ReadInto(int fd, std::string* buf);
+  static bool ReadInto(int fd, std::string* buf, bool* eof);
   static bool WriteFrom(int fd, std::string* buf);
   void Accept();
   void Loop();
+  void CountPending();
 
   const int upstream_port_;
   int listen_fd_ = -1;
@@ -99,7 +109,7 @@ class StallProxy {
   std::thread thread_;
   std::vector<Conn> conns_;  // only the loop thread touches it (and ~StallProxy after join)
   std::atomic<uint64_t> next_conn_id_{1};
-  std::atomic<size_t> held_request_bytes_{0};
+  std::atomic<size_t> pending_request_bytes_{0};
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -42,28 +43,33 @@ constexpr absl::Duration kLease = absl::Seconds(60);  // far beyond the test
 class LateRequestTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::vector<std::string> flags;
+    int port = 0;
     if (GetParam() == "redis") {
       auto s = RedisServer::Start();
       ASSERT_TRUE(s.ok()) << s.status();
       redis_ = *std::move(s);
-      flags = {"--backend=redis", "--redis.addresses=" + redis_->address()};
+      port = redis_->port();
     } else if (GetParam() == "mysql") {
       auto s = MariadbServer::Start();
       ASSERT_TRUE(s.ok()) << s.status();
       mariadb_ = *std::move(s);
-      flags = mariadb_->LockdFlags("late_");
+      port = mariadb_->port();
     } else {
       auto s = ZooKeeperServer::Start();
       ASSERT_TRUE(s.ok()) << s.status();
       zookeeper_ = *std::move(s);
-      flags = {"--backend=zookeeper", "--zookeeper.hosts=" + zookeeper_->hosts(),
-               "--zookeeper.root=/late"};
+      port = zookeeper_->port();
     }
-    // Both replicas start at once.
-    auto r0 = LockdProcess::Launch(flags, dir_.path());
+    auto backend_proxy = StallProxy::Start(port);
+    ASSERT_TRUE(backend_proxy.ok()) << backend_proxy.status();
+    backend_proxy_ = *std::move(backend_proxy);
+    // Both replicas start at once; r0 reaches the backend through the proxy
+    // and gives up on a backend call after about a second (ZooKeeper calls
+    // wait for the client's deadline).
+    auto r0 =
+        LockdProcess::Launch(Flags(backend_proxy_->port(), /*short_timeouts=*/true), dir_.path());
     ASSERT_TRUE(r0.ok()) << r0.status();
-    auto r1 = LockdProcess::Launch(flags, dir_.path());
+    auto r1 = LockdProcess::Launch(Flags(port, /*short_timeouts=*/false), dir_.path());
     ASSERT_TRUE(r1.ok()) << r1.status();
     r0_ = *std::move(r0);
     r1_ = *std::move(r1);
@@ -75,6 +81,29 @@ class LateRequestTest : public ::testing::TestWithParam<std::string> {
     via_r0_ = LockService::NewStub(
         grpc::CreateChannel(proxy_->address(), grpc::InsecureChannelCredentials()));
     via_r1_ = LockService::NewStub(r1_->NewChannel());
+  }
+
+  // lockd's flags for the backend server listening on `port`.
+  std::vector<std::string> Flags(int port, bool short_timeouts) const {
+    const std::string address = absl::StrCat("127.0.0.1:", port);
+    std::vector<std::string> flags;
+    if (redis_ != nullptr) {
+      flags = {"--backend=redis", "--redis.addresses=" + address};
+      if (short_timeouts) flags.push_back("--redis.command_timeout=1s");
+    } else if (mariadb_ != nullptr) {
+      for (const std::string& f : mariadb_->LockdFlags("late_")) {
+        flags.push_back(absl::StartsWith(f, "--mysql.port=") ? absl::StrCat("--mysql.port=", port)
+                                                             : f);
+      }
+      // One connection, opened by the test's first call: the Release goes
+      // out on it (not on a new connection whose handshake would be held).
+      if (short_timeouts) {
+        flags.insert(flags.end(), {"--mysql.read_timeout=1s", "--mysql.pool_size=1"});
+      }
+    } else {
+      flags = {"--backend=zookeeper", "--zookeeper.hosts=" + address, "--zookeeper.root=/late"};
+    }
+    return flags;
   }
 
   // `owner` holds `name` with `token` (Describe through r1), and another
@@ -97,7 +126,8 @@ class LateRequestTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<MariadbServer> mariadb_;
   std::unique_ptr<ZooKeeperServer> zookeeper_;
   std::unique_ptr<LockdProcess> r0_, r1_;
-  std::unique_ptr<StallProxy> proxy_;  // the client's way to r0
+  std::unique_ptr<StallProxy> backend_proxy_;  // r0's way to the backend
+  std::unique_ptr<StallProxy> proxy_;          // the client's way to r0
   std::unique_ptr<LockService::Stub> via_r0_, via_r1_;
 };
 
@@ -133,7 +163,7 @@ TEST_P(LateRequestTest, LateReleaseLeavesTheOwnersLaterHold) {
     late = via_r0_->Release(&ctx, release, &late_resp);
   });
   // The Release's message (and more: its headers) is in the proxy.
-  ASSERT_TRUE(proxy_->WaitForHeldRequestBytes(release.ByteSizeLong() + 20, absl::Seconds(10)));
+  ASSERT_TRUE(proxy_->WaitForPendingRequestBytes(release.ByteSizeLong() + 20, absl::Seconds(10)));
 
   // O gives up on r0: the same Release through r1, then a new hold.
   {
@@ -153,6 +183,50 @@ TEST_P(LateRequestTest, LateReleaseLeavesTheOwnersLaterHold) {
   late_call.join();
   // Gone: the hold it names (T1) is no more.
   EXPECT_THAT(late, IsLockNotHeld()) << late_resp.DebugString();
+  ExpectHeldBy("x", "O", second.fencing_token());
+}
+
+// Issue 28, item 1, as it was found: the partition is between r0 and the
+// backend. r0 sends O's Release to the backend, where it is held up; O
+// hears UNAVAILABLE (or gives up), retries through r1 and acquires again
+// (T2); then the backend receives r0's Release.
+TEST_P(LateRequestTest, ReleaseDelayedToTheBackendLeavesTheOwnersLaterHold) {
+  v1::AcquireResponse first;
+  ASSERT_TRUE(
+      AcquireRpc(*via_r1_, "x", "O", kLease, absl::ZeroDuration(), absl::Seconds(10), &first).ok());
+  ASSERT_TRUE(first.acquired());
+  auto direct_r0 = LockService::NewStub(r0_->NewChannel());
+  v1::LockInfo info;
+  ASSERT_TRUE(DescribeRpc(*direct_r0, "x", &info).ok());  // r0 is connected
+
+  backend_proxy_->HoldRequests(true);
+  const v1::ReleaseRequest release = ReleaseOf("x", "O", "R1", first.fencing_token());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+    v1::ReleaseResponse resp;
+    grpc::Status s = direct_r0->Release(&ctx, release, &resp);
+    EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << s.error_code() << ": " << s.error_message();
+  }
+  ASSERT_GT(backend_proxy_->pending_request_bytes(), 0u);
+  {
+    grpc::ClientContext ctx;
+    v1::ReleaseResponse resp;
+    ASSERT_TRUE(via_r1_->Release(&ctx, release, &resp).ok());
+    EXPECT_TRUE(resp.released());
+  }
+  v1::AcquireResponse second;
+  ASSERT_TRUE(
+      AcquireRpc(*via_r1_, "x", "O", kLease, absl::ZeroDuration(), absl::Seconds(10), &second)
+          .ok());
+  ASSERT_TRUE(second.acquired());
+  ASSERT_GT(second.fencing_token(), first.fencing_token());
+
+  backend_proxy_->HoldRequests(false);  // the partition heals
+  ASSERT_TRUE(backend_proxy_->WaitUntilRequestsDelivered(absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(500));  // the backend runs what it got
   ExpectHeldBy("x", "O", second.fencing_token());
 }
 
