@@ -1,12 +1,14 @@
-// A late request never touches a later hold: two lockd replicas (r0, r1)
-// over one real Redis, MariaDB or ZooKeeper server, the client's connection
-// to r0 running through a StallProxy that holds its bytes (a partition that
-// TCP heals by retransmitting them, no reset). Meanwhile the owner goes on
-// through r1, releases and acquires the lock again under a new fencing
-// token; the request r0 receives late, or the end of the session r0 serves,
+// A late request never touches a later hold (issue 28 items 1 and 2): two
+// lockd replicas (r0, r1) over one real Redis, MariaDB or ZooKeeper server.
+// Two StallProxies hold bytes as a partition does (no reset; TCP delivers
+// them once it heals): one between the client and r0, one between r0 and
+// the backend. Meanwhile the owner goes on through r1, releases and acquires
+// the lock again under a new fencing token; the request that reaches the
+// backend late, the end of the session r0 serves, or that session's renewal
 // names the old hold by its token and leaves the new one alone.
 //
-// Each backend is its own ctest test (a few seconds each, mostly start-up).
+// Every case of every backend is its own ctest test (a few seconds each,
+// mostly start-up).
 
 #include <memory>
 #include <optional>
