@@ -216,7 +216,7 @@ void StallProxy::Loop() {
       if ((!hold_requests && !WriteFrom(c.upstream, &c.to_upstream)) ||
           (!c.client_closed && !replies_held(c) && !WriteFrom(c.client, &c.to_client))) {
         CloseConn(c);
-      } else if (c.client_closed && c.to_upstream.empty() && !c.upstream_shut) {
+      } else if (c.client_closed && !hold_requests && c.to_upstream.empty() && !c.upstream_shut) {
         // All the client sent is delivered: now its FIN. The connection
         // ends when the upstream closes its side.
         ::shutdown(c.upstream, SHUT_WR);
