@@ -49,8 +49,9 @@ class CountedReactor : public grpc::ServerUnaryReactor {
 // not deliver is given back, whenever the cancellation came: before the
 // backend's answer (OnResult sees it) or after Finish (OnDone sees
 // IsCancelled()). The give-back undoes exactly this Acquire, by its
-// request_id (the service gives every Acquire one), so it never takes a hold
-// that another call of the same owner added.
+// request_id (the service gives every Acquire one) and the grant's fencing
+// token, so it never takes a hold that another call of the same owner added,
+// nor a later hold of the owner when it reaches the backend late.
 class AcquireReactor final : public CountedReactor {
  public:
   AcquireReactor(Backend* backend, grpc::CallbackServerContext* ctx, v1::AcquireResponse* resp,
@@ -96,6 +97,7 @@ class AcquireReactor final : public CountedReactor {
       Finish(BackendToGrpcStatus(r.status()));
       return;
     }
+    if (r->acquired) token_ = r->fencing_token;
     if (r->acquired && (cancel_->cancelled() || ctx_->IsCancelled())) {
       GiveBack();
       Finish(
@@ -135,6 +137,7 @@ class AcquireReactor final : public CountedReactor {
     undo.key = key_;
     undo.owner = owner_;
     undo.acquire_request_id = request_id_;
+    undo.fencing_token = token_;
     backend_->Release(std::move(undo), [key = key_](absl::StatusOr<ReleaseResult> rr) {
       if (!rr.ok()) {
         LogWarning("could not give back a grant whose Acquire was cancelled (lock \"", key.name,
@@ -152,6 +155,7 @@ class AcquireReactor final : public CountedReactor {
   std::string request_id_;
   bool granted_ = false;  // Finish was called with a grant
   const absl::Time started_ = absl::Now();
+  uint64_t token_ = 0;  // the grant's fencing token, once granted
 };
 
 }  // namespace

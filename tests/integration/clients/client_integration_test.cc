@@ -19,9 +19,9 @@
 #include "lockd/client.h"
 #include "tests/integration/clients/regrant.h"
 #include "tests/integration/clients/restartable_lockd.h"
-#include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
+#include "tests/support/stall_proxy.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd {

@@ -22,9 +22,9 @@
 #include "gtest/gtest.h"
 #include "lockd/client.h"
 #include "tests/integration/clients/restartable_lockd.h"
-#include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
+#include "tests/support/stall_proxy.h"
 
 namespace lockd {
 namespace {
