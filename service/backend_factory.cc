@@ -5,6 +5,8 @@
 #include "backends/mysql/mysql_backend.h"
 #include "backends/redis/redis_backend.h"
 #include "backends/zookeeper/zookeeper_backend.h"
+#include "service/deferred_backend.h"
+#include "util/log.h"
 
 namespace lockd {
 namespace {
@@ -38,6 +40,17 @@ absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& conf
     return Start(config, config.zookeeper, ZooKeeperOptionSet(), NewZooKeeperBackend);
   }
   return absl::InvalidArgumentError(absl::StrCat("backend: \"", config.backend, "\" is unknown"));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> StartBackendFromConfig(const Config& config,
+                                                                absl::Duration retry_interval) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = NewBackendFromConfig(config);
+  if (backend.ok() || backend.status().code() != absl::StatusCode::kUnavailable) return backend;
+  LogWarning("backend ", config.backend, " not started: ", backend.status().message(),
+             "; serving NOT_SERVING and retrying every ", absl::FormatDuration(retry_interval));
+  return std::make_unique<DeferredBackend>(
+      config.backend, backend.status(), [config] { return NewBackendFromConfig(config); },
+      retry_interval);
 }
 
 }  // namespace lockd

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "backends/backend.h"
 #include "service/config.h"
 
@@ -18,6 +19,14 @@ namespace lockd {
 // kUnavailable / kUnauthenticated when the backend server cannot be reached
 // or refuses the credentials at start. Messages never contain secrets.
 absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& config);
+
+// What lockd's main() starts: as NewBackendFromConfig, except that a backend
+// server that cannot be reached at start (kUnavailable) is no error: then
+// returns a DeferredBackend (service/deferred_backend.h) that answers
+// kUnavailable and reports NOT_SERVING, and starts the backend every
+// `retry_interval` until it starts. Other errors are returned as they are.
+absl::StatusOr<std::unique_ptr<Backend>> StartBackendFromConfig(
+    const Config& config, absl::Duration retry_interval = absl::Seconds(1));
 
 }  // namespace lockd
 

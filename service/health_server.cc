@@ -30,28 +30,34 @@ using grpc::health::v1::HealthCheckResponse;
 
 class HealthServer::Service final : public grpc::health::v1::Health::CallbackService {
  public:
-  explicit Service(const std::atomic<bool>* serving) : serving_(serving) {}
+  Service(const std::atomic<bool>* live, const std::atomic<bool>* backend_up)
+      : live_(live), backend_up_(backend_up) {}
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx, const HealthCheckRequest* req,
                                   HealthCheckResponse* resp) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!req->service().empty() && req->service() != "lockd.v1.LockService") {
+    bool serving;
+    if (req->service().empty()) {
+      serving = live_->load();
+    } else if (req->service() == "lockd.v1.LockService") {
+      serving = live_->load() && backend_up_->load();
+    } else {
       reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
       return reactor;
     }
-    resp->set_status(serving_->load() ? HealthCheckResponse::SERVING
-                                      : HealthCheckResponse::NOT_SERVING);
+    resp->set_status(serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
 
  private:
-  const std::atomic<bool>* const serving_;
+  const std::atomic<bool>* const live_;
+  const std::atomic<bool>* const backend_up_;
 };
 
 absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(const std::string& listen) {
   std::unique_ptr<HealthServer> s(new HealthServer());
-  s->service_ = std::make_unique<Service>(&s->serving_);
+  s->service_ = std::make_unique<Service>(&s->live_, &s->backend_up_);
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &s->port_);
@@ -67,6 +73,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(const std::str
 }
 
 void HealthServer::Shutdown() {
+  live_.store(false);
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now());
   server_->Wait();

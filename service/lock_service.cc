@@ -1,11 +1,14 @@
 #include "service/lock_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "protos/proto_duration.h"
 #include "service/audit.h"
 #include "service/status_mapping.h"
@@ -14,6 +17,13 @@
 
 namespace lockd {
 namespace {
+
+// A grant that reaches the service less than this before its call's gRPC
+// deadline (or, for a shorter call, in the last quarter of its time) is given
+// back instead of delivered: the server's deadline is later than the
+// client's by the request's transit, so a reply sent in that window may
+// reach a client that has given up, and gRPC still reports it as sent.
+constexpr absl::Duration kGrantDeliveryMargin = absl::Milliseconds(100);
 
 // A unary call's reactor that counts the call in flight until gRPC is done
 // with it (LockServiceImpl::in_flight(), which shutdown waits on).
@@ -39,8 +49,9 @@ class CountedReactor : public grpc::ServerUnaryReactor {
 // not deliver is given back, whenever the cancellation came: before the
 // backend's answer (OnResult sees it) or after Finish (OnDone sees
 // IsCancelled()). The give-back undoes exactly this Acquire, by its
-// request_id (the service gives every Acquire one), so it never takes a hold
-// that another call of the same owner added.
+// request_id (the service gives every Acquire one) and the grant's fencing
+// token, so it never takes a hold that another call of the same owner added,
+// nor a later hold of the owner when it reaches the backend late.
 class AcquireReactor final : public CountedReactor {
  public:
   AcquireReactor(Backend* backend, grpc::CallbackServerContext* ctx, v1::AcquireResponse* resp,
@@ -86,10 +97,18 @@ class AcquireReactor final : public CountedReactor {
       Finish(BackendToGrpcStatus(r.status()));
       return;
     }
+    if (r->acquired) token_ = r->fencing_token;
     if (r->acquired && (cancel_->cancelled() || ctx_->IsCancelled())) {
       GiveBack();
       Finish(
           grpc::Status(grpc::StatusCode::CANCELLED, "acquire cancelled; the grant was released"));
+      return;
+    }
+    if (r->acquired && TooLateToDeliver()) {
+      GiveBack();
+      Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "acquire granted too close to the call's deadline for the reply to "
+                          "arrive in time; the grant was released"));
       return;
     }
     resp_->set_acquired(r->acquired);
@@ -104,12 +123,21 @@ class AcquireReactor final : public CountedReactor {
     Finish(grpc::Status::OK);
   }
 
+  // Whether the call's deadline is within kGrantDeliveryMargin (at most a
+  // quarter of the call's time) of now.
+  bool TooLateToDeliver() const {
+    const absl::Time deadline = absl::FromChrono(ctx_->deadline());
+    const absl::Duration margin = std::min(kGrantDeliveryMargin, (deadline - started_) / 4);
+    return deadline - absl::Now() < margin;
+  }
+
   // The caller is gone and will never learn of this hold: undo it.
   void GiveBack() {
     ReleaseParams undo;
     undo.key = key_;
     undo.owner = owner_;
     undo.acquire_request_id = request_id_;
+    undo.fencing_token = token_;
     backend_->Release(std::move(undo), [key = key_](absl::StatusOr<ReleaseResult> rr) {
       if (!rr.ok()) {
         LogWarning("could not give back a grant whose Acquire was cancelled (lock \"", key.name,
@@ -126,6 +154,8 @@ class AcquireReactor final : public CountedReactor {
   std::string owner_;
   std::string request_id_;
   bool granted_ = false;  // Finish was called with a grant
+  const absl::Time started_ = absl::Now();
+  uint64_t token_ = 0;  // the grant's fencing token, once granted
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "service/backend_factory.h"
 #include "service/config.h"
+#include "service/grpc_log.h"
 #include "service/server.h"
 #include "util/log.h"
 
@@ -43,10 +44,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   const lockd::Config& config = parsed->config;
-  lockd::LogLevel level;
+  lockd::LogLevel level = lockd::LogLevel::kInfo;
   if (lockd::ParseLogLevel(config.log_level, &level)) lockd::SetLogLevel(level);
   lockd::LogFormat format;
   if (lockd::ParseLogFormat(config.log.format, &format)) lockd::SetLogFormat(format);
+  lockd::RouteGrpcLogs(level);
 
   // Signals are taken by a sigwait() below, so block them in every thread.
   sigset_t signals;
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::unique_ptr<lockd::Backend>> backend = lockd::NewBackendFromConfig(config);
+  absl::StatusOr<std::unique_ptr<lockd::Backend>> backend = lockd::StartBackendFromConfig(config);
   if (!backend.ok()) {
     lockd::LogError("cannot start backend ", config.backend, ": ", backend.status().message());
     return backend.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

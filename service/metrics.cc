@@ -112,7 +112,7 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
                   .Add({{"backend", backend}});
   backend_up_ = &prometheus::BuildGauge()
                      .Name("lockd_backend_up")
-                     .Help("1 while the backend is reachable (health SERVING), else 0")
+                     .Help("1 while the backend is reachable (readiness SERVING), else 0")
                      .Register(r)
                      .Add({{"backend", backend}});
   regressions_ = &prometheus::BuildCounter()

@@ -67,11 +67,11 @@ void Operations::StopHealth() {
   if (health_ != nullptr) health_->Shutdown();
 }
 
-void Operations::Tick(bool serving) {
+void Operations::Tick(bool backend_up) {
   const absl::Time now = absl::Now();
-  if (health_ != nullptr) health_->SetServing(serving);
+  if (health_ != nullptr) health_->SetBackendUp(backend_up);
   if (metrics_ != nullptr) {
-    metrics_->SetBackendUp(serving);
+    metrics_->SetBackendUp(backend_up);
     metrics_backend_->SweepExpired(now);
     if (!cert_file_.empty() && now >= next_cert_check_) {
       next_cert_check_ = now + tls_interval_;

@@ -42,12 +42,14 @@ class Operations {
   int health_port() const { return health_ ? health_->port() : 0; }
   Metrics* metrics() const { return metrics_.get(); }
 
-  // Publishes the backend's health (health port, lockd_backend_up), ends
+  // Publishes whether the backend is reachable (readiness on the health
+  // port, lockd_backend_up; liveness does not depend on it), ends
   // tracked holds whose lease ran out, and at their intervals re-reads the
   // tokens file and the certificate's expiry.
-  void Tick(bool serving);
+  void Tick(bool backend_up);
 
-  // Stops the health port (first thing at shutdown, so probes fail).
+  // Stops the health port (first thing at shutdown, so probes fail:
+  // liveness and readiness both).
   void StopHealth();
 
  private:

@@ -63,9 +63,11 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   std::string host(config.listen.substr(0, config.listen.rfind(':')));
   s->address_ = absl::StrCat(host, ":", s->port_);
 
-  bool healthy = s->backend_->Health().ok();
-  s->server_->GetHealthCheckService()->SetServingStatus(healthy);
-  s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, healthy);
+  // Liveness, the whole server (""): SERVING while this process answers,
+  // whatever the backend does (restarting lockd never repairs a backend).
+  // Readiness, kServiceName: SERVING while the backend is reachable.
+  s->server_->GetHealthCheckService()->SetServingStatus("", true);
+  s->server_->GetHealthCheckService()->SetServingStatus(kServiceName, s->backend_->Health().ok());
   s->health_thread_ =
       std::thread([p = s.get(), health_interval] { p->WatchHealth(health_interval); });
   return s;
@@ -79,12 +81,11 @@ void LockdServer::WatchHealth(absl::Duration interval) {
     absl::Status now = backend_->Health();
     if (now.ok() != last.ok()) {
       if (now.ok()) {
-        LogInfo("backend ", backend_->name(), " reachable again; health SERVING");
+        LogInfo("backend ", backend_->name(), " reachable; ", kServiceName, " SERVING");
       } else {
-        LogWarning("backend ", backend_->name(), " unavailable: ", now.message(),
-                   "; health NOT_SERVING");
+        LogWarning("backend ", backend_->name(), " unavailable: ", now.message(), "; ",
+                   kServiceName, " NOT_SERVING");
       }
-      server_->GetHealthCheckService()->SetServingStatus(now.ok());
       server_->GetHealthCheckService()->SetServingStatus(kServiceName, now.ok());
     }
     ops_->Tick(now.ok());
@@ -109,6 +110,7 @@ void LockdServer::Shutdown(absl::Duration grace) {
     return;
   }
   health_thread_.join();
+  // Liveness and readiness turn NOT_SERVING (the health port closes).
   ops_->StopHealth();
   server_->GetHealthCheckService()->Shutdown();
   // Stop accepting while parked waiters are answered; Server::Shutdown waits

@@ -27,8 +27,10 @@ class LockdServer {
  public:
   // Starts serving `config.listen` (port 0 picks a free port), with TLS,
   // authorization, metrics and the health port as `config` says (see
-  // service/operations.h). Health is SERVING while backend->Health() is OK
-  // and NOT_SERVING otherwise, checked every `health_interval`.
+  // service/operations.h). grpc.health.v1.Health: the whole server ("",
+  // liveness) is SERVING until Shutdown(), whatever the backend does;
+  // lockd.v1.LockService (readiness) is SERVING while backend->Health() is
+  // OK, checked every `health_interval`. Both are NOT_SERVING from Shutdown().
   static absl::StatusOr<std::unique_ptr<LockdServer>> Start(
       const Config& config, std::unique_ptr<Backend> backend,
       absl::Duration health_interval = absl::Milliseconds(250));

@@ -292,7 +292,7 @@ void Session::OnAcquired(uint64_t op_id, const LockKey& key, const std::string& 
   }
   v1::SessionResponse resp;
   if (give_back) {
-    GiveBack(key, request_id);
+    GiveBack(key, request_id, r->fencing_token);
     resp = ErrorResult(op_id, grpc::Status(grpc::StatusCode::CANCELLED,
                                            "acquire cancelled; the grant was released"));
   } else if (!r.ok()) {
@@ -316,11 +316,12 @@ void Session::OnAcquired(uint64_t op_id, const LockKey& key, const std::string& 
   ContinueEnd();
 }
 
-void Session::GiveBack(const LockKey& key, const std::string& request_id) {
+void Session::GiveBack(const LockKey& key, const std::string& request_id, uint64_t token) {
   ReleaseParams undo;
   undo.key = key;
   undo.owner = owner_;
   undo.acquire_request_id = request_id;
+  undo.fencing_token = token;
   backend_->Release(std::move(undo), [ref = NewRef(), key](absl::StatusOr<ReleaseResult> rr) {
     if (!rr.ok()) {
       LogWarning("session: could not give back a cancelled grant of lock \"", key.name, "\" in ",
@@ -463,7 +464,7 @@ void Session::BeginEnd(End why, grpc::Status status) {
 }
 
 void Session::ContinueEnd() {
-  std::vector<LockKey> release;
+  std::vector<std::pair<LockKey, uint64_t>> release;  // key, token
   {
     absl::MutexLock l(&mu_);
     if (end_ == End::kNone || end_settled_ || !ops_.empty() || resumes_left_ > 0) return;
@@ -474,7 +475,7 @@ void Session::ContinueEnd() {
         end_ == End::kHalfClose ||
         ((end_ == End::kBroken || end_ == End::kProtocolError) && !keep_on_disconnect_);
     if (release_holds) {
-      for (const auto& [key, hold] : holds_) release.push_back(key);
+      for (const auto& [key, hold] : holds_) release.emplace_back(key, hold.token);
     }
     holds_.clear();
     releases_left_ = release.size();
@@ -483,7 +484,7 @@ void Session::ContinueEnd() {
     MaybeFinish();
     return;
   }
-  for (LockKey& key : release) ReleaseToZero(std::move(key));
+  for (auto& [key, token] : release) ReleaseToZero(std::move(key), token);
 }
 
 void Session::MaybeFinish() {

@@ -23,7 +23,11 @@
 //    backend like a unary one; `cancel` fires its CancelSignal. Every acquire
 //    carries a request_id (the caller's or a generated one), so a grant that
 //    arrives after its cancel is given back exactly (Release with
-//    acquire_request_id).
+//    acquire_request_id and the grant's fencing token).
+//  * Tokens: every renewal and release the session makes on its own names
+//    the hold by its fencing token, so a late one (this replica cut off from
+//    the client or the backend) never touches a later hold the owner took
+//    through another session: the backend answers LOCK_NOT_HELD instead.
 //  * Renewal: while the stream is open and the session holds locks, every
 //    hold is renewed each lease/3, all holds of the session in one round;
 //    under load the rounds of many sessions are joined into one

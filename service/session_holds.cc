@@ -47,7 +47,7 @@ void Session::ResumeOne(SessionOpenParams::Resume ref) {
       self->Resumed(absl::NotFoundError("not held with that token"));
       return;
     }
-    RenewParams renew{ref.key, self->owner_, self->ttl_};
+    RenewParams renew{ref.key, self->owner_, self->ttl_, ref.fencing_token};
     Session* s = self.operator->();
     s->backend_->Renew(std::move(renew), [self = std::move(self), state = *std::move(state),
                                           sent = absl::Now()](absl::StatusOr<RenewResult> r) {
@@ -150,7 +150,7 @@ void Session::RenewRound() {
     renew_timer_ = 0;
     if (end_ != End::kNone || holds_.empty()) return;
     for (const auto& [key, hold] : holds_) {
-      params.push_back(RenewParams{key, owner_, ttl_});
+      params.push_back(RenewParams{key, owner_, ttl_, hold.token});
       tokens.push_back(hold.token);
     }
     renewing_ = true;
@@ -216,16 +216,21 @@ void Session::ForceReleased(const LockKey& key, const std::string& owner, uint64
 
 // --- Release at the end ---------------------------------------------------
 
-void Session::ReleaseToZero(LockKey key) {
+// By the hold's token: a session cut off from its client ends late, after
+// its owner may have released and acquired the lock again through another
+// session; that hold has another token and LOCK_NOT_HELD leaves it alone.
+void Session::ReleaseToZero(LockKey key, uint64_t token) {
   ReleaseParams p;
   p.key = key;
   p.owner = owner_;
-  backend_->Release(std::move(p), [self = NewRef(),
-                                   key = std::move(key)](absl::StatusOr<ReleaseResult> r) mutable {
+  p.fencing_token = token;
+  backend_->Release(std::move(p), [self = NewRef(), key = std::move(key),
+                                   token](absl::StatusOr<ReleaseResult> r) mutable {
     if (r.ok() && r->hold_count > 0) {
-      self->ReleaseToZero(std::move(key));
+      self->ReleaseToZero(std::move(key), token);
       return;
     }
+    // LOCK_NOT_HELD: nothing of this session's left to release.
     if (!r.ok() && !IsLockNotHeld(r.status())) {
       LogWarning("session of \"", self->owner_, "\" ended but lock \"", key.name, "\" in ", key.ns,
                  " could not be released (", r.status().ToString(), "); its lease will end it");

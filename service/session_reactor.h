@@ -103,7 +103,9 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   void HandleAcquire(v1::SessionAcquire& a);
   void OnAcquired(uint64_t op_id, const LockKey& key, const std::string& request_id,
                   absl::Time sent, absl::StatusOr<AcquireResult> r);
-  void GiveBack(const LockKey& key, const std::string& request_id);
+  // Gives back the grant of the Acquire `request_id` (fencing token `token`)
+  // whose result will never reach the client; a later hold is left alone.
+  void GiveBack(const LockKey& key, const std::string& request_id, uint64_t token);
   void HandleRelease(v1::SessionRelease& rel);
   void OnReleased(uint64_t op_id, const LockKey& key, absl::StatusOr<ReleaseResult> r);
   void HandleCancel(uint64_t op_id);
@@ -132,7 +134,10 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   void OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
                  absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results);
   void SendLost(const LockKey& key, uint64_t token, absl::string_view reason);
-  void ReleaseToZero(LockKey key);
+  // Releases the session's hold of `key` with fencing token `token` until its
+  // hold count is zero; a hold with another token (the owner's, taken
+  // through another session since) is not this session's and is left alone.
+  void ReleaseToZero(LockKey key, uint64_t token);
   void Released();
 
   SessionHub* const hub_;

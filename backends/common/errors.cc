@@ -16,6 +16,10 @@ absl::Status HeldByOtherError(const LockKey& key) {
   return LockNotHeldError(key, "the lock is held by another owner");
 }
 
+absl::Status OtherHoldError(const LockKey& key) {
+  return LockNotHeldError(key, "the owner holds the lock under another fencing token");
+}
+
 absl::Status TooManyWaitersError(size_t max_waiters) {
   return absl::ResourceExhaustedError(
       absl::StrCat("too many waiting acquires (max_waiters = ", max_waiters, ")"));

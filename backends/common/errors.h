@@ -19,8 +19,11 @@ std::string LockName(const LockKey& key);
 // LockNotHeldError (kFailedPrecondition, reason LOCK_NOT_HELD) for a lock
 // that nobody holds (released, or its lease ended) ...
 absl::Status LockFreeError(const LockKey& key);
-// ... and for a lock that another owner holds.
+// ... for a lock that another owner holds ...
 absl::Status HeldByOtherError(const LockKey& key);
+// ... and for a Release/Renew whose fencing_token is not the owner's current
+// hold's (the owner released and acquired the lock again since).
+absl::Status OtherHoldError(const LockKey& key);
 
 // kResourceExhausted: an Acquire would wait, but `max_waiters` calls already
 // wait on this process.

@@ -163,6 +163,8 @@ class MemoryBackend final : public Backend {
           result = LockFreeError(params.key);
         } else if (it->second.owner != params.owner) {
           result = HeldByOtherError(params.key);
+        } else if (!OfHold(it->second, params.fencing_token)) {
+          result = OtherHoldError(params.key);
         } else {
           it->second.expires = now + absl::ToChronoNanoseconds(params.ttl);
           result = RenewResult{params.ttl, it->second.token};
@@ -272,6 +274,9 @@ class MemoryBackend final : public Backend {
     lock.last_acquire = r;
   }
 
+  // True if a Release/Renew carrying `token` (0: any) is for `lock`'s hold.
+  static bool OfHold(const Lock& lock, uint64_t token) { return token == 0 || token == lock.token; }
+
   AcquireResult NotAcquired(const LockKey& key, const Lock* lock, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     AcquireResult r;
@@ -300,6 +305,7 @@ class MemoryBackend final : public Backend {
         lock.last_request_id == p.request_id) {
       return lock.last_release;
     }
+    if (!OfHold(lock, p.fencing_token)) return OtherHoldError(p.key);
     ReleaseResult r;
     r.hold_count = --lock.hold_count;
     r.released = lock.hold_count == 0;
@@ -336,7 +342,8 @@ class MemoryBackend final : public Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (it == locks_.end() || it->second.owner != p.owner) return ReleaseResult{false, 0};
     Lock& lock = it->second;
-    if (lock.last_kind != Lock::Kind::kAcquire || lock.last_request_id != p.acquire_request_id) {
+    if (lock.last_kind != Lock::Kind::kAcquire || lock.last_request_id != p.acquire_request_id ||
+        !OfHold(lock, p.fencing_token)) {
       return ReleaseResult{false, lock.hold_count};
     }
     lock.last_kind = Lock::Kind::kNone;

@@ -266,7 +266,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
         absl::ToInt64Microseconds(options_.release_memory), ",", SqlBytes(n ? n->owner : ""), ",",
         n ? absl::ToInt64Microseconds(n->ttl) : 0, ",", SqlBytes(n ? n->request_id : ""), ",",
         SqlBytes(replica_), ",", absl::ToInt64Microseconds(options_.fair_slice), ",",
-        n && clear_demand ? 1 : 0, ",", SqlBytes(p.acquire_request_id), ")");
+        n && clear_demand ? 1 : 0, ",", SqlBytes(p.acquire_request_id), ",", p.fencing_token, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("release of lock ", LockName(p.key)), Session::kWrite);
     if (!r.ok()) return ForCaller(r.status());
@@ -291,6 +291,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
         return HeldByOtherError(p.key);
       case kReleaseFree:
         return LockFreeError(p.key);
+      case kReleaseOtherHold:
+        return OtherHoldError(p.key);
       default:
         return Unexpected("release", p.key);
     }
@@ -299,7 +301,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   absl::StatusOr<RenewResult> DoRenew(Session& s, const RenewParams& p) {
     std::string sql = absl::StrCat("CALL ", schema_.renew_proc(), "(", SqlBytes(p.key.ns), ",",
                                    SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",",
-                                   absl::ToInt64Microseconds(p.ttl), ")");
+                                   absl::ToInt64Microseconds(p.ttl), ",", p.fencing_token, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("renew of lock ", LockName(p.key)), Session::kWrite);
     if (!r.ok()) return ForCaller(r.status());
@@ -316,6 +318,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
         return HeldByOtherError(p.key);
       case kRenewFree:
         return LockFreeError(p.key);
+      case kRenewOtherHold:
+        return OtherHoldError(p.key);
       default:
         return Unexpected("renew", p.key);
     }

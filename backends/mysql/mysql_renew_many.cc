@@ -56,11 +56,21 @@ absl::StatusOr<Rows> ReadRows(Session& s, const MysqlSchema& schema,
   return rows;
 }
 
-// What the renew procedure answers an owner whose holding `row` shows is not
-// (or no longer) the one it renews: another owner's live lease, or none.
-absl::Status NotRenewed(const LockKey& key, const Row* row, const std::string& owner) {
-  if (row != nullptr && row->live && row->owner != owner) return HeldByOtherError(key);
-  return LockFreeError(key);
+// True if `row` is a live holding that `p` renews: the owner's, with p's
+// token unless that is 0.
+bool Renews(const RenewParams& p, const Row* row) {
+  return row != nullptr && row->live && row->owner == p.owner &&
+         (p.fencing_token == 0 || row->token == p.fencing_token);
+}
+
+// What the renew procedure answers `p` when `row` is not (or no longer) the
+// holding it renews: another owner's live lease, the owner's with another
+// token, or none.
+absl::Status NotRenewed(const RenewParams& p, const Row* row) {
+  if (row != nullptr && row->live) {
+    return row->owner != p.owner ? HeldByOtherError(p.key) : OtherHoldError(p.key);
+  }
+  return LockFreeError(p.key);
 }
 
 const Row* Find(const Rows& rows, const LockKey& key) {
@@ -123,11 +133,11 @@ void RenewChunk(Session& s, const MysqlSchema& schema,
   for (size_t i : idx) {
     const RenewParams& p = *params[i];
     const Row* row = Find(*rows, p.key);
-    if (row != nullptr && row->live && row->owner == p.owner) {
+    if (Renews(p, row)) {
       held.push_back(i);
       expect.emplace(p.key, row);
     } else {
-      out[i] = NotRenewed(p.key, row, p.owner);
+      out[i] = NotRenewed(p, row);
     }
   }
   if (held.empty()) return;
@@ -158,11 +168,10 @@ void RenewChunk(Session& s, const MysqlSchema& schema,
     }
     const Row* before = expect[p.key];
     const Row* after = Find(*now, p.key);
-    if (after != nullptr && after->live && after->owner == p.owner &&
-        after->token == before->token) {
+    if (Renews(p, after) && after->token == before->token) {
       out[i] = RenewResult{p.ttl, before->token};
     } else {
-      out[i] = NotRenewed(p.key, after, p.owner);
+      out[i] = NotRenewed(p, after);
     }
   }
 }

@@ -12,6 +12,8 @@
 //   OK {ttl, token}       the owner held the lock with a live lease; its lease
 //                         now ends `ttl` after the renewing statement.
 //   HeldByOtherError      another owner holds it (live lease).
+//   OtherHoldError        the owner holds it under another token than the
+//                         renewal's fencing_token (when not 0).
 //   LockFreeError         nobody holds it (no row, or the lease had ended), or
 //                         the owner's holding ended and a new one began.
 //   kUnavailable, ...     (ForCaller) a statement failed; the holds whose
@@ -41,9 +43,10 @@ inline constexpr size_t kRenewChunk = 500;
 
 // Renews every element of `params` on `s` and returns one result per
 // element, in order. Per kRenewChunk holds of one ttl: a SELECT of the rows,
-// an UPDATE of those the owner holds (matching owner and fencing token, and a
-// live lease at the UPDATE), and, only if the UPDATE matched fewer rows than
-// the SELECT promised (a concurrent change), a second SELECT to say which.
+// an UPDATE of those the owner holds (with the renewal's fencing_token, when
+// not 0), matching owner, the token the SELECT saw and a live lease at the
+// UPDATE, and, only if the UPDATE matched fewer rows than the SELECT
+// promised (a concurrent change), a second SELECT to say which.
 // Blocks for those statements.
 std::vector<absl::StatusOr<RenewResult>> RenewBatch(Session& s, const MysqlSchema& schema,
                                                     const std::vector<const RenewParams*>& params);

@@ -156,12 +156,14 @@ constexpr char kReleaseBody[] = R"sql(
 (IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256),
  IN p_rid VARBINARY(128), IN p_remember_us BIGINT, IN p_next_owner VARBINARY(256),
  IN p_next_ttl_us BIGINT, IN p_next_rid VARBINARY(128), IN p_replica VARBINARY(32),
- IN p_slice_us BIGINT, IN p_clear_demand TINYINT, IN p_arid VARBINARY(128))
+ IN p_slice_us BIGINT, IN p_clear_demand TINYINT, IN p_arid VARBINARY(128),
+ IN p_token BIGINT UNSIGNED)
 MODIFIES SQL DATA SQL SECURITY INVOKER
 proc: BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
   DECLARE v_owner VARBINARY(256);
   DECLARE v_hold INT UNSIGNED;
+  DECLARE v_held_token BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_floor BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
@@ -179,7 +181,7 @@ proc: BEGIN
   IF p_rid = '' AND p_next_owner = '' AND p_arid = '' THEN
     DELETE FROM {locks}
      WHERE ns = p_ns AND name = p_name AND owner = p_owner AND hold_count = 1
-       AND expires_at > NOW(6);
+       AND (p_token = 0 OR token = p_token) AND expires_at > NOW(6);
     IF ROW_COUNT() > 0 THEN
       SET v_now = NOW(6);
       {check_yield}
@@ -189,18 +191,24 @@ proc: BEGIN
   END IF;
 
   START TRANSACTION;
-  SELECT owner, hold_count, expires_at, last_kind, last_request_id, last_hold_count
-    INTO v_owner, v_hold, v_expires, v_kind, v_rid, v_last_hold
+  SELECT owner, hold_count, token, expires_at, last_kind, last_request_id, last_hold_count
+    INTO v_owner, v_hold, v_held_token, v_expires, v_kind, v_rid, v_last_hold
     FROM {locks} WHERE ns = p_ns AND name = p_name FOR UPDATE;
   SET v_now = NOW(6);
   IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner THEN
-    IF p_arid <> '' AND NOT (v_kind = 1 AND v_rid = p_arid) THEN
-      -- An undo of an Acquire that is not the owner's last request.
+    IF p_arid <> '' AND
+       (NOT (v_kind = 1 AND v_rid = p_arid) OR (p_token <> 0 AND v_held_token <> p_token)) THEN
+      -- An undo of an Acquire that is not the owner's last request, or not
+      -- of this hold.
       COMMIT;
       SELECT 6, v_hold, 0, 0;
     ELSEIF p_rid <> '' AND v_kind = 2 AND v_rid = p_rid THEN
       COMMIT;
       SELECT 2, v_last_hold, 0, 0;
+    ELSEIF p_token <> 0 AND v_held_token <> p_token THEN
+      -- A request for an earlier hold of the owner's.
+      COMMIT;
+      SELECT 7, 0, 0, 0;
     ELSEIF v_hold > 1 THEN
       UPDATE {locks}
          SET hold_count = v_hold - 1, last_kind = IF(p_rid = '', 0, 2), last_request_id = p_rid,
@@ -253,7 +261,8 @@ proc: BEGIN
 END)sql";
 
 constexpr char kRenewBody[] = R"sql(
-(IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256), IN p_ttl_us BIGINT)
+(IN p_ns VARBINARY(64), IN p_name VARBINARY(512), IN p_owner VARBINARY(256), IN p_ttl_us BIGINT,
+ IN p_token BIGINT UNSIGNED)
 MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   DECLARE v_missing TINYINT DEFAULT 0;
@@ -267,14 +276,17 @@ BEGIN
   SELECT owner, token, expires_at INTO v_owner, v_token, v_expires
     FROM {locks} WHERE ns = p_ns AND name = p_name FOR UPDATE;
   SET v_now = NOW(6);
-  IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner THEN
+  IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner
+     AND (p_token = 0 OR v_token = p_token) THEN
     UPDATE {locks} SET expires_at = TIMESTAMPADD(MICROSECOND, p_ttl_us, v_now)
      WHERE ns = p_ns AND name = p_name;
     COMMIT;
     SELECT 1, v_token;
   ELSE
     COMMIT;
-    IF v_missing = 0 AND v_expires > v_now THEN
+    IF v_missing = 0 AND v_expires > v_now AND v_owner = p_owner THEN
+      SELECT 7, 0;
+    ELSEIF v_missing = 0 AND v_expires > v_now THEN
       SELECT 4, 0;
     ELSE
       SELECT 5, 0;

@@ -18,10 +18,12 @@
 //                  replica, demand_us, clear_demand)
 //   <p>release_<h>(ns, name, owner, request_id, remember_us, next_owner,
 //                  next_ttl_us, next_request_id, replica, slice_us,
-//                  clear_demand)
-//   <p>renew_<h>(ns, name, owner, ttl_us)
+//                  clear_demand, acquire_request_id, token)
+//   <p>renew_<h>(ns, name, owner, ttl_us, token)
 //   <p>collect_<h>(retention_us, batch)   fence garbage collection
 // Each returns one row; see the kAcquire*/kRelease*/kRenew* outcome codes.
+// A non-zero token scopes release and renew to the owner's hold with that
+// token (compared under the row lock); 0 means any hold of the owner.
 //
 // Thread-compatible value type.
 
@@ -57,10 +59,12 @@ inline constexpr int kReleaseReplayedFreed = 3;  // repeat of the freeing releas
 inline constexpr int kReleaseOtherOwner = 4;
 inline constexpr int kReleaseFree = 5;
 inline constexpr int kReleaseNothingToUndo = 6;  // acquire_request_id matched no hold
+inline constexpr int kReleaseOtherHold = 7;      // the owner's hold has another token
 // renew: (outcome, token)
 inline constexpr int kRenewRenewed = 1;
 inline constexpr int kRenewOtherOwner = 4;
 inline constexpr int kRenewFree = 5;
+inline constexpr int kRenewOtherHold = 7;  // the owner's hold has another token
 
 class MysqlSchema {
  public:

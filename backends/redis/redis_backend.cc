@@ -135,7 +135,8 @@ class RedisBackend final : public Backend,
                 params.request_id,
                 absl::StrCat(CeilMillis(options_.release_memory)),
                 std::move(k.channel),
-                params.acquire_request_id};
+                params.acquire_request_id,
+                absl::StrCat(params.fencing_token)};
     cmd.context = absl::StrCat("release of lock ", LockName(key));
     cmd.done = [this, key, done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       uint64_t freed_token = 0;
@@ -262,8 +263,8 @@ class RedisBackend final : public Backend,
     Command cmd;
     cmd.script = &scripts_->renew;
     cmd.num_keys = 2;
-    cmd.args = {std::move(k.lock), std::move(k.fence), params.owner, absl::StrCat(ms),
-                FenceTtl(ms)};
+    cmd.args = {std::move(k.lock), std::move(k.fence), params.owner,
+                absl::StrCat(ms),  FenceTtl(ms),       absl::StrCat(params.fencing_token)};
     cmd.context = absl::StrCat("renew of lock ", LockName(params.key));
     cmd.done = [key = std::move(params.key), ms, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {

@@ -43,7 +43,9 @@ bool StringAt(const redisReply* r, size_t i, std::string* out) {
   return true;
 }
 
+// The scripts' codes -1 (free), -2 (another owner), -3 (another hold).
 absl::Status NotHeld(const LockKey& key, int64_t code) {
+  if (code == -3) return OtherHoldError(key);
   return code == -1 ? LockFreeError(key) : HeldByOtherError(key);
 }
 

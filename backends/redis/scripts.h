@@ -84,19 +84,22 @@ return {0, h[1], tonumber(h[2]), h[3], redis.call('PTTL', lock)}
 
 // Gives up one hold, or undoes one Acquire.
 // KEYS: lock, freed.
-// ARGV: owner, request_id, release_memory_ms, channel, acquire_request_id.
+// ARGV: owner, request_id, release_memory_ms, channel, acquire_request_id,
+//   token ('0': any hold of the owner).
 // Returns {code, hold_count[, token]}: code 1 freed (and the freed holding's
 // token PUBLISHed to the channel, and returned), 0 decremented, 2 nothing to
 // undo (hold_count is the owner's), -1 not held (free), -2 held by another
-// owner. A repeat of the owner's last request_id returns its result and
-// changes nothing; for the release that freed the lock, the freed hash
-// remembers it per owner (the last 64 owners within release_memory), also
-// after the lock went to another owner.
-// With acquire_request_id: if the owner's last request is that Acquire, one
-// hold is given back (codes 1 and 0), else code 2; never -1/-2.
+// owner, -3 the owner's hold has another token. A repeat of the owner's last
+// request_id returns its result and changes nothing (whatever the token);
+// for the release that freed the lock, the freed hash remembers it per owner
+// (the last 64 owners within release_memory), also after the lock went to
+// another owner.
+// With acquire_request_id: if the owner's last request is that Acquire (and
+// the hold has the token, unless '0'), one hold is given back (codes 1 and
+// 0), else code 2; never -1/-2/-3.
 inline constexpr char kReleaseScript[] = R"lua(
 local lock, freed = KEYS[1], KEYS[2]
-local owner, rid, arid = ARGV[1], ARGV[2], ARGV[5]
+local owner, rid, arid, want = ARGV[1], ARGV[2], ARGV[5], ARGV[6]
 local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount', 'token', 'count')
 local function free()
   redis.call('DEL', lock)
@@ -105,7 +108,9 @@ local function free()
 end
 if arid ~= '' then
   if h[1] ~= owner then return {2, 0} end
-  if h[2] ~= 'a' or h[3] ~= arid then return {2, tonumber(h[6])} end
+  if h[2] ~= 'a' or h[3] ~= arid or (want ~= '0' and h[5] ~= want) then
+    return {2, tonumber(h[6])}
+  end
   local c = redis.call('HINCRBY', lock, 'count', -1)
   if c > 0 then
     redis.call('HDEL', lock, 'rkind', 'rid', 'rcount', 'rttl')
@@ -119,6 +124,7 @@ if h[1] ~= owner then
   return {-2, 0}
 end
 if rid ~= '' and h[2] == 'r' and h[3] == rid then return {0, tonumber(h[4])} end
+if want ~= '0' and h[5] ~= want then return {-3, 0} end
 local c = redis.call('HINCRBY', lock, 'count', -1)
 if c > 0 then
   if rid == '' then
@@ -137,12 +143,15 @@ return free()
 )lua";
 
 // Resets the lease of a held lock.
-// KEYS: lock, fence. ARGV: owner, lease_ms, fence_ttl_ms ('0': persist).
-// Returns {code, token}: 1 renewed, -1 free, -2 held by another owner.
+// KEYS: lock, fence. ARGV: owner, lease_ms, fence_ttl_ms ('0': persist),
+//   token ('0': any hold of the owner).
+// Returns {code, token}: 1 renewed, -1 free, -2 held by another owner, -3
+// the owner's hold has another token.
 inline constexpr char kRenewScript[] = R"lua(
 local h = redis.call('HMGET', KEYS[1], 'owner', 'token')
 if not h[1] then return {-1, ''} end
 if h[1] ~= ARGV[1] then return {-2, ''} end
+if ARGV[4] ~= '0' and h[2] ~= ARGV[4] then return {-3, ''} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if ARGV[3] == '0' then redis.call('PERSIST', KEYS[2]) else redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 return {1, h[2]}

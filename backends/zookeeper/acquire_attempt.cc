@@ -15,11 +15,10 @@
 #include "util/log.h"
 
 namespace lockd::zk {
-namespace {
 
 // What an Acquire's contender node is created with (and holds once lowest).
 // Derived when needed rather than kept: a parked waiter should cost little.
-NodeData InitialData(const AcquireParams& p) {
+NodeData AcquireAttempt::InitialData(const AcquireParams& p) {
   NodeData d;
   d.owner = p.owner;
   d.holds = 1;
@@ -34,11 +33,13 @@ NodeData InitialData(const AcquireParams& p) {
   return d;
 }
 
-}  // namespace
-
 AcquireAttempt::AcquireAttempt(const Deps* deps, AcquireParams params,
                                std::shared_ptr<CancelSignal> cancel, Callback<AcquireResult> done)
-    : deps_(deps), params_(std::move(params)), cancel_(std::move(cancel)), done_(std::move(done)) {}
+    : deps_(deps),
+      params_(std::move(params)),
+      cancel_(std::move(cancel)),
+      owner_tag_(OwnerTag(params_.owner)),
+      done_(std::move(done)) {}
 
 void AcquireAttempt::Start(const std::optional<LeaseTracker::Known>& known) {
   if (known.has_value()) {
@@ -66,7 +67,7 @@ void AcquireAttempt::Begin() {
   {
     absl::MutexLock l(&mu_);
     id_ = id;
-    prefix_ = NewAttemptPrefix();
+    prefix_ = NewAttemptPrefix(params_.owner);
   }
   CreateNode();
 }
@@ -237,6 +238,9 @@ void AcquireAttempt::Evaluate(const Listing& listing) {
     case Decision::kGranted:
       Finish(std::move(d.granted));
       return;
+    case Decision::kConfirm:
+      Confirm(0);
+      return;
     case Decision::kTryOnce:
       TryOnceRefused(d.holder_path, d.waiters);
       return;
@@ -273,6 +277,10 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     return d;
   }
   if (idx == 0) {
+    if (NeedsConfirmLocked()) {
+      d.action = Decision::kConfirm;
+      return d;
+    }
     d.action = Decision::kGranted;
     d.granted = GrantLocked();
     return d;
@@ -291,15 +299,26 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     return d;
   }
   d.action = Decision::kWait;
-  watched_ =
-      WatchTarget{queue[idx - 1].name, idx == 1, false, queue[idx - 1].seq, queue.front().seq, 0};
+  auto own = listing.first_of_tag.find(owner_tag_);
+  if (own != listing.first_of_tag.end() && own->second < idx) {
+    // A node of this same owner (probably: the tag is a hash) is ahead.
+    // When it comes to hold the lock, nothing changes for the predecessor,
+    // yet this attempt must be granted at once as a reentrant acquire: watch
+    // the holder instead, and look again whenever it goes.
+    d.pred_path = d.holder_path;
+    watched_ =
+        WatchTarget{queue.front().name, true, idx != 1, queue.front().seq, queue.front().seq, 0};
+  } else {
+    watched_ =
+        WatchTarget{queue[idx - 1].name, idx == 1, false, queue[idx - 1].seq, queue.front().seq, 0};
+  }
   if (state_ == State::kRecheck) state_ = State::kRunning;
   // A node's owner never changes, and this replica's sighting of its lease
   // is what counts here: a holder it knows needs no read.
   std::optional<LeaseTracker::Known> h = deps_->leases->Lookup(params_.key);
   if (idx > 1 && h.has_value() && h->path == d.holder_path) {
     d.read_holder = false;
-    if (h->data.owner == params_.owner && !h->expired) {
+    if (h->data.owner == params_.owner && !h->expired && !h->data.waiting) {
       d.action = Decision::kReenter;
       d.known = std::move(h);
     } else if (h->expired) {
@@ -314,12 +333,15 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
 // The attempt's node is the lowest: it holds the lock from now, timed by
 // this replica (which answers the grant) without a grace.
 AcquireResult AcquireAttempt::GrantLocked() {
+  return GrantLocked(InitialData(params_), StatOf(czxid_, version_));
+}
+
+AcquireResult AcquireAttempt::GrantLocked(const NodeData& data, const struct Stat& stat) {
   deps_->leases->NoteFloor(params_.key, lock_czxid_, seq_);
   deps_->waiters->Discharge(id_);
   const absl::Time lease_start = absl::Now();  // the tracker starts the lease below
-  LeaseTracker::Sighting s =
-      deps_->leases->Observe(params_.key, path_, StatOf(czxid_, version_), InitialData(params_),
-                             /*new_lease=*/true, /*arm=*/true);
+  LeaseTracker::Sighting s = deps_->leases->Observe(params_.key, path_, stat, data,
+                                                    /*new_lease=*/true, /*arm=*/true);
   AcquireResult granted;
   granted.acquired = true;
   granted.fencing_token = static_cast<uint64_t>(czxid_);
@@ -361,7 +383,8 @@ void AcquireAttempt::OnHolderRead(const std::string& holder_path, size_t waiters
   }
   LeaseTracker::Sighting s = deps_->leases->Observe(params_.key, holder_path, r.stat, d, false,
                                                     false, static_cast<uint32_t>(waiters));
-  bool mine = d.owner == params_.owner;
+  // A grant not confirmed yet is not a hold to reenter (zk_codec.h).
+  bool mine = d.owner == params_.owner && !d.waiting;
   if (mine && !s.expired) {
     Reenter(holder_path, r.stat, d, 0, false);
   } else if (s.expired) {

@@ -12,7 +12,18 @@
 //     granted without listing.
 // This owner already holding the lock (through any replica) makes it a
 // reentrant acquire: the holder node's data is rewritten with a version
-// check and the attempt's own node deleted.
+// check and the attempt's own node deleted. A waiter that sees a node of its
+// own owner ahead of it (by the owner tag in node names, zk_codec.h) watches
+// the holder instead of its predecessor, so that it is granted at once when
+// that node comes to hold the lock.
+//
+// Confirmed grants: a waiter marks its node waiting (NodeData::waiting)
+// when it parks, and when the node becomes lowest clears the mark with a
+// versioned write before it answers the grant. Until then the node holds
+// nothing for sure: a replica that finds it lowest and still marked after
+// observer_grace deletes it (LeaseTracker), so the node of a call that
+// ended with its replica (killed, cut off) never holds the lock; the
+// versions make exactly one of the confirm and that delete win.
 //
 // A create whose reply was lost to a connection loss is found again by the
 // attempt id in its name (never created twice); if the session is not back
@@ -122,6 +133,8 @@ class AcquireAttempt final : public WaiterRegistry::Call,
     int64_t owner = 0;       // the watched node's session
   };
 
+  // What the contender node is created with (and holds once lowest).
+  static NodeData InitialData(const AcquireParams& p);
   void Begin();
   void CreateNode();
   void OnCreated(const Listing& children);
@@ -130,7 +143,7 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   void AdoptFound(const std::string& path, ListingPtr listing);
   // What Evaluate() does next, decided under mu_.
   struct Decision {
-    enum { kGone, kStop, kGranted, kTryOnce, kFull, kWait, kReenter } action = kGone;
+    enum { kGone, kStop, kGranted, kConfirm, kTryOnce, kFull, kWait, kReenter } action = kGone;
     std::string holder_path, pred_path;
     AcquireResult granted;
     size_t waiters = 0;
@@ -141,7 +154,18 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   };
   void Evaluate(const Listing& listing);
   Decision DecideLocked(const Listing& listing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attempt's node is lowest and holds the lock with `data` at `stat`
+  // (its creation data, or the confirmed data). Times the lease from now.
+  AcquireResult GrantLocked(const NodeData& data, const struct Stat& stat)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AcquireResult GrantLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a grant must first clear the node's waiting mark (Confirm).
+  bool NeedsConfirmLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mark_sent_; }
+  // The node is lowest and was marked waiting: clears the mark, then
+  // answers the grant (or starts over if the node was reaped meanwhile).
+  void Confirm(int tries);
+  void ConfirmFromRead(int tries);
+  void OnConfirmed(const NodeData& nd, int tries, Result r);
   void TryOnceRefused(const std::string& holder_path, size_t waiters);
   void OnHolderRead(const std::string& holder_path, size_t waiters, Result r);
   void Watch(const std::string& holder_path, const std::string& pred_path, bool read_holder);
@@ -172,6 +196,7 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   const Deps* const deps_;
   const AcquireParams params_;
   const std::shared_ptr<CancelSignal> cancel_;
+  const uint64_t owner_tag_;  // OwnerTag(params_.owner)
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kRunning;
@@ -188,7 +213,11 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   int64_t czxid_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t session_ ABSL_GUARDED_BY(mu_) = 0;     // the own node's session
+  int64_t session_ ABSL_GUARDED_BY(mu_) = 0;  // the own node's session
+  // The own node's waiting mark: sent (once per node), and known applied
+  // (version_ is then the marked version).
+  bool mark_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool marked_ ABSL_GUARDED_BY(mu_) = false;
   int64_t lock_czxid_ ABSL_GUARDED_BY(mu_) = 0;  // lock node incarnation of the queue
   WatchTarget watched_ ABSL_GUARDED_BY(mu_);
 };

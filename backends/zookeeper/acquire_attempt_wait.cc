@@ -9,6 +9,7 @@
 #include "backends/common/errors.h"
 #include "backends/common/millis.h"
 #include "backends/zookeeper/acquire_attempt.h"
+#include "util/log.h"
 
 namespace lockd::zk {
 
@@ -18,11 +19,25 @@ void AcquireAttempt::Watch(const std::string& holder_path, const std::string& pr
                            bool read_holder) {
   Ptr self = shared_from_this();
   uint64_t id;
+  std::vector<Op> ops;
   {
     absl::MutexLock l(&mu_);
     id = id_;
+    if (!mark_sent_ && !path_.empty()) {
+      // Parking: mark the node waiting, so that its grant counts only once
+      // confirmed (acquire_attempt.h). Sent before the watch, so its reply
+      // is in before anything the watch leads to.
+      mark_sent_ = true;
+      NodeData nd = InitialData(params_);
+      nd.waiting = true;
+      ops.push_back(Op::Set(path_, EncodeNodeData(nd), version_, [self, path = path_](Result r) {
+        absl::MutexLock l(&self->mu_);
+        if (r.rc != ZOK || self->path_ != path) return;
+        self->version_ = r.stat.version;
+        self->marked_ = true;
+      }));
+    }
   }
-  std::vector<Op> ops;
   std::shared_ptr<Result> holder_read;
   if (read_holder && holder_path != pred_path) {
     holder_read = std::make_shared<Result>();
@@ -113,7 +128,9 @@ bool AcquireAttempt::CheckHolderWhileWatching(const std::string& holder_path,
     if (state_ == State::kDone) return true;
     LeaseTracker::Sighting s =
         deps_->leases->Observe(params_.key, holder_path, holder.stat, d, false);
-    mine = d.owner == params_.owner && !s.expired;
+    // A grant not confirmed yet is no hold to reenter: wait until it is
+    // confirmed (a data change) or reaped.
+    mine = d.owner == params_.owner && !s.expired && !d.waiting;
     if (!mine && s.expired) reap = s.version;
     if (!mine && !reap.has_value()) deps_->leases->Arm(params_.key, holder_path);
   }
@@ -131,6 +148,7 @@ bool AcquireAttempt::CheckHolderWhileWatching(const std::string& holder_path,
 void AcquireAttempt::OnWatch(int type, absl::string_view path) {
   std::string watched;
   std::optional<AcquireResult> granted;
+  bool confirm = false;
   {
     absl::MutexLock l(&mu_);
     // A watch set before the attempt started over with a new node stays
@@ -161,9 +179,18 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
         return;
       }
       if (watched_.owner != 0 && watched_.owner != session_) {
-        granted = GrantLocked();  // another session's node
+        // Another session's node.
+        if (NeedsConfirmLocked()) {
+          confirm = true;
+        } else {
+          granted = GrantLocked();
+        }
       }
     }
+  }
+  if (confirm) {
+    Confirm(0);
+    return;
   }
   if (granted.has_value()) {
     Finish(*std::move(granted));
@@ -184,20 +211,138 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
 // delete's reply): on ZOK this attempt holds the lock now.
 void AcquireAttempt::OnPredecessorDeleted(int rc) {
   std::optional<AcquireResult> granted;
-  bool stop;
+  bool stop, confirm = false;
   {
     absl::MutexLock l(&mu_);
     if (state_ == State::kDone) return;
     stop = Stopping();
-    if (!stop && rc == ZOK) granted = GrantLocked();
+    if (!stop && rc == ZOK) {
+      if (NeedsConfirmLocked()) {
+        confirm = true;
+      } else {
+        granted = GrantLocked();
+      }
+    }
   }
-  if (granted.has_value()) {
+  if (confirm) {
+    Confirm(0);
+  } else if (granted.has_value()) {
     Finish(*std::move(granted));
   } else if (stop) {
     Abandon();
   } else {
     Reevaluate();
   }
+}
+
+// Clears the waiting mark of the attempt's node, which is lowest, with the
+// marked version: a reaper's versioned delete of the unconfirmed grant and
+// this write cannot both succeed.
+void AcquireAttempt::Confirm(int tries) {
+  std::string path;
+  int32_t version;
+  bool marked;
+  {
+    absl::MutexLock l(&mu_);
+    if (state_ == State::kDone) return;
+    path = path_;
+    version = version_;
+    marked = marked_;
+  }
+  if (path.empty()) {
+    Restart();
+    return;
+  }
+  if (!marked) {
+    // The mark's reply was an error: whether it applied is unknown.
+    ConfirmFromRead(tries);
+    return;
+  }
+  NodeData nd = InitialData(params_);
+  nd.lease = 1;  // the lease starts now
+  Ptr self = shared_from_this();
+  deps_->zk->Submit(Op::Set(path, EncodeNodeData(nd), version, [self, nd, tries](Result r) {
+    self->OnConfirmed(nd, tries, std::move(r));
+  }));
+}
+
+void AcquireAttempt::ConfirmFromRead(int tries) {
+  std::string path;
+  {
+    absl::MutexLock l(&mu_);
+    path = path_;
+  }
+  if (path.empty()) {
+    Restart();
+    return;
+  }
+  if (tries > kMaxRetries) {
+    FailWithNode(absl::UnavailableError(absl::StrCat(
+        "gave up granting lock ", LockName(params_.key), " after conflicting changes; retry")));
+    return;
+  }
+  Ptr self = shared_from_this();
+  deps_->zk->Submit(Op::Get(path, [self, path, tries](Result r) {
+    NodeData d;
+    if (r.rc == ZOK && !DecodeNodeData(r.value, &d)) {
+      self->FailWithNode(
+          absl::InternalError(absl::StrCat("unreadable data in ZooKeeper node ", path)));
+      return;
+    }
+    if (r.rc == ZOK) {
+      if (d.waiting) {
+        {
+          absl::MutexLock l(&self->mu_);
+          if (self->path_ != path) return;
+          self->version_ = r.stat.version;
+          self->marked_ = true;
+        }
+        self->Confirm(tries + 1);
+        return;
+      }
+      // Not marked (the mark never applied): the node holds as it is.
+      self->OnConfirmed(d, tries, std::move(r));
+      return;
+    }
+    self->OnConfirmed(d, tries, std::move(r));
+  }));
+}
+
+void AcquireAttempt::OnConfirmed(const NodeData& nd, int tries, Result r) {
+  if (r.rc == ZOK) {
+    std::optional<AcquireResult> granted;
+    {
+      absl::MutexLock l(&mu_);
+      if (state_ == State::kDone) return;
+      if (!Stopping()) {
+        version_ = r.stat.version;
+        granted = GrantLocked(nd, r.stat);
+      }
+    }
+    if (granted.has_value()) {
+      Finish(*std::move(granted));
+    } else {
+      Abandon();  // the call ended meanwhile: give the grant back
+    }
+    return;
+  }
+  if (r.rc == ZBADVERSION) {
+    ConfirmFromRead(tries + 1);
+    return;
+  }
+  if (r.rc == ZNONODE) {
+    // Reaped as an unconfirmed grant (this replica was too slow) or
+    // released: queue again.
+    LogInfo("zookeeper backend: the unconfirmed grant of lock ", LockName(params_.key),
+            " was reaped; queueing again");
+    {
+      absl::MutexLock l(&mu_);
+      path_.clear();
+    }
+    Restart();
+    return;
+  }
+  FailWithNode(ZkError(absl::StrCat("granting lock ", LockName(params_.key)), r.rc));
 }
 
 void AcquireAttempt::Reevaluate() {
@@ -286,7 +431,8 @@ void AcquireAttempt::RereadForReentry(const std::string& path, int tries) {
   Ptr self = shared_from_this();
   deps_->zk->Submit(Op::Get(path, [self, path, tries](Result r) {
     NodeData d;
-    if (r.rc == ZOK && DecodeNodeData(r.value, &d) && d.owner == self->params_.owner) {
+    if (r.rc == ZOK && DecodeNodeData(r.value, &d) && d.owner == self->params_.owner &&
+        !d.waiting) {
       self->Reenter(path, r.stat, d, tries, false);
       return;
     }
@@ -319,8 +465,10 @@ void AcquireAttempt::Restart() {
   uint64_t id;
   {
     absl::MutexLock l(&mu_);
-    prefix_ = NewAttemptPrefix();
+    prefix_ = NewAttemptPrefix(params_.owner);
     path_.clear();
+    mark_sent_ = false;
+    marked_ = false;
     if (state_ == State::kRecheck) state_ = State::kRunning;
     id = id_;
   }

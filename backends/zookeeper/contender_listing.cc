@@ -42,6 +42,13 @@ void ContenderListing::Send(const std::string& lock_path, std::vector<ListingCb>
         if (r.rc == ZOK) {
           listing->stat = r.stat;
           listing->queue = QueueOrder(std::move(r.children));
+          listing->first_of_tag.reserve(listing->queue.size());
+          for (size_t i = 0; i < listing->queue.size(); ++i) {
+            uint64_t tag;
+            if (ContenderOwnerTag(listing->queue[i].name, &tag)) {
+              listing->first_of_tag.try_emplace(tag, i);
+            }
+          }
         }
         r = Result();
         std::vector<ListingCb> next;

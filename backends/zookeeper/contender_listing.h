@@ -41,6 +41,10 @@ struct Listing {
   int rc = ZOK;                  // ZNONODE: the lock node does not exist
   struct Stat stat = {};         // the lock node's, when rc == ZOK
   std::vector<Contender> queue;  // in queue order (lowest sequence first)
+  // The index in `queue` of the first contender of each owner tag
+  // (ContenderOwnerTag): who else of an owner is ahead, without reading
+  // every node. Filled by ContenderListing only.
+  absl::flat_hash_map<uint64_t, size_t> first_of_tag;
 };
 using ListingPtr = std::shared_ptr<const Listing>;
 using ListingCb = absl::AnyInvocable<void(ListingPtr) &&>;

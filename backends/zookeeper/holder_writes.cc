@@ -85,13 +85,19 @@ void HolderWrites::ReleaseOn(const std::shared_ptr<ReleaseOp>& op, const std::st
   // An undo gives back the hold only if that Acquire is the owner's last
   // request; it then proceeds as a release without request id (whose
   // versioned write fails if `d` is stale). Nothing to undo is an answer
-  // without a write, so it is only given from fresh data.
-  if (!p.acquire_request_id.empty() &&
-      !(d.last == NodeData::Last::kAcquire && d.last_id == p.acquire_request_id)) {
+  // without a write, so it is only given from fresh data. Likewise for a
+  // fencing_token that is not this hold's: the holder node `path` (its name
+  // is unique) is the hold whose token is stat.czxid, so the versioned
+  // write below can only change that hold.
+  const bool other_hold = !OfHold(stat, p.fencing_token);
+  if (other_hold || (!p.acquire_request_id.empty() &&
+                     !(d.last == NodeData::Last::kAcquire && d.last_id == p.acquire_request_id))) {
     if (from_cache) {
       ReleaseSlow(op);
-    } else {
+    } else if (!p.acquire_request_id.empty()) {
       std::move(op->done)(ReleaseResult{false, d.holds});
+    } else {
+      std::move(op->done)(OtherHoldError(p.key));
     }
     return;
   }
@@ -232,6 +238,14 @@ absl::StatusOr<RenewResult> HolderWrites::Renewed(const RenewParams& p, const st
 
 void HolderWrites::RenewOn(const std::shared_ptr<RenewOp>& op, const std::string& path,
                            const struct Stat& stat, const NodeData& d, bool from_cache) {
+  if (!OfHold(stat, op->params.fencing_token)) {
+    if (from_cache) {
+      RenewSlow(op);
+    } else {
+      std::move(op->done)(OtherHoldError(op->params.key));
+    }
+    return;
+  }
   NodeData nd = RenewedData(d, op->params.ttl);
   const Clock::time_point sent = Clock::now();
   zk_->Submit(Op::Set(path, EncodeNodeData(nd), stat.version,

@@ -12,6 +12,9 @@
 //     Several renewals at once: RenewBatch (renew_batch.h), built on the
 //     pieces below.
 //   - ForceRelease: deletes the holder node whatever its version.
+// A Release/Renew with a fencing_token writes only the holder node whose
+// czxid is that token; contender node names are unique, so a versioned
+// write of that path never reaches a later hold.
 // A write that loses a race (ZBADVERSION, ZNONODE) re-reads the lock, at
 // most kMaxRetries times. A holder this replica knows (LeaseTracker) is
 // written without reading it first; if that sighting was stale the write
@@ -58,6 +61,11 @@ class HolderWrites {
   // Renew's answer to a ZooKeeper error `rc` of its write (other than a lost
   // race, which re-reads).
   static absl::Status RenewError(const LockKey& key, int rc);
+  // True if a Release/Renew with `fencing_token` (0: any hold of the owner)
+  // is for the holder node at `stat`: the token is the node's czxid.
+  static bool OfHold(const struct Stat& stat, uint64_t fencing_token) {
+    return fencing_token == 0 || static_cast<uint64_t>(stat.czxid) == fencing_token;
+  }
   // Records the successful renewal `p` of the holder node `path` (now at
   // `stat`, with `written` = RenewedData), sent at `sent`, and returns
   // Renew's result: the lease and fencing token, or LOCK_NOT_HELD if the

@@ -24,6 +24,9 @@ LeaseTracker::LeaseTracker(Options options, const Paths* paths, Transport* zk,
       serving_(std::move(serving)) {}
 
 Clock::time_point LeaseTracker::LeaseEnd(const Holder& h) const {
+  // A grant its replica has not confirmed yet: it has observer_grace to do
+  // so, however long the lease it asked for.
+  if (h.data.waiting) return h.since + absl::ToChronoNanoseconds(options_.observer_grace);
   absl::Duration d = absl::Milliseconds(h.data.ttl_ms);
   if (!h.precise) d += options_.observer_grace;
   return h.since + absl::ToChronoNanoseconds(d);

@@ -7,6 +7,12 @@
 // matter. A lease ends when its holder node is deleted ("reaped") with a
 // versioned delete, so a renewal that wins the race keeps it.
 //
+// A lowest node still marked waiting (NodeData::waiting) is a grant its
+// replica has not confirmed: its "lease" is observer_grace from when this
+// replica first saw it, so a grant to a call that ended (its replica died,
+// or is cut off) is reaped within that time rather than held for the lease
+// it asked for or until its replica's session expires.
+//
 // Who reaps:
 //   - a timer at the lease end, kept for leases this replica wrote and for
 //     holders of locks it has local waiters on (Arm);

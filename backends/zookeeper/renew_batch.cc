@@ -21,6 +21,7 @@ void RenewBatch::RenewMany(std::vector<RenewParams> params, RenewManyCallback do
     RenewParams& p = params[i];
     std::optional<LeaseTracker::Known> known = leases_->Lookup(p.key);
     if (!known.has_value() || known->data.owner != p.owner || known->expired ||
+        !HolderWrites::OfHold(StatOf(known->czxid, 0), p.fencing_token) ||
         !batched.insert(p.key).second) {
       direct.push_back(i);
       continue;

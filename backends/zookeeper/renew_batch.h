@@ -10,8 +10,10 @@
 //     and each renewal of that chunk runs again as HolderWrites::Renew,
 //     which re-reads what it must and answers exactly. A connection error
 //     is each renewal's answer, as Renew would give it.
-//   - Holds this replica does not know, holds whose lease has ended, and a
-//     second renewal of the same lock in one call run as Renew directly.
+//   - Holds this replica does not know, holds whose lease has ended, holds
+//     known under another token than the renewal's fencing_token (when not
+//     0), and a second renewal of the same lock in one call run as Renew
+//     directly.
 //   - A chunk stays far below ZooKeeper's request limit (jute.maxbuffer,
 //     1 MB by default): at most kMaxOpsPerMulti sets and kMaxMultiBytes of
 //     paths and data.

@@ -127,6 +127,29 @@ bool DecodeSegment(absl::string_view encoded, std::string* raw) {
   return !raw->empty();
 }
 
+uint64_t OwnerTag(absl::string_view owner) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : owner) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool ContenderOwnerTag(absl::string_view name, uint64_t* tag) {
+  if (name.size() < 2 + 16 || name.substr(0, 2) != "c-") return false;
+  return absl::SimpleHexAtoi(name.substr(2, 16), tag);
+}
+
+std::string NewAttemptPrefix(absl::string_view owner) {
+  std::string p = NewAttemptPrefix();
+  if (!owner.empty()) {
+    std::string tag = absl::StrFormat("%016x", OwnerTag(owner));
+    p.replace(2, tag.size(), tag);
+  }
+  return p;
+}
+
 std::string NewAttemptPrefix() {
   static absl::Mutex mu(absl::kConstInit);
   static absl::BitGen* gen ABSL_GUARDED_BY(mu) = nullptr;
@@ -176,9 +199,9 @@ std::vector<Contender> QueueOrder(std::vector<std::string> children) {
 
 std::string EncodeNodeData(const NodeData& d) {
   return absl::StrCat(kNodeMagic, "\nowner=", EscapeValue(d.owner), "\nholds=", d.holds,
-                      "\nttl_ms=", d.ttl_ms, "\nlease=", d.lease, "\nlast=", LastName(d.last),
-                      "\nlast_id=", EscapeValue(d.last_id), "\nlast_holds=", d.last_holds,
-                      "\nlast_ttl_ms=", d.last_ttl_ms, "\n");
+                      "\nttl_ms=", d.ttl_ms, "\nlease=", d.lease, d.waiting ? "\nwaiting=1" : "",
+                      "\nlast=", LastName(d.last), "\nlast_id=", EscapeValue(d.last_id),
+                      "\nlast_holds=", d.last_holds, "\nlast_ttl_ms=", d.last_ttl_ms, "\n");
 }
 
 bool DecodeNodeData(absl::string_view text, NodeData* out) {
@@ -198,6 +221,8 @@ bool DecodeNodeData(absl::string_view text, NodeData* out) {
       have_ttl = true;
     } else if (k == "lease") {
       ok = absl::SimpleAtoi(v, &d.lease);
+    } else if (k == "waiting") {
+      ok = absl::SimpleAtob(v, &d.waiting);
     } else if (k == "last") {
       if (v == "acquire") {
         d.last = NodeData::Last::kAcquire;

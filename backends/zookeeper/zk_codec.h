@@ -40,8 +40,19 @@ bool DecodeSegment(absl::string_view encoded, std::string* raw);
 // A contender node name: "c-" + 32 hex digits (the attempt id) + "-", to
 // which ZooKeeper appends a 10-character sequence number. The attempt id lets
 // a client that lost the reply to its create find the node it made (Curator's
-// "protected" mode).
+// "protected" mode). Its first 16 digits are OwnerTag(owner), so that a
+// listing alone shows which contenders (probably) share an owner; the other
+// 16 are random. Without an owner, all 32 are random.
+std::string NewAttemptPrefix(absl::string_view owner);
 std::string NewAttemptPrefix();
+
+// A stable 64-bit hash of an owner (FNV-1a; the same in every process and
+// version).
+uint64_t OwnerTag(absl::string_view owner);
+// The owner tag in a contender name or attempt prefix; false if `name` does
+// not start with "c-" and 16 hex digits. Nodes of older versions carry a
+// random tag: a match is a hint, to be confirmed by the node's data.
+bool ContenderOwnerTag(absl::string_view name, uint64_t* tag);
 
 struct Contender {
   std::string name;  // the child name, e.g. "c-0123...-0000000042"
@@ -82,6 +93,13 @@ struct NodeData {
   // reentrant acquire). Replicas time a lease from the moment they first saw
   // the node as holder with this epoch, on their own monotonic clock.
   uint64_t lease = 0;
+  // True while the node waits in the queue; its replica clears it (starting
+  // lease epoch 1) when it grants the node's call. A lowest node still marked
+  // waiting is a grant nobody has answered yet: if its replica does not
+  // confirm it within observer_grace (the replica died, or is cut off from
+  // ZooKeeper, or the call ended), any replica deletes it. Nodes that were
+  // lowest at once are never marked.
+  bool waiting = false;
   // The owner's last request that carried a request_id, for idempotent
   // retries, with the result it returned.
   Last last = Last::kNone;
@@ -91,8 +109,8 @@ struct NodeData {
 
   friend bool operator==(const NodeData& a, const NodeData& b) {
     return a.owner == b.owner && a.holds == b.holds && a.ttl_ms == b.ttl_ms && a.lease == b.lease &&
-           a.last == b.last && a.last_id == b.last_id && a.last_holds == b.last_holds &&
-           a.last_ttl_ms == b.last_ttl_ms;
+           a.waiting == b.waiting && a.last == b.last && a.last_id == b.last_id &&
+           a.last_holds == b.last_holds && a.last_ttl_ms == b.last_ttl_ms;
   }
 };
 

@@ -84,6 +84,24 @@ TEST(ContenderTest, ParsesNamesAndOrdersBySequence) {
   EXPECT_FALSE(ContenderSeq("junk", &seq));
 }
 
+TEST(ContenderTest, NamesOfOneOwnerShareItsTag) {
+  std::string a1 = NewAttemptPrefix("alice"), a2 = NewAttemptPrefix("alice");
+  std::string b = NewAttemptPrefix("bob");
+  ASSERT_EQ(a1.size(), 35u);
+  EXPECT_NE(a1, a2);  // still one id per attempt
+  uint64_t t1 = 0, t2 = 0, tb = 0;
+  ASSERT_TRUE(ContenderOwnerTag(a1 + "0000000001", &t1));
+  ASSERT_TRUE(ContenderOwnerTag(a2, &t2));
+  ASSERT_TRUE(ContenderOwnerTag(b, &tb));
+  EXPECT_EQ(t1, OwnerTag("alice"));
+  EXPECT_EQ(t1, t2);
+  EXPECT_NE(t1, tb);
+  // Stable across processes and versions (FNV-1a).
+  EXPECT_EQ(OwnerTag(""), 0xcbf29ce484222325u);
+  EXPECT_EQ(OwnerTag("a"), 0xaf63dc4c8601ec8cu);
+  EXPECT_FALSE(ContenderOwnerTag("junk", &t1));
+}
+
 TEST(ContenderTest, QueueOrderSurvivesSequenceWrap) {
   // ZooKeeper formats the parent's int32 cversion with %010d; past 2^31 it
   // wraps to negative numbers, which still come later in the queue.
@@ -104,6 +122,7 @@ TEST(NodeDataTest, RoundTrips) {
   d.holds = 3;
   d.ttl_ms = 30000;
   d.lease = 7;
+  d.waiting = true;
   d.last = NodeData::Last::kRelease;
   d.last_id = "req-1";
   d.last_holds = 2;
@@ -120,6 +139,8 @@ TEST(NodeDataTest, RefusesForeignData) {
   EXPECT_FALSE(DecodeNodeData("lockd-zk-node 1\nholds=1\n", &d));  // no owner
   EXPECT_FALSE(DecodeNodeData("lockd-zk-node 1\nowner=a\nttl_ms=5\nholds=x\n", &d));
   EXPECT_TRUE(DecodeNodeData("lockd-zk-node 1\nowner=a\nttl_ms=5\nfuture=1\n", &d));
+  EXPECT_FALSE(d.waiting);  // data of older versions: never marked
+  EXPECT_FALSE(DecodeNodeData("lockd-zk-node 1\nowner=a\nttl_ms=5\nwaiting=x\n", &d));
 }
 
 TEST(TombstoneTest, RoundTrips) {

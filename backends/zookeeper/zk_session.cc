@@ -29,6 +29,9 @@ absl::Status Session::Start() {
     timers_->Schedule(absl::Seconds(1), [this] { Reopen(); });
   }
   absl::MutexLock l(&mu_);
+  if (options_.silence_bound > absl::ZeroDuration()) {
+    timers_->Schedule(options_.silence_bound / 4, [this] { Probe(); });
+  }
   auto settled = [this]()
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_ || !root_error_.ok(); };
   mu_.AwaitWithTimeout(absl::Condition(&settled), options_.connect_wait);
@@ -45,12 +48,48 @@ absl::Status Session::Usable() const {
   absl::MutexLock l(&mu_);
   if (stopped_) return ShuttingDownError();
   if (!ready_) return absl::UnavailableError(reason_);
+  if (silent_) {
+    return absl::UnavailableError(absl::StrCat("ZooKeeper at ", options_.hosts,
+                                               " has not answered for ",
+                                               absl::FormatDuration(options_.silence_bound)));
+  }
   return absl::OkStatus();
 }
 
 bool Session::serving() const {
   absl::MutexLock l(&mu_);
-  return ready_ && !stopped_;
+  return ready_ && !silent_ && !stopped_;
+}
+
+void Session::Probe() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopped_) return;
+    timers_->Schedule(options_.silence_bound / 4, [this] { Probe(); });
+    if (!ready_) return;
+    if (probing_) {
+      if (!silent_ && std::chrono::steady_clock::now() - probe_sent_ >=
+                          absl::ToChronoNanoseconds(options_.silence_bound)) {
+        silent_ = true;
+        LogWarning("zookeeper backend: ZooKeeper at ", options_.hosts, " has not answered for ",
+                   absl::FormatDuration(options_.silence_bound),
+                   "; calls fail with UNAVAILABLE until it does");
+      }
+      return;
+    }
+    probing_ = true;
+    probe_sent_ = std::chrono::steady_clock::now();
+  }
+  // Outside mu_: a probe that cannot be sent fails inline.
+  zk_->Submit(Op::Get(options_.root, [this](Result r) {
+    absl::MutexLock l(&mu_);
+    probing_ = false;
+    // An error from the client itself (connection lost, closed) is no
+    // answer; the state event that comes with it says what happened.
+    if (IsTransient(r.rc) || stopped_) return;
+    if (silent_) LogInfo("zookeeper backend: ZooKeeper answers again; serving");
+    silent_ = false;
+  }));
 }
 
 void Session::Stop() {
@@ -67,6 +106,7 @@ void Session::OnState(SessionState state, uint64_t generation) {
     if (stopped_ || generation != zk_->generation()) return;
     switch (state) {
       case SessionState::kConnected:
+        silent_ = false;
         if (generation != root_generation_) {
           ensure_root = true;
         } else {

@@ -11,6 +11,11 @@
 //     waiters stay parked, their nodes and watches survive a reconnect
 //     within the session timeout. Reconnected within the session: serving
 //     again, and on_serving runs (to delete orphaned nodes).
+//   - Silent: connected, but the server has not answered a probe (a read of
+//     the root, sent every silence_bound/4 at most) for silence_bound (the
+//     server is paused, or the network drops packets without a reset): not
+//     serving (kUnavailable) until an answer comes, long before the client
+//     itself gives the connection up (2/3 of the session timeout).
 //   - Expired (or credentials refused): not serving; on_lost runs (the
 //     backend fails parked waiters and forgets the old session's locks),
 //     then a new session is opened (after 1 s for refused credentials) until
@@ -23,6 +28,7 @@
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ZK_SESSION_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_ZK_SESSION_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -42,6 +48,9 @@ class Session {
     std::string hosts;  // for messages only
     std::string root;
     absl::Duration connect_wait = absl::Seconds(10);
+    // How long a connected session may go without an answer before it counts
+    // as not serving; zero: never.
+    absl::Duration silence_bound = absl::ZeroDuration();
   };
   struct Listener {
     // A session became usable again after a reconnect, or a new session
@@ -78,6 +87,8 @@ class Session {
 
  private:
   void Reopen();
+  // The probe timer: sends a probe, or declares the session silent.
+  void Probe();
   void EnsureRoot(uint64_t generation);
   void RootFailed(uint64_t generation, int rc);
   void RootReady(uint64_t generation);
@@ -93,6 +104,11 @@ class Session {
   std::string reason_ ABSL_GUARDED_BY(mu_);  // why not ready
   absl::Status root_error_ ABSL_GUARDED_BY(mu_);
   uint64_t root_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // The probe in flight (sent at probe_sent_), and whether the session is
+  // silent (connected, but no answer for silence_bound).
+  bool probing_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point probe_sent_ ABSL_GUARDED_BY(mu_);
+  bool silent_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace lockd::zk

@@ -74,7 +74,7 @@ class ZooKeeperBackend final : public Backend {
     // write of the holder node is the whole reentrant acquire.
     std::optional<zk::LeaseTracker::Known> known = leases_->Lookup(params.key);
     if (known.has_value() &&
-        (known->data.owner != params.owner || known->expired ||
+        (known->data.owner != params.owner || known->expired || known->data.waiting ||
          (!params.request_id.empty() && known->data.last == zk::NodeData::Last::kAcquire &&
           known->data.last_id == params.request_id))) {
       known.reset();
@@ -199,8 +199,11 @@ ZooKeeperBackend::ZooKeeperBackend(const ZooKeeperOptions& options,
   listener.on_serving = [this] { deleter_->DeleteOrphans(); };
   listener.on_lost = [this] { OnSessionLost(); };
   session_ = std::make_unique<zk::Session>(
-      zk::Session::Options{options.hosts, options.root, options.connect_wait}, timers_.get(),
-      std::move(listener));
+      zk::Session::Options{options.hosts, options.root, options.connect_wait,
+                           // Redis and MySQL replicas notice a silent backend
+                           // in about 2 s; a short session timeout, sooner.
+                           std::min(absl::Seconds(2), options.session_timeout / 3)},
+      timers_.get(), std::move(listener));
   session_->Attach(zk);
   deps_.paths = &paths_;
   deps_.zk = zk;

@@ -7,8 +7,13 @@
 //     alone creates one ephemeral sequential contender node under it, named
 //     with a per-attempt id so that a create whose reply was lost is found
 //     again instead of duplicated. The lowest sequence holds the lock; a
-//     waiter watches only its immediate predecessor (no herd). A try-once
-//     Acquire that is not lowest deletes its node.
+//     waiter watches only its immediate predecessor (no herd), or the holder
+//     when a node of its own owner is ahead (so that it is granted as a
+//     reentrant acquire once its owner holds). A try-once Acquire that is not
+//     lowest deletes its node. A waiter's node is marked waiting while it
+//     waits, and its replica confirms the grant (clears the mark) before
+//     answering; a lowest node left unconfirmed for observer_grace (its
+//     replica died or is cut off) is deleted by any replica.
 //   - Reading a queue (getChildren of the lock node) is shared: at most one
 //     listing per lock node is in flight, and every request that needs one
 //     meanwhile waits for the next, which ZooKeeper reads after all of their
@@ -30,8 +35,9 @@
 //     created them: if that replica dies, its contenders (and the locks they
 //     hold) disappear once the session times out; Renew and Release of such a
 //     lock then answer LOCK_NOT_HELD.
-//   - Sessions: one per backend. While disconnected every call fails at once
-//     with kUnavailable and Health() reports it; parked waiters stay parked
+//   - Sessions: one per backend. While disconnected, or while the server has
+//     not answered a probe for min(2 s, session_timeout / 3), every call fails
+//     at once with kUnavailable and Health() reports it; parked waiters stay parked
 //     (their nodes and watches survive a reconnect within the session
 //     timeout). On session expiry the backend answers parked waiters
 //     kUnavailable, opens a new session and serves again; locks of the old

@@ -120,6 +120,19 @@ test('probe ports are integers, on the health port when TLS is on', () => {
   }
 });
 
+test('readiness asks for lockd.v1.LockService, startup and liveness for the whole server', () => {
+  // lockd.v1.LockService follows the backend; "" stays SERVING while lockd
+  // answers (tests/integration/redis/redis_health_test.cc), so a backend
+  // outage takes pods out of the Service without restarting them.
+  for (const f of [null, ...CI_FILES]) {
+    const c = lockdContainer(render({ values: f ? [f] : [] }));
+    assert.equal(c.readinessProbe.grpc.service, 'lockd.v1.LockService', `${f} readinessProbe`);
+    for (const probe of ['startupProbe', 'livenessProbe']) {
+      assert.equal(c[probe].grpc.service ?? '', '', `${f} ${probe}`);
+    }
+  }
+});
+
 test('the config checksum changes with the configuration and only then', () => {
   const sum = (set) => one(render({ set }), 'Deployment').spec.template.metadata.annotations['checksum/config'];
   const base = sum([]);
@@ -272,9 +285,9 @@ function flatten(obj, prefix = '', out = []) {
   return out;
 }
 
-// Runs lockd on `file` until it has parsed the configuration: it either
-// serves or fails to reach the backend (whose host names only resolve in a
-// cluster). Returns lockd's output.
+// Runs lockd on `file` until it has parsed the configuration: it serves
+// (not ready while it cannot reach the backend, whose host names only
+// resolve in a cluster) or cannot start the backend. Returns lockd's output.
 function runLockd(file) {
   return new Promise((resolve, reject) => {
     const p = spawn(LOCKD, [`--config=${file}`, '--listen=127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -335,9 +348,10 @@ test('lockd itself accepts the rendered configuration file', async (t) => {
 
     const out = await lockdOn(stringifyYaml(config), join(dir, f));
     assert.doesNotMatch(out, REFUSED, `${f}: lockd refused its configuration:\n${out}`);
-    // Past the configuration, lockd serves or cannot reach the backend (its
-    // host names resolve only in the cluster). A build with TLS may refuse
-    // the placeholder certificates instead; that is not this check.
+    // Past the configuration, lockd serves (unready: the backend's host
+    // names resolve only in the cluster) or cannot start the backend. A
+    // build with TLS may refuse the placeholder certificates instead; that
+    // is not this check.
     if (!config.tls) assert.match(out, /lockd serving on|cannot start backend/, `${f}:\n${out}`);
   }
 });

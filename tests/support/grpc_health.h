@@ -1,7 +1,7 @@
 // Test support: asks a gRPC server for its health the way a kubelet probe
-// or `grpc_health_probe` does (grpc.health.v1.Health/Check for the whole
-// server), without generated health stubs: the request is an empty message
-// and the answer is field 1, a varint.
+// or `grpc_health_probe` does (grpc.health.v1.Health/Check), without
+// generated health stubs: the request is field 1, the service name, and the
+// answer is field 1, a varint.
 //
 // Thread-safe (each call uses its own channel).
 
@@ -25,15 +25,26 @@ namespace lockd::testing {
 inline constexpr int kHealthServing = 1;
 inline constexpr int kHealthNotServing = 2;
 
-// The health of the server at `address` ("host:port"): kHealthServing,
-// kHealthNotServing, or -1 if the call failed (within `timeout`).
-inline int HealthStatus(const std::string& address, absl::Duration timeout = absl::Seconds(2)) {
+// The service whose health is lockd's readiness (SERVING while the backend
+// is reachable); the whole server, "", is its liveness.
+inline constexpr char kLockService[] = "lockd.v1.LockService";
+
+// The health of `service` ("": the whole server) at `address`
+// ("host:port"): kHealthServing, kHealthNotServing, or -1 if the call failed
+// (within `timeout`).
+inline int HealthStatus(const std::string& address, const std::string& service = "",
+                        absl::Duration timeout = absl::Seconds(2)) {
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  grpc::Slice empty;  // HealthCheckRequest{service: ""} encodes to no bytes
-  grpc::ByteBuffer request(&empty, 1), response;
+  // HealthCheckRequest{service}: "" encodes to no bytes; names are < 128 bytes.
+  std::string encoded;
+  if (!service.empty()) {
+    encoded = std::string("\x0a") + static_cast<char>(service.size()) + service;
+  }
+  grpc::Slice slice(encoded);
+  grpc::ByteBuffer request(&slice, 1), response;
   std::promise<grpc::Status> done;
   stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&](grpc::Status s) { done.set_value(s); });

@@ -154,8 +154,8 @@ int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostre
 int Release(const Invocation& inv, Client& client, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ReleaseOutcome> r =
       inv.acquire_request_id.empty()
-          ? client.Release(inv.name, inv.owner)
-          : client.UndoAcquire(inv.name, inv.owner, inv.acquire_request_id);
+          ? client.Release(inv.name, inv.owner, "", inv.fencing_token)
+          : client.UndoAcquire(inv.name, inv.owner, inv.acquire_request_id, "", inv.fencing_token);
   if (!r.ok()) return Fail(r.status(), false, err);
   if (inv.output == Output::kJson) {
     out << "{\"released\":" << Bool(r->released) << ",\"hold_count\":" << r->hold_count << "}\n";
@@ -167,7 +167,8 @@ int Release(const Invocation& inv, Client& client, std::ostream& out, std::ostre
 }
 
 int Renew(const Invocation& inv, Client& client, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<RenewOutcome> r = client.Renew(inv.name, inv.owner, inv.ttl);
+  absl::StatusOr<RenewOutcome> r =
+      client.Renew(inv.name, inv.owner, inv.ttl, "", inv.fencing_token);
   if (!r.ok()) return Fail(r.status(), false, err);
   if (inv.output == Output::kJson) {
     out << "{\"renewed\":true,\"ttl_ms\":" << Millis(r->ttl)

@@ -23,8 +23,8 @@ const std::set<std::string>& Commands() {
 bool CommandTakes(absl::string_view command, absl::string_view flag) {
   static const auto* const kTakes = new std::map<std::string, std::set<std::string>>{
       {"acquire", {"name", "owner", "ttl", "wait"}},
-      {"release", {"name", "owner", "acquire-request-id"}},
-      {"renew", {"name", "owner", "ttl"}},
+      {"release", {"name", "owner", "acquire-request-id", "fencing-token"}},
+      {"renew", {"name", "owner", "ttl", "fencing-token"}},
       {"describe", {"name"}},
       {"list", {"prefix", "limit"}},
       {"run", {"name", "owner", "ttl", "wait", "signal", "kill-after", "unary"}},
@@ -219,6 +219,13 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
         return UsageError(absl::StrCat(
             "--token must be a fencing token (a non-negative integer), not \"", value, "\""));
       }
+    } else if (flag == "fencing-token") {
+      if (!absl::SimpleAtoi(value, &inv.fencing_token) || inv.fencing_token == 0) {
+        return UsageError(absl::StrCat(
+            "--fencing-token must be a fencing token (a positive integer, as `lockctl acquire` "
+            "prints it), not \"",
+            value, "\""));
+      }
     } else if (flag == "name") {
       inv.name = value;
     } else if (flag == "owner") {
@@ -310,8 +317,8 @@ Exit codes:
     return "Usage: lockctl acquire --name NAME [--owner OWNER] [--ttl DUR] [--wait DUR]\n"
            "\n"
            "Takes the lock and leaves it held (no renewal) for --ttl, or until\n"
-           "`lockctl release --name NAME --owner OWNER`. Prints the owner (a random one\n"
-           "unless --owner is given) and the fencing token.\n"
+           "`lockctl release --name NAME --owner OWNER --fencing-token T`. Prints the owner\n"
+           "(a random one unless --owner is given) and the fencing token T.\n"
            "If no answer comes within --timeout (plus --wait), the attempt is undone before\n"
            "lockctl exits 69, so it leaves no hold. If even the undo gets no answer, lockctl\n"
            "prints `acquired: unknown`, the owner and the attempt's acquire_request_id:\n"
@@ -325,10 +332,14 @@ Exit codes:
            connection + exit_codes;
   }
   if (command == "release") {
-    return "Usage: lockctl release --name NAME --owner OWNER [--acquire-request-id ID]\n"
+    return "Usage: lockctl release --name NAME --owner OWNER [--fencing-token T]\n"
+           "                       [--acquire-request-id ID]\n"
            "\n"
            "Gives up one hold of OWNER (retried safely with one request id). Prints whether\n"
            "the lock is now free and the holds that remain. Exit 76 if OWNER does not hold it.\n"
+           "  --fencing-token T        only the hold with this token (printed by `acquire`):\n"
+           "                           if OWNER released and acquired the lock again since,\n"
+           "                           its new hold is left alone (exit 76) [any hold of OWNER]\n"
            "  --acquire-request-id ID  instead, undo OWNER's acquire with this request id\n"
            "                           (printed by an `acquire` whose outcome stayed unknown):\n"
            "                           its hold, if it added one and nothing came after it,\n"
@@ -336,10 +347,12 @@ Exit codes:
            connection + exit_codes;
   }
   if (command == "renew") {
-    return "Usage: lockctl renew --name NAME --owner OWNER [--ttl DUR]\n"
+    return "Usage: lockctl renew --name NAME --owner OWNER [--ttl DUR] [--fencing-token T]\n"
            "\n"
            "Resets the lease of OWNER's hold to --ttl from now [server default]. Exit 76 if\n"
-           "OWNER does not hold the lock (the lease was lost).\n" +
+           "OWNER does not hold the lock (the lease was lost).\n"
+           "  --fencing-token T  only the hold with this token (printed by `acquire`); a\n"
+           "                     newer hold of OWNER is left alone (exit 76) [any hold]\n" +
            connection + exit_codes;
   }
   if (command == "describe") {

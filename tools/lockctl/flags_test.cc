@@ -84,6 +84,29 @@ TEST(ParseArgsTest, ReleaseTakesAnAcquireRequestIdToUndo) {
   EXPECT_EQ(inv->acquire_request_id, "");
 }
 
+TEST(ParseArgsTest, ReleaseAndRenewTakeTheFencingTokenOfTheHoldTheyMean) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"release", "--name", "x", "--owner", "me", "--fencing-token", "42"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->fencing_token, 42u);
+  inv = Parse({"renew", "--name", "x", "--owner", "me", "--fencing-token=7", "--ttl", "5s"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->fencing_token, 7u);
+  inv = Parse({"release", "--name", "x", "--owner", "me"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->fencing_token, 0u);  // any hold of the owner
+  for (const char* bad : {"0", "-1", "x", ""}) {
+    EXPECT_THAT(Parse({"release", "--name", "x", "--owner", "me", "--fencing-token", bad}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--fencing-token")))
+        << bad;
+  }
+  EXPECT_THAT(Parse({"acquire", "--name", "x", "--fencing-token", "1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown flag --fencing-token for \"acquire\"")));
+  EXPECT_THAT(Usage("release"), HasSubstr("--fencing-token T"));
+  EXPECT_THAT(Usage("renew"), HasSubstr("--fencing-token T"));
+}
+
 TEST(ParseArgsTest, DurationsAcceptUnitsAndBareSeconds) {
   EXPECT_EQ(*ParseDurationFlag("ttl", "45"), absl::Seconds(45));
   EXPECT_EQ(*ParseDurationFlag("ttl", "1h30m"), absl::Minutes(90));

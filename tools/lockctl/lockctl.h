@@ -63,9 +63,13 @@ struct Invocation {
   std::string prefix;
   int64_t limit = 0;  // 0: all
 
+  // force-release --token, release/renew --fencing-token: act only on the
+  // hold with this token; 0: whatever the holder's (force-release) or any
+  // hold of owner (release, renew).
+  uint64_t fencing_token = 0;
+
   // force-release
   std::string reason;
-  uint64_t fencing_token = 0;  // --token; 0: whatever the holder's
 
   // run
   int signal = 15;                                // SIGTERM

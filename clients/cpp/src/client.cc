@@ -254,10 +254,10 @@ absl::Status Lease::Release(absl::Duration timeout) {
   if (timeout <= absl::ZeroDuration()) timeout = core_->options().rpc_timeout;
   const SteadyTime deadline = SteadyClock::now() + ToSteady(timeout);
   absl::StatusOr<ReleaseOutcome> r =
-      state_->session
-          ? core_->session().Release(*state_, deadline)
-          : client_internal::ReleaseHold(core_->stub(), core_->channel(), core_->options(),
-                                         state_->ns, state_->name, state_->owner, deadline);
+      state_->session ? core_->session().Release(*state_, deadline)
+                      : client_internal::ReleaseHold(
+                            core_->stub(), core_->channel(), core_->options(), state_->ns,
+                            state_->name, state_->owner, state_->fencing_token, deadline);
   if (r.ok()) return absl::OkStatus();
   if (IsLockLost(r.status())) {
     absl::Status lost = client_internal::LockLostError(
@@ -396,6 +396,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
     rreq.set_namespace_(ns);
     rreq.set_name(std::string(name));
     rreq.set_owner(owner);
+    rreq.set_fencing_token(resp.fencing_token());
     SetProtoDuration(ttl, rreq.mutable_lease_ttl());
     v1::RenewResponse rresp;
     grpc::ClientContext ctx;
@@ -425,6 +426,7 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
       // Granted but unconfirmable: give the hold back rather than hand out
       // a lease that is already invalid.
       client_internal::ReleaseHold(core_->stub(), core_->channel(), co, ns, name, owner,
+                                   resp.fencing_token(),
                                    SteadyClock::now() + ToSteady(co.release_timeout))
           .IgnoreError();
       return absl::UnavailableError(absl::StrCat(
@@ -450,31 +452,34 @@ absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions opt
 }
 
 absl::StatusOr<ReleaseOutcome> Client::Release(absl::string_view name, absl::string_view owner,
-                                               absl::string_view ns) {
+                                               absl::string_view ns, uint64_t fencing_token) {
   return client_internal::ReleaseHold(core_->stub(), core_->channel(), core_->options(),
-                                      core_->Namespace(ns), name, owner,
+                                      core_->Namespace(ns), name, owner, fencing_token,
                                       SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
 }
 
 absl::StatusOr<ReleaseOutcome> Client::UndoAcquire(absl::string_view name, absl::string_view owner,
                                                    absl::string_view acquire_request_id,
-                                                   absl::string_view ns) {
+                                                   absl::string_view ns, uint64_t fencing_token) {
   if (acquire_request_id.empty()) {
     return absl::InvalidArgumentError("acquire_request_id must not be empty");
   }
   return client_internal::UndoAcquire(core_->stub(), core_->channel(), core_->options(),
                                       core_->Namespace(ns), name, owner, acquire_request_id,
-                                      SteadyClock::now() + ToSteady(core_->options().rpc_timeout));
+                                      SteadyClock::now() + ToSteady(core_->options().rpc_timeout),
+                                      fencing_token);
 }
 
 absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_view owner,
-                                           absl::Duration ttl, absl::string_view ns) {
+                                           absl::Duration ttl, absl::string_view ns,
+                                           uint64_t fencing_token) {
   if (ttl < absl::ZeroDuration()) return absl::InvalidArgumentError("ttl must not be negative");
   std::string n = core_->Namespace(ns);
   v1::RenewRequest req;
   req.set_namespace_(n);
   req.set_name(std::string(name));
   req.set_owner(std::string(owner));
+  req.set_fencing_token(fencing_token);
   if (ttl > absl::ZeroDuration()) SetProtoDuration(ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
   grpc::Status gs = client_internal::CallWithRetry(

@@ -249,6 +249,83 @@ TEST_F(ClientTest, ReleaseRetriesUnavailableWithTheSameRequestId) {
   EXPECT_FALSE(lease->active());
 }
 
+// Every Release and Renew of a Lease names its hold by the Lease's fencing
+// token (a late one must not touch a later hold of the owner); a reentrant
+// Lease has the first hold's token.
+TEST_F(ClientTest, ReleasesAndRenewalsOfALeaseCarryItsFencingToken) {
+  ON_CALL(*stub_, Acquire(_, _, _))
+      .WillByDefault(Invoke(
+          [](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
+            Grant(req, resp, /*token=*/41);
+            return grpc::Status::OK;
+          }));
+  std::mutex mu;
+  std::vector<uint64_t> renewed, released;
+  ON_CALL(*stub_, Renew(_, _, _))
+      .WillByDefault(
+          Invoke([&](grpc::ClientContext*, const v1::RenewRequest& req, v1::RenewResponse* resp) {
+            std::lock_guard<std::mutex> l(mu);
+            renewed.push_back(req.fencing_token());
+            resp->mutable_lease_ttl()->CopyFrom(req.lease_ttl());
+            resp->set_fencing_token(41);
+            return grpc::Status::OK;
+          }));
+  EXPECT_CALL(*stub_, Release(_, _, _))
+      .Times(2)
+      .WillRepeatedly(Invoke(
+          [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            std::lock_guard<std::mutex> l(mu);
+            released.push_back(req.fencing_token());
+            EXPECT_TRUE(req.acquire_request_id().empty());
+            resp->set_released(released.size() == 2);
+            return grpc::Status::OK;
+          }));
+  Client client = NewClient();
+  absl::StatusOr<Lease> first = client.Acquire("x", Ttl(absl::Milliseconds(600)));
+  absl::StatusOr<Lease> again = client.Acquire("x", Ttl(absl::Seconds(10)));  // reentrant
+  ASSERT_TRUE(first.ok() && again.ok());
+  ASSERT_TRUE(again->Renew().ok());
+  // The watchdog renews `first` every 200 ms.
+  auto watchdog_renewed = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return renewed.size() >= 2;
+  };
+  for (auto end = Clock::now() + std::chrono::seconds(10);
+       !watchdog_renewed() && Clock::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(watchdog_renewed());
+  EXPECT_TRUE(again->Release().ok());
+  EXPECT_TRUE(first->Release().ok());
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_THAT(renewed, ::testing::Each(41u));
+  EXPECT_THAT(released, ::testing::ElementsAre(41u, 41u));
+}
+
+TEST_F(ClientTest, LowLevelReleaseAndRenewSendTheFencingTokenGiven) {
+  v1::ReleaseRequest release;
+  v1::RenewRequest renew;
+  ON_CALL(*stub_, Release(_, _, _))
+      .WillByDefault(Invoke([&](grpc::ClientContext*, const v1::ReleaseRequest& req, auto*) {
+        release = req;
+        return grpc::Status::OK;
+      }));
+  ON_CALL(*stub_, Renew(_, _, _))
+      .WillByDefault(Invoke([&](grpc::ClientContext*, const v1::RenewRequest& req, auto*) {
+        renew = req;
+        return grpc::Status::OK;
+      }));
+  Client client = NewClient();
+  ASSERT_TRUE(client.Release("x", "o").ok());
+  EXPECT_EQ(release.fencing_token(), 0u);  // any hold of the owner
+  ASSERT_TRUE(client.Release("x", "o", "", 12).ok());
+  EXPECT_EQ(release.fencing_token(), 12u);
+  ASSERT_TRUE(client.Renew("x", "o", absl::Seconds(5)).ok());
+  EXPECT_EQ(renew.fencing_token(), 0u);
+  ASSERT_TRUE(client.Renew("x", "o", absl::Seconds(5), "", 13).ok());
+  EXPECT_EQ(renew.fencing_token(), 13u);
+}
+
 TEST_F(ClientTest, ReleaseAnsweringLockNotHeldReportsTheLoss) {
   EXPECT_CALL(*stub_, Release(_, _, _)).WillOnce(Return(LockNotHeld()));
   Client client = NewClient();

@@ -227,6 +227,7 @@ TEST_F(ClientTest, AcquireWithNoReplyIsUndoneBeforeTheFailureIsReported) {
   EXPECT_EQ(undo.acquire_request_id(), acquire_id);
   EXPECT_FALSE(acquire_id.empty());
   EXPECT_TRUE(undo.request_id().empty());
+  EXPECT_EQ(undo.fencing_token(), 0u);  // no grant was seen: any hold this attempt added
   // min(rpc_timeout 2 s, release_timeout 300 ms)
   EXPECT_GT(undo_time_left, std::chrono::milliseconds(200));
   EXPECT_LE(undo_time_left, std::chrono::milliseconds(300));
@@ -332,7 +333,8 @@ TEST_F(ClientTest, NotAcquiredAfterAnUnconfirmedUndoIsUndoneAgain) {
 TEST_F(ClientTest, UndoAcquireSendsTheAcquireRequestIdAndNoRequestId) {
   v1::ReleaseRequest seen;
   EXPECT_CALL(*stub_, Release(_, _, _))
-      .WillOnce(Invoke(
+      .Times(2)
+      .WillRepeatedly(Invoke(
           [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
             seen = req;
             resp->set_released(true);
@@ -346,6 +348,9 @@ TEST_F(ClientTest, UndoAcquireSendsTheAcquireRequestIdAndNoRequestId) {
   EXPECT_EQ(seen.owner(), "o");
   EXPECT_EQ(seen.acquire_request_id(), "abc");
   EXPECT_TRUE(seen.request_id().empty());
+  EXPECT_EQ(seen.fencing_token(), 0u);
+  ASSERT_TRUE(client.UndoAcquire("x", "o", "abc", "jobs", 12).ok());
+  EXPECT_EQ(seen.fencing_token(), 12u);
   EXPECT_THAT(client.UndoAcquire("x", "o", ""), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

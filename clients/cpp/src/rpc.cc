@@ -78,6 +78,7 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
   req.set_namespace_(lease.ns);
   req.set_name(lease.name);
   req.set_owner(lease.owner);
+  req.set_fencing_token(lease.fencing_token);
   SetProtoDuration(lease.ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
   grpc::ClientContext ctx;
@@ -102,11 +103,13 @@ absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime 
 absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* channel,
                                            const ClientOptions& options, absl::string_view ns,
                                            absl::string_view name, absl::string_view owner,
-                                           SteadyTime deadline, std::string request_id) {
+                                           uint64_t fencing_token, SteadyTime deadline,
+                                           std::string request_id) {
   v1::ReleaseRequest req;
   req.set_namespace_(std::string(ns));
   req.set_name(std::string(name));
   req.set_owner(std::string(owner));
+  req.set_fencing_token(fencing_token);
   req.set_request_id(request_id.empty() ? RandomHex(16) : std::move(request_id));
   v1::ReleaseResponse resp;
   grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
@@ -140,12 +143,13 @@ absl::StatusOr<ReleaseOutcome> UndoAcquire(Stub& stub, grpc::ChannelInterface* c
                                            const ClientOptions& options, absl::string_view ns,
                                            absl::string_view name, absl::string_view owner,
                                            absl::string_view acquire_request_id,
-                                           SteadyTime deadline) {
+                                           SteadyTime deadline, uint64_t fencing_token) {
   v1::ReleaseRequest req;
   req.set_namespace_(std::string(ns));
   req.set_name(std::string(name));
   req.set_owner(std::string(owner));
   req.set_acquire_request_id(std::string(acquire_request_id));
+  req.set_fencing_token(fencing_token);
   v1::ReleaseResponse resp;
   grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
     resp.Clear();
@@ -192,11 +196,11 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
 
 absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
                          absl::string_view ns, absl::string_view name, absl::string_view owner,
-                         const std::string& unresolved, absl::Status s) {
+                         const std::string& unresolved, absl::Status s, uint64_t fencing_token) {
   if (unresolved.empty()) return s;
   absl::StatusOr<ReleaseOutcome> undo =
       UndoAcquire(stub, channel, options, ns, name, owner, unresolved,
-                  SteadyClock::now() + ToSteady(UndoTimeout(options)));
+                  SteadyClock::now() + ToSteady(UndoTimeout(options)), fencing_token);
   if (UndoConfirmed(undo)) return s;
   absl::Status out(s.code(),
                    absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,

@@ -46,19 +46,24 @@ grpc::Status CallWithRetry(const ClientOptions& options, grpc::ChannelInterface*
                            SteadyTime deadline,
                            absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt);
 
-// One Renew of `lease` (ttl = lease.ttl), bounded by `deadline`, applied to
-// the lease: OK returns the send time (validity now runs from it); a
-// LOCK_NOT_HELD answer or a changed fencing token marks the lease lost and
-// returns its lost status; other errors leave the lease alone.
+// One Renew of `lease` (ttl = lease.ttl, fencing_token = lease.fencing_token:
+// it renews only that hold), bounded by `deadline`, applied to the lease: OK
+// returns the send time (validity now runs from it); a LOCK_NOT_HELD answer
+// (the hold is gone, or the owner's hold now has another token) or a changed
+// fencing token marks the lease lost and returns its lost status; other
+// errors leave the lease alone.
 absl::StatusOr<SteadyTime> RenewLease(Stub& stub, LeaseState& lease, SteadyTime deadline);
 
-// Release of one hold with `request_id` (empty: a fresh one), retried on
-// UNAVAILABLE with that same request_id until `deadline`. Errors as
-// Client::Release.
+// Release of one hold of `owner` with `request_id` (empty: a fresh one),
+// retried on UNAVAILABLE with that same request_id until `deadline`.
+// `fencing_token` non-zero: only the hold with that token (the one the caller
+// means; a later hold of the owner answers LOCK_NOT_HELD and stays); zero:
+// any hold of the owner. Errors as Client::Release.
 absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* channel,
                                            const ClientOptions& options, absl::string_view ns,
                                            absl::string_view name, absl::string_view owner,
-                                           SteadyTime deadline, std::string request_id = "");
+                                           uint64_t fencing_token, SteadyTime deadline,
+                                           std::string request_id = "");
 
 // True if a call that ended with `status` may have been applied by the server
 // although no answer said so: DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (the
@@ -69,16 +74,18 @@ bool OutcomeUnknown(const grpc::Status& status);
 // How long an automatic undo may take: min(rpc_timeout, release_timeout).
 absl::Duration UndoTimeout(const ClientOptions& options);
 
-// Release{ns, name, owner, acquire_request_id} (no request_id), retried on
-// UNAVAILABLE until `deadline`: gives back the hold that the Acquire with that
-// request_id added, if it did and is the owner's last request on the lock.
+// Release{ns, name, owner, acquire_request_id, fencing_token} (no
+// request_id), retried on UNAVAILABLE until `deadline`: gives back the hold
+// that the Acquire with that request_id added, if it did and is the owner's
+// last request on the lock (and, with a non-zero `fencing_token`, only if the
+// hold has that token: pass the grant's token when it is known, else 0).
 // OK: the server answered (hold_count: the owner's holds now). Errors as
 // Client::UndoAcquire.
 absl::StatusOr<ReleaseOutcome> UndoAcquire(Stub& stub, grpc::ChannelInterface* channel,
                                            const ClientOptions& options, absl::string_view ns,
                                            absl::string_view name, absl::string_view owner,
                                            absl::string_view acquire_request_id,
-                                           SteadyTime deadline);
+                                           SteadyTime deadline, uint64_t fencing_token = 0);
 
 // True if `undo` (a result of UndoAcquire) shows that no hold of the undone
 // Acquire remains: an OK answer, or LOCK_NOT_HELD (the owner holds nothing).
@@ -108,9 +115,11 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
 // by UndoTimeout, even past the caller's deadline); if the undo is not
 // confirmed, the status names the owner and id and carries
 // kUnconfirmedAcquirePayload (see UnconfirmedAcquireRequestId).
+// `fencing_token`: the attempt's grant's token if the client saw the grant,
+// else 0 (see UndoAcquire).
 absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
                          absl::string_view ns, absl::string_view name, absl::string_view owner,
-                         const std::string& unresolved, absl::Status s);
+                         const std::string& unresolved, absl::Status s, uint64_t fencing_token = 0);
 
 // The kDeadlineExceeded of an Acquire answered acquired = false after
 // waiting `wait`, naming the holder and carrying it (CurrentHolder).

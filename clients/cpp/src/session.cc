@@ -187,8 +187,11 @@ absl::StatusOr<std::shared_ptr<LeaseState>> Session::Acquire(AcquireCall call) {
   grant.name = name;
   grant.owner = owner;
   grant.on_lost = call.on_lost;
-  auto fail = [&](absl::Status s, const std::string& unresolved) {
-    return FailAcquire(*stub_, channel_.get(), options_, ns, name, owner, unresolved, std::move(s));
+  // `token`: the attempt's grant's, when one was seen (its undo then gives
+  // back only that hold).
+  auto fail = [&](absl::Status s, const std::string& unresolved, uint64_t token = 0) {
+    return FailAcquire(*stub_, channel_.get(), options_, ns, name, owner, unresolved, std::move(s),
+                       token);
   };
   auto not_in_time = [&] {
     return absl::DeadlineExceededError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
@@ -222,7 +225,7 @@ absl::StatusOr<std::shared_ptr<LeaseState>> Session::Acquire(AcquireCall call) {
       if (op->cancelled) {  // granted as the cancel went out: give it back
         Forget(op->lease.get());
         op->lease->End(SteadyClock::now());
-        return fail(not_in_time(), req->request_id());
+        return fail(not_in_time(), req->request_id(), op->lease->fencing_token);
       }
       return op->lease;
     }
@@ -270,6 +273,7 @@ absl::StatusOr<ReleaseOutcome> Session::Release(const LeaseState& lease, SteadyT
   req->set_namespace_(lease.ns);
   req->set_name(lease.name);
   req->set_request_id(RandomHex(16));
+  req->set_fencing_token(lease.fencing_token);  // never a later hold of the owner
   bool open;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -296,8 +300,8 @@ absl::StatusOr<ReleaseOutcome> Session::Release(const LeaseState& lease, SteadyT
     // The stream broke: repeat with the same request_id, which the server
     // answers with the first result if it had been applied.
   }
-  return ReleaseHold(*stub_, channel_.get(), options_, lease.ns, lease.name, lease.owner, deadline,
-                     req->request_id());
+  return ReleaseHold(*stub_, channel_.get(), options_, lease.ns, lease.name, lease.owner,
+                     lease.fencing_token, deadline, req->request_id());
 }
 
 void Session::Shutdown() {
@@ -490,8 +494,8 @@ void Session::HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionRe
   ops_.erase(it);
   if (op->abandoned) {
     if (!granted) return;
-    // API.md acquire_request_id: gives back exactly this grant, and is a
-    // no-op if the caller's undo already did. Its result is ignored.
+    // API.md acquire_request_id: gives back exactly this grant (its token),
+    // and is a no-op if the caller's undo already did. Its result is ignored.
     const v1::AcquireRequest& a = op->req.acquire().request();
     v1::SessionRequest undo;
     undo.mutable_release()->set_op_id(next_op_id_++);
@@ -499,6 +503,7 @@ void Session::HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionRe
     r->set_namespace_(a.namespace_());
     r->set_name(a.name());
     r->set_acquire_request_id(a.request_id());
+    r->set_fencing_token(result.acquire().fencing_token());
     l.unlock();
     s->Write(undo);
     return;

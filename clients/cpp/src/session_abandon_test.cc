@@ -1,13 +1,18 @@
 // lockd::Client's Session path against a scripted stream (a
 // MockLockServiceStub whose Session returns ScriptedStream): the orderings a
-// real lockd produces only under load, made exact. The Session path's
+// real lockd produces only under load, made exact, and what the client
+// writes on the stream. The Session path's
 // everyday behaviour is tested against real lockd processes in
 // tests/integration/clients/client_session_test.cc.
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "clients/cpp/src/client_test_fixture.h"
@@ -87,15 +92,26 @@ class SessionAbandonTest : public ClientTest {
     options_.release_timeout = absl::Milliseconds(200);  // bounds the wait for a cancel's answer
     // The client deletes the stream it gets when the call ends.
     ON_CALL(*stub_, SessionRaw(_)).WillByDefault(::testing::Invoke([this](grpc::ClientContext*) {
-      stream_ = new ScriptedStream;
+      auto* stream = new ScriptedStream;
       v1::SessionResponse opened;
       SetProtoDuration(absl::Seconds(30), opened.mutable_opened()->mutable_lease_ttl());
-      stream_->Push(opened);
-      return stream_;
+      stream->Push(opened);
+      stream_ = stream;
+      return stream;
     }));
   }
 
-  ScriptedStream* stream_ = nullptr;
+  // The stream, once the client opened it (null if it did not within 10 s).
+  ScriptedStream* AwaitStream() {
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         stream_.load() == nullptr && std::chrono::steady_clock::now() < end;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return stream_.load();
+  }
+
+  // Written by the session thread, read by the test's.
+  std::atomic<ScriptedStream*> stream_{nullptr};
 };
 
 // The cancel of an acquire whose caller gave up can reach lockd after the
@@ -124,7 +140,7 @@ TEST_F(SessionAbandonTest, GrantAfterTheCallerGaveUpIsGivenBackOverTheStream) {
   EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));  // no answer to the cancel
   EXPECT_EQ(undos, 1);
 
-  std::optional<v1::SessionRequest> acquire = stream_->AwaitWrite(
+  std::optional<v1::SessionRequest> acquire = stream_.load()->AwaitWrite(
       [](const v1::SessionRequest& w) { return w.has_acquire(); }, absl::ZeroDuration());
   ASSERT_TRUE(acquire.has_value());
   v1::SessionResponse grant;
@@ -135,14 +151,77 @@ TEST_F(SessionAbandonTest, GrantAfterTheCallerGaveUpIsGivenBackOverTheStream) {
   r->mutable_acquire()->set_fencing_token(9);
   r->mutable_acquire()->set_hold_count(1);
   SetProtoDuration(absl::Seconds(30), r->mutable_acquire()->mutable_lease_ttl());
-  stream_->Push(grant);
+  stream_.load()->Push(grant);
 
-  std::optional<v1::SessionRequest> undo = stream_->AwaitWrite(
+  std::optional<v1::SessionRequest> undo = stream_.load()->AwaitWrite(
       [](const v1::SessionRequest& w) { return w.has_release(); }, absl::Seconds(5));
   ASSERT_TRUE(undo.has_value()) << "the late grant was kept";
   EXPECT_EQ(undo->release().request().name(), "x");
   EXPECT_EQ(undo->release().request().acquire_request_id(),
             acquire->acquire().request().request_id());
+  EXPECT_EQ(undo->release().request().fencing_token(), 9u);  // only that grant's hold
+}
+
+// A release over the stream names the Lease's hold by its fencing token (a
+// late one must not touch a later hold of the owner); a reentrant Lease has
+// the first hold's token.
+TEST_F(SessionAbandonTest, ReleasesOverTheStreamCarryTheLeasesFencingToken) {
+  Client client = NewClient();
+  std::set<uint64_t> answered;
+  // The client's next acquire (or release) not answered yet.
+  auto next_op = [&](bool acquire) -> std::optional<v1::SessionRequest> {
+    ScriptedStream* s = AwaitStream();
+    if (s == nullptr) return std::nullopt;
+    auto op_id = [&](const v1::SessionRequest& w) {
+      return acquire ? w.acquire().op_id() : w.release().op_id();
+    };
+    std::optional<v1::SessionRequest> w = s->AwaitWrite(
+        [&](const v1::SessionRequest& w) {
+          return (acquire ? w.has_acquire() : w.has_release()) && answered.count(op_id(w)) == 0;
+        },
+        absl::Seconds(10));
+    if (w.has_value()) answered.insert(op_id(*w));
+    return w;
+  };
+  std::vector<Lease> leases;
+  for (uint32_t hold_count : {1u, 2u}) {
+    absl::StatusOr<Lease> lease;
+    std::thread caller([&] { lease = client.Acquire("x", Ttl(absl::Seconds(30))); });
+    std::optional<v1::SessionRequest> acquire = next_op(/*acquire=*/true);
+    if (acquire.has_value()) {
+      v1::SessionResponse grant;
+      v1::SessionResult* r = grant.mutable_result();
+      r->set_op_id(acquire->acquire().op_id());
+      r->mutable_status();
+      r->mutable_acquire()->set_acquired(true);
+      r->mutable_acquire()->set_fencing_token(41);
+      r->mutable_acquire()->set_hold_count(hold_count);
+      SetProtoDuration(absl::Seconds(30), r->mutable_acquire()->mutable_lease_ttl());
+      stream_.load()->Push(grant);
+    }
+    caller.join();
+    ASSERT_TRUE(acquire.has_value());
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    leases.push_back(*std::move(lease));
+  }
+  for (Lease& lease : leases) {
+    absl::Status released;
+    std::thread caller([&] { released = lease.Release(); });
+    std::optional<v1::SessionRequest> release = next_op(/*acquire=*/false);
+    if (release.has_value()) {
+      v1::SessionResponse answer;
+      v1::SessionResult* r = answer.mutable_result();
+      r->set_op_id(release->release().op_id());
+      r->mutable_status();
+      r->mutable_release()->set_released(&lease == &leases.back());
+      stream_.load()->Push(answer);
+    }
+    caller.join();
+    ASSERT_TRUE(release.has_value());
+    EXPECT_TRUE(released.ok()) << released;
+    EXPECT_EQ(release->release().request().fencing_token(), 41u);
+    EXPECT_TRUE(release->release().request().acquire_request_id().empty());
+  }
 }
 
 }  // namespace

@@ -31,7 +31,9 @@ Operation errors are raised as _SessionError, a grpc.RpcError carrying the
 result's google.rpc.Status as ``grpc-status-details-bin`` trailing metadata,
 so lockd.errors._translate and the unary retry/undo rules apply unchanged.
 ``not_applied`` is True when the server certainly did not apply the
-operation (never sent, or cancelled and answered CANCELLED).
+operation (never sent, or cancelled and answered CANCELLED);
+``granted_token`` is set on an acquire granted after its caller's deadline
+(the grant's fencing token, for the caller's undo).
 """
 
 import logging
@@ -164,8 +166,9 @@ class _Session:
                                     "no result before the deadline (cancel unanswered)")
             if op.state is not None:  # granted after all: the caller undoes it
                 self.forget(op.state)
-                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                    "granted after the deadline")
+                err = _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "granted after the deadline")
+                err.granted_token = op.state.fencing_token
+                raise err
             if op.result is not None and op.result.status.code == _CANCELLED:
                 raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "deadline passed; cancelled", not_applied=True)
@@ -187,7 +190,7 @@ class _Session:
         """Best effort, for a collected Lease: one release, result ignored."""
         self.forget(state)
         req = lock_pb2.ReleaseRequest(namespace=state.namespace, name=state.name,
-                                      owner=state.owner)
+                                      owner=state.owner, fencing_token=state.fencing_token)
         with self._mu:
             if self._status != "open":
                 return
@@ -195,13 +198,15 @@ class _Session:
             self._requests.put(lock_pb2.SessionRequest(
                 release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
 
-    def _undo_locked(self, acquire: lock_pb2.AcquireRequest) -> None:
-        """Gives back the hold of an abandoned acquire (design/API.md
-        acquire_request_id: a no-op if the caller's undo already did, or if
-        the owner has made another request on the lock since)."""
+    def _undo_locked(self, acquire: lock_pb2.AcquireRequest, token: int) -> None:
+        """Gives back the hold of an abandoned acquire, granted with ``token``
+        (design/API.md acquire_request_id: a no-op if the caller's undo
+        already did, or if the owner has made another request on the lock
+        since)."""
         req = lock_pb2.ReleaseRequest(namespace=acquire.namespace, name=acquire.name,
                                       owner=acquire.owner,
-                                      acquire_request_id=acquire.request_id)
+                                      acquire_request_id=acquire.request_id,
+                                      fencing_token=token)
         self._requests.put(lock_pb2.SessionRequest(
             release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
 
@@ -380,7 +385,7 @@ class _Session:
             if op.abandoned:
                 if (op.kind == "acquire" and result.status.code == 0
                         and result.acquire.acquired and self._status == "open"):
-                    self._undo_locked(op.request)
+                    self._undo_locked(op.request, result.acquire.fencing_token)
                 return
             op.result = result
             if (op.kind == "acquire" and result.status.code == 0 and result.acquire.acquired):

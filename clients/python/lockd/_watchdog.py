@@ -123,9 +123,11 @@ class _LeaseState:
         return self.lost_error
 
     def renew(self, deadline: float) -> float:
-        """One Renew RPC of this lease, applied to it. Returns the send time;
-        raises LockLost (lease now marked lost) or another LockdError."""
-        req = lock_pb2.RenewRequest(namespace=self.namespace, name=self.name, owner=self.owner)
+        """One Renew RPC of this lease (of its fencing token's hold only),
+        applied to it. Returns the send time; raises LockLost (lease now
+        marked lost) or another LockdError."""
+        req = lock_pb2.RenewRequest(namespace=self.namespace, name=self.name, owner=self.owner,
+                                    fencing_token=self.fencing_token)  # never a newer hold
         _set_duration(req.lease_ttl, self.ttl)
         send_time = time.monotonic()
         try:
@@ -291,6 +293,7 @@ class _Watchdog:
             return
         try:
             self._client._release_hold(state.namespace, state.name, state.owner,
+                                       state.fencing_token,
                                        time.monotonic() + self._client._release_timeout)
         except Exception as e:
             _log.debug("lockd: release of abandoned lease %s failed: %s",

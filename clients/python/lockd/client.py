@@ -62,6 +62,11 @@ send-time validity apply to leases of the unary path):
   UNAVAILABLE with capped, jittered backoff inside the caller's deadline. A
   Release keeps its request_id (the server answers a repeat with the first
   result, so a lost reply never decrements twice).
+* Releases and renewals name their hold: ``release()`` (unary or over a
+  session), ``renew()`` and the watchdog's renewals carry the lease's
+  fencing_token, so one that reaches lockd late, after the owner released and
+  acquired the lock again (a new token), changes nothing: LockLost, and the
+  later hold stays. A reentrant lease has the first hold's token.
 * No hold left behind: when the client cannot learn what became of an
   Acquire attempt (its deadline passed, it was interrupted, or it ended with
   UNAVAILABLE or another transport error after the request may have been
@@ -99,7 +104,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import grpc
 
@@ -230,8 +235,8 @@ class Lease:
             raise lost
         timeout = s.client._rpc_timeout if timeout is None else timeout
         try:
-            s.client._release_hold(s.namespace, s.name, s.owner, time.monotonic() + timeout,
-                                   s.session)
+            s.client._release_hold(s.namespace, s.name, s.owner, s.fencing_token,
+                                   time.monotonic() + timeout, s.session)
         except LockLost as e:
             error = LockLost("lease of %s had been lost before release(): %s"
                              % (_describe(s.namespace, s.name), e), "LOCK_NOT_HELD")
@@ -486,7 +491,9 @@ class Client:
                     session = None
             return self._stub.Acquire(req, timeout=call_timeout), None
 
-        unresolved: List[Optional[str]] = [None]  # an attempt that may have left a hold
+        # An attempt that may have left a hold: [request_id or None, its grant's
+        # fencing token if the client saw the grant, else 0].
+        unresolved: list = [None, 0]
         try:
             resp, state = self._acquire_with_undo(req, deadline, attempt, unresolved)
         except grpc.RpcError as e:
@@ -501,13 +508,14 @@ class Client:
                                           % (_describe(ns, name), total))
             else:
                 err = _translate("acquire", ns, name, e)
-            raise self._undone(err, ns, name, owner, unresolved[0]) from None
+            raise self._undone(err, ns, name, owner, unresolved[0], unresolved[1]) from None
         except BaseException:
             # Interrupted (KeyboardInterrupt, ...) while an attempt may have
             # been on its way: give its hold back before letting go.
             if unresolved[0] is not None:
                 self._undo_confirmed(ns, name, owner, unresolved[0],
-                                     time.monotonic() + self._undo_timeout())
+                                     time.monotonic() + self._undo_timeout(),
+                                     fencing_token=unresolved[1])
             raise
         if not resp.acquired:
             holder = LockInfo._from_proto(resp.current) if resp.HasField("current") else None
@@ -517,7 +525,7 @@ class Client:
                                                                    holder.fencing_token)
             raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
                 _describe(ns, name), "within %gs" % wait if wait > 0 else "(no wait)", who),
-                holder), ns, name, owner, unresolved[0])
+                holder), ns, name, owner, unresolved[0], unresolved[1])
         if state is not None:
             return Lease(state)  # a session lease: lockd renews it while the stream is open
 
@@ -531,7 +539,8 @@ class Client:
         if (auto_renew and now >= renew_at) or now >= valid_until:
             # After a long wait most of the validity measured from the send
             # time may be gone although the grant is fresh: renew now.
-            rreq = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner)
+            rreq = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner,
+                                         fencing_token=resp.fencing_token)
             _set_duration(rreq.lease_ttl, granted)
             rsend = time.monotonic()
             try:
@@ -553,7 +562,7 @@ class Client:
                         from None
                 if time.monotonic() >= valid_until:
                     try:
-                        self._release_hold(ns, name, owner,
+                        self._release_hold(ns, name, owner, resp.fencing_token,
                                            time.monotonic() + self._release_timeout)
                     except LockdError:
                         pass
@@ -573,17 +582,23 @@ class Client:
 
     # -- low-level operations by owner (tools, handing a lock between processes)
 
-    def release(self, name: str, owner: str, *, namespace: Optional[str] = None) -> Tuple[bool, int]:
+    def release(self, name: str, owner: str, *, namespace: Optional[str] = None,
+                fencing_token: int = 0) -> Tuple[bool, int]:
         """Gives up one hold of ``owner``. Returns (released, remaining hold
-        count). Raises LockLost if owner does not hold the lock."""
+        count). Raises LockLost if owner does not hold the lock. A non-zero
+        ``fencing_token`` (the one its acquire returned) releases only the
+        hold with that token: if owner released and acquired the lock again
+        since, the newer hold stays and LockLost is raised."""
         ns = self._ns(namespace)
-        return self._release_hold(ns, name, owner, time.monotonic() + self._rpc_timeout)
+        return self._release_hold(ns, name, owner, fencing_token,
+                                  time.monotonic() + self._rpc_timeout)
 
     def undo_acquire(self, name: str, owner: str, acquire_request_id: str, *,
-                     namespace: Optional[str] = None) -> Tuple[bool, int]:
+                     namespace: Optional[str] = None, fencing_token: int = 0) -> Tuple[bool, int]:
         """Undoes owner's Acquire whose request_id is ``acquire_request_id``
         (e.g. an error's unconfirmed_acquire_request_id): if it is the owner's
-        last request on the lock and it added a hold, that hold is given back;
+        last request on the lock and it added a hold (with a non-zero
+        ``fencing_token``: a hold with that token), that hold is given back;
         otherwise nothing changes (a repeat is harmless). Returns (released,
         the owner's remaining hold count) either way. Raises LockdError
         (INVALID_ARGUMENT for an empty or too long id), Unavailable."""
@@ -592,14 +607,17 @@ class Client:
                              grpc.StatusCode.INVALID_ARGUMENT)
         ns = self._ns(namespace)
         return self._undo_acquire(ns, name, owner, acquire_request_id,
-                                  time.monotonic() + self._rpc_timeout)
+                                  time.monotonic() + self._rpc_timeout, fencing_token)
 
     def renew(self, name: str, owner: str, *, ttl: Optional[float] = None,
-              namespace: Optional[str] = None) -> Tuple[float, int]:
+              namespace: Optional[str] = None, fencing_token: int = 0) -> Tuple[float, int]:
         """Resets owner's lease. Returns (ttl seconds, fencing token). Raises
-        LockLost if owner does not hold the lock."""
+        LockLost if owner does not hold the lock (with a non-zero
+        ``fencing_token``: the hold with that token; a newer one is left
+        alone)."""
         ns = self._ns(namespace)
-        req = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner)
+        req = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner,
+                                    fencing_token=fencing_token)
         if ttl is not None:
             _set_duration(req.lease_ttl, ttl)
         try:
@@ -695,7 +713,9 @@ class Client:
         the undo was confirmed the next attempt gets a new request_id,
         otherwise it keeps the same one. unresolved[0]: the request_id of an
         attempt whose outcome is unknown and not undone, else None; the
-        caller must undo it before reporting a failure."""
+        caller must undo it before reporting a failure. unresolved[1]: that
+        attempt's grant's fencing token when a session op saw the grant
+        (``granted_token``), else 0."""
         backoff = self._initial_backoff
         while True:
             try:
@@ -706,6 +726,7 @@ class Client:
                 applied = not getattr(e, "not_applied", False)  # a session op may know
                 if applied:
                     unresolved[0] = req.request_id
+                    unresolved[1] = getattr(e, "granted_token", 0)
                 if e.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
                 resume = time.monotonic() + self._random.uniform(backoff / 2, backoff)
@@ -714,20 +735,24 @@ class Client:
                 if applied and self._undo_confirmed(
                         req.namespace, req.name, req.owner, unresolved[0],
                         min(time.monotonic() + self._undo_timeout(), deadline)):
-                    unresolved[0] = None
+                    unresolved[0], unresolved[1] = None, 0
                     req.request_id = uuid.uuid4().hex
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(max(0.0, resume - time.monotonic()))
                 backoff = min(backoff * 2, self._max_backoff)
             except BaseException:
-                unresolved[0] = req.request_id  # interrupted: it may have been sent
+                # Interrupted: it may have been sent.
+                unresolved[0], unresolved[1] = req.request_id, 0
                 raise
 
     def _undo_acquire(self, ns: str, name: str, owner: str, request_id: str,
-                      deadline: float) -> Tuple[bool, int]:
+                      deadline: float, fencing_token: int = 0) -> Tuple[bool, int]:
+        """The undo of owner's Acquire ``request_id``; ``fencing_token``: its
+        grant's token when known (the undo then touches only that hold), else 0."""
         req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
-                                      acquire_request_id=request_id)
+                                      acquire_request_id=request_id,
+                                      fencing_token=fencing_token)
         try:
             resp = self._call_with_retry(deadline, lambda t: self._stub.Release(req, timeout=t))
         except grpc.RpcError as e:
@@ -735,11 +760,12 @@ class Client:
         return resp.released, resp.hold_count
 
     def _undo_confirmed(self, ns: str, name: str, owner: str, request_id: str,
-                        deadline: float, errors: Optional[list] = None) -> bool:
+                        deadline: float, errors: Optional[list] = None,
+                        fencing_token: int = 0) -> bool:
         """True if the undo was answered (LOCK_NOT_HELD, which the contract
         never sends for an undo, also means nothing is held)."""
         try:
-            self._undo_acquire(ns, name, owner, request_id, deadline)
+            self._undo_acquire(ns, name, owner, request_id, deadline, fencing_token)
             return True
         except LockLost:
             return True
@@ -749,14 +775,15 @@ class Client:
             return False
 
     def _undone(self, err: LockdError, ns: str, name: str, owner: str,
-                request_id: Optional[str]) -> LockdError:
-        """Undoes the attempt ``request_id`` (if any) before ``err`` is raised;
-        if the undo goes unanswered, says so in ``err``."""
+                request_id: Optional[str], fencing_token: int = 0) -> LockdError:
+        """Undoes the attempt ``request_id`` (if any; ``fencing_token``: its
+        grant's, when known) before ``err`` is raised; if the undo goes
+        unanswered, says so in ``err``."""
         if request_id is None:
             return err
         errors: list = []
         if self._undo_confirmed(ns, name, owner, request_id,
-                                time.monotonic() + self._undo_timeout(), errors):
+                                time.monotonic() + self._undo_timeout(), errors, fencing_token):
             return err
         err.args = ('%s; the undo of this acquire (owner "%s", acquire request id %s) was not '
                     'confirmed: %s; a hold it may have left ends with its lease unless undone'
@@ -780,12 +807,14 @@ class Client:
         safe = not granted or session_safe(granted, self._drift(granted), self._keepalive_window)
         return session if safe else None
 
-    def _release_hold(self, ns: str, name: str, owner: str, deadline: float,
+    def _release_hold(self, ns: str, name: str, owner: str, fencing_token: int, deadline: float,
                       session: Optional[_Session] = None) -> Tuple[bool, int]:
         """Releases one hold, over ``session`` when given (retried with the
-        same request_id, on the reconnected stream), else with the unary RPC."""
+        same request_id, on the reconnected stream), else with the unary RPC.
+        ``fencing_token`` non-zero: only the hold with that token (a newer
+        hold of owner answers LOCK_NOT_HELD and stays); 0: any hold of owner."""
         req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
-                                      request_id=uuid.uuid4().hex)
+                                      request_id=uuid.uuid4().hex, fencing_token=fencing_token)
 
         def attempt(t: float):
             if session is not None and not session.failed:

@@ -238,9 +238,32 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(self.client.undo_acquire("x", "o", "abc", namespace="jobs"), (True, 0))
         undo = self.service.releases[0]
         self.assertEqual((undo.namespace, undo.name, undo.owner, undo.acquire_request_id,
-                          undo.request_id), ("jobs", "x", "o", "abc", ""))
+                          undo.request_id, undo.fencing_token), ("jobs", "x", "o", "abc", "", 0))
+        self.client.undo_acquire("x", "o", "abc", fencing_token=12)
+        self.assertEqual(self.service.releases[1].fencing_token, 12)
         with self.assertRaises(lockd.LockdError):
             self.client.undo_acquire("x", "o", "")
+
+    def test_releases_and_renewals_of_a_lease_carry_its_fencing_token(self):
+        # A late release or renewal must not touch a later hold of the owner;
+        # a reentrant lease has the first hold's token.
+        self.service.token = 41
+        first = self.client.acquire("x", ttl=0.6)  # renewed by the watchdog every 0.2 s
+        again = self.client.acquire("x", ttl=10)
+        again.renew()
+        self.assertTrue(wait_until(lambda: len(self.service.renews) >= 2))
+        again.release()
+        first.release()
+        self.assertEqual({r.fencing_token for _, r in self.service.renews}, {41})
+        self.assertEqual([r.fencing_token for r in self.service.releases], [41, 41])
+
+    def test_release_and_renew_by_owner_send_the_fencing_token_given(self):
+        self.client.release("x", "o")
+        self.client.release("x", "o", fencing_token=12)
+        self.assertEqual([r.fencing_token for r in self.service.releases], [0, 12])
+        self.client.renew("x", "o", ttl=5)
+        self.client.renew("x", "o", ttl=5, fencing_token=13)
+        self.assertEqual([r.fencing_token for _, r in self.service.renews], [0, 13])
 
     def test_each_acquire_has_its_own_request_id(self):
         a = self.client.acquire("x", ttl=10)
@@ -559,6 +582,23 @@ class LockdTestBase(unittest.TestCase):
         info = observer.describe(name)
         return info.held and info.owner == owner
 
+    def regrant(self, name: str, owner: str, ttl: int) -> int:
+        """Behind the back of the client holding ``name``: releases owner's
+        hold (without a fencing token, so whatever hold owner has) and
+        acquires it again for owner with lease ``ttl``, through a raw stub.
+        Returns the new hold's fencing token."""
+        with grpc.insecure_channel(self.lockd.address) as channel:
+            stub = lock_pb2_grpc.LockServiceStub(channel)
+            rel = stub.Release(lock_pb2.ReleaseRequest(
+                name=name, owner=owner, request_id="regrant-%d" % time.monotonic_ns()), timeout=5)
+            self.assertTrue(rel.released)
+            req = lock_pb2.AcquireRequest(name=name, owner=owner,
+                                          request_id="regrant-%d" % time.monotonic_ns())
+            req.lease_ttl.seconds = ttl
+            resp = stub.Acquire(req, timeout=5)
+            self.assertTrue(resp.acquired)
+            return resp.fencing_token
+
 
 class LockdTest(LockdTestBase):
     """The client's behaviour against lockd, over sessions (the default);
@@ -767,6 +807,24 @@ class LockdTest(LockdTestBase):
         self.assertEqual(info.hold_count, 1, "the retried acquire raised the hold count")
         lease.release()
         self.assertFalse(observer.describe("x").held, "a second hold was left behind")
+
+    def test_release_or_renewal_of_an_older_hold_leaves_the_owners_new_hold_alone(self):
+        # What a release or renewal of a lease finds when it reaches lockd
+        # after its owner released the lock and took it again (a delayed
+        # request): it names its hold by token, so it changes nothing.
+        a, observer = self.client(), self.client()
+        x, y = a.acquire("x", ttl=30), a.acquire("y", ttl=30)
+        tokens = {name: self.regrant(name, a.owner, ttl=5) for name in ("x", "y")}
+        self.assertGreater(tokens["x"], x.fencing_token)
+        with self.assertRaises(lockd.LockLost):
+            x.release()
+        with self.assertRaises(lockd.LockLost):
+            y.renew()
+        for name in ("x", "y"):
+            info = observer.describe(name)
+            self.assertEqual((info.held, info.owner, info.fencing_token, info.hold_count),
+                             (True, a.owner, tokens[name], 1), name)
+            self.assertLessEqual(info.ttl_remaining, 5, name)  # not renewed to the old 30 s
 
     def test_list_describe_renew_and_release_by_owner(self):
         a = self.client(namespace="jobs")

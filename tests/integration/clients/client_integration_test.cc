@@ -2,7 +2,8 @@
 // Session path is client_session_test.cc) against a real lockd process
 // (memory backend): grants,
 // waiting, renewal past the TTL, loss on a server restart, retries across a
-// server that comes up late, release on destruction, and Acquires whose reply
+// server that comes up late, release on destruction, a Release or Renew of an
+// older hold leaving the owner's newer one alone, and Acquires whose reply
 // is held back or lost on the way (through StallProxy) leaving no hold behind.
 
 #include <atomic>
@@ -16,15 +17,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
+#include "tests/integration/clients/regrant.h"
 #include "tests/integration/clients/restartable_lockd.h"
-#include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
+#include "tests/support/stall_proxy.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
+using ::lockd::testing::RegrantBehindTheClientsBack;
 using ::lockd::testing::RestartableLockd;
 using ::lockd::testing::StallProxy;
 using ::lockd::testing::StatusIs;
@@ -129,6 +132,49 @@ TEST_F(ClientIntegrationTest, SameOwnerIsReentrant) {
   EXPECT_TRUE(a.Describe("x")->held);
   ASSERT_TRUE(one->Release().ok());
   EXPECT_FALSE(a.Describe("x")->held);
+}
+
+// A Release or Renew of a Lease reaching lockd after its owner released the
+// lock and took it again (a delayed request, here replayed by the Lease
+// itself): it names the Lease's hold by its fencing token, so it finds
+// another token and leaves the owner's new hold as it is.
+TEST_F(ClientIntegrationTest, ReleaseOfAnOlderHoldLeavesTheOwnersNewHoldAlone) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("x", Opts(absl::Seconds(30)));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  absl::StatusOr<uint64_t> t2 =
+      RegrantBehindTheClientsBack(lockd_->address(), "x", a.owner(), absl::Seconds(5));
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  ASSERT_GT(*t2, lease->fencing_token());
+  absl::Status released = lease->Release();
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(IsLockLost(released)) << released;
+  absl::StatusOr<LockInfo> info = observer.Describe("x");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->held) << "the release of the old hold freed the new one";
+  EXPECT_EQ(info->owner, a.owner());
+  EXPECT_EQ(info->fencing_token, *t2);
+}
+
+TEST_F(ClientIntegrationTest, RenewOfAnOlderHoldLeavesTheOwnersNewHoldAlone) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("x", Opts(absl::Seconds(30)));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  absl::StatusOr<uint64_t> t2 =
+      RegrantBehindTheClientsBack(lockd_->address(), "x", a.owner(), absl::Seconds(5));
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  absl::Status renewed = lease->Renew();
+  EXPECT_THAT(renewed, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(IsLockLost(renewed)) << renewed;
+  EXPECT_TRUE(lease->lost());
+  absl::StatusOr<LockInfo> info = observer.Describe("x");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->fencing_token, *t2);
+  // Not renewed to the old Lease's 30 s.
+  EXPECT_LE(info->ttl_remaining, absl::Seconds(5));
 }
 
 TEST_F(ClientIntegrationTest, WatchdogKeepsTheLockPastItsTtl) {

@@ -1,7 +1,8 @@
 // lockd::Client over the Session stream (ClientOptions::use_sessions, the
 // default) against real lockd processes: holds taken and released as session
 // operations, kept by the server past their ttl with no watchdog, `lost`
-// pushed after a ForceRelease, reentrancy, a wait cancelled at the caller's
+// pushed after a ForceRelease, a release of an older hold leaving the
+// owner's newer one alone, reentrancy, a wait cancelled at the caller's
 // deadline, and a broken stream: resumed on a lockd restarted on the same
 // port over a shared Redis, lost when the restarted lockd (memory backend)
 // no longer has the hold. The unary path is tested in
@@ -21,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
+#include "tests/integration/clients/regrant.h"
 #include "tests/integration/clients/restartable_lockd.h"
 #include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
@@ -32,6 +34,7 @@ namespace {
 
 using ::lockd::testing::LockdProcess;
 using ::lockd::testing::RedisServer;
+using ::lockd::testing::RegrantBehindTheClientsBack;
 using ::lockd::testing::RestartableLockd;
 using ::lockd::testing::StatusIs;
 using ::lockd::testing::TempDir;
@@ -147,6 +150,30 @@ TEST_F(ClientSessionTest, ForceReleasePushesLostAtOnce) {
   EXPECT_THAT(lease->lost_status().message(), ::testing::HasSubstr("FORCE_RELEASED"));
   EXPECT_TRUE(IsLockLost(lease->Release()));
   EXPECT_EQ(calls.load(), 1);
+}
+
+// The session's release of a Lease names its hold by its fencing token: one
+// reaching lockd after the owner released the lock and took it again (here
+// behind the session's back, which lockd does not tell the session about)
+// leaves the owner's new hold as it is.
+TEST_F(ClientSessionTest, ReleaseOfAnOlderHoldLeavesTheOwnersNewHoldAlone) {
+  Client a = NewClient();
+  Client observer = NewClient();
+  absl::StatusOr<Lease> lease = a.Acquire("x", Opts(absl::Seconds(30)));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(KeptByTheServer(*lease));
+  absl::StatusOr<uint64_t> t2 =
+      RegrantBehindTheClientsBack(lockd_->address(), "x", a.owner(), absl::Seconds(5));
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  ASSERT_GT(*t2, lease->fencing_token());
+  absl::Status released = lease->Release();
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(IsLockLost(released)) << released;
+  absl::StatusOr<LockInfo> info = observer.Describe("x");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->held) << "the release of the old hold freed the new one";
+  EXPECT_EQ(info->owner, a.owner());
+  EXPECT_EQ(info->fencing_token, *t2);
 }
 
 TEST_F(ClientSessionTest, SameClientIsReentrant) {

@@ -1,7 +1,8 @@
 // lockctl end to end against a real lockd: every subcommand, the documented
-// exit codes, a --server list with a dead address, `run` as a distributed flock (mutual exclusion
-// between racing runs, exit status pass-through, signals on loss, forwarding), and acquires whose
-// reply never comes (through StallProxy): undone automatically, or by hand with `release
+// exit codes, release/renew of the hold with a given fencing token, a --server list with a dead
+// address, `run` as a distributed flock (mutual exclusion between racing runs, exit status
+// pass-through, signals on loss, forwarding), and acquires whose reply never comes (through
+// StallProxy): undone automatically, or by hand with `release
 // --acquire-request-id` when even the undo gets no answer.
 
 #include <signal.h>
@@ -21,9 +22,9 @@
 #include "gtest/gtest.h"
 #include "lockd/client.h"
 #include "tests/integration/clients/restartable_lockd.h"
-#include "tests/integration/clients/stall_proxy.h"
 #include "tests/integration/clients/tls_server.h"
 #include "tests/support/process.h"
+#include "tests/support/stall_proxy.h"
 
 namespace lockd {
 namespace {
@@ -147,6 +148,36 @@ TEST_F(LockctlTest, AcquireRenewDescribeReleaseRoundTrip) {
   EXPECT_THAT(rel.output, HasSubstr("{\"released\":true,\"hold_count\":0}"));
   EXPECT_EQ(Field(Run({"describe", "--name", "orders/42"}).output, "held"), "false");
   EXPECT_EQ(Run({"renew", "--name", "orders/42", "--owner", "me"}).code, kLockLost);
+}
+
+// `release`/`renew --fencing-token T` act only on the hold with token T: once
+// the owner released the lock and acquired it again (a new token), a release
+// or renew meant for the old hold leaves the new one alone (exit 76).
+TEST_F(LockctlTest, ReleaseAndRenewWithAnOldFencingTokenLeaveTheOwnersNewHoldAlone) {
+  Result first = Run({"acquire", "--name", "x", "--owner", "me", "--ttl", "30s"});
+  ASSERT_EQ(first.code, 0) << first.output;
+  const std::string t1 = Field(first.output, "fencing_token");
+  ASSERT_EQ(Run({"release", "--name", "x", "--owner", "me", "--fencing-token", t1}).code, 0);
+  Result second = Run({"acquire", "--name", "x", "--owner", "me", "--ttl", "5s"});
+  ASSERT_EQ(second.code, 0) << second.output;
+  const std::string t2 = Field(second.output, "fencing_token");
+  ASSERT_NE(t2, t1);
+
+  Result late_renew =
+      Run({"renew", "--name", "x", "--owner", "me", "--ttl", "30s", "--fencing-token", t1});
+  EXPECT_EQ(late_renew.code, kLockLost) << late_renew.output;
+  Result late_release = Run({"release", "--name", "x", "--owner", "me", "--fencing-token", t1});
+  EXPECT_EQ(late_release.code, kLockLost) << late_release.output;
+  LockInfo info = Describe("x");
+  EXPECT_TRUE(info.held);
+  EXPECT_EQ(absl::StrCat(info.fencing_token), t2);
+  EXPECT_LE(info.ttl_remaining, absl::Seconds(5));  // not renewed to 30 s
+
+  Result renew = Run({"renew", "--name", "x", "--owner", "me", "--fencing-token", t2});
+  EXPECT_EQ(renew.code, 0) << renew.output;
+  Result release = Run({"release", "--name", "x", "--owner", "me", "--fencing-token", t2});
+  EXPECT_EQ(release.code, 0) << release.output;
+  EXPECT_FALSE(Describe("x").held);
 }
 
 TEST_F(LockctlTest, ListShowsHeldLocksByPrefixAsTextAndJson) {

@@ -287,7 +287,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
   }
   auto all_health = [&](int want) {
     for (const std::string& a : addresses) {
-      if (HealthStatus(a) != want) return false;
+      if (HealthStatus(a, kLockService) != want) return false;
     }
     return true;
   };
@@ -310,7 +310,10 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
       ASSERT_TRUE(db.Stop().ok());
     }
     EXPECT_TRUE(WaitFor([&] { return all_health(kHealthNotServing); }, absl::Seconds(5)))
-        << "health stays SERVING while the database is down";
+        << "readiness stays SERVING while the database is down";
+    for (const std::string& a : addresses) {
+      EXPECT_EQ(HealthStatus(a), kHealthServing) << "liveness follows the database";
+    }
     EXPECT_TRUE(WaitFor([&] { return work.unavailable() > unavailable + 10; }, absl::Seconds(5)))
         << "calls are not answered UNAVAILABLE while the database is down";
     {
@@ -327,7 +330,7 @@ TEST_F(MysqlRestartTest, DatabaseOutageIsUnavailableAndLockdRecoversWithoutResta
 
     ASSERT_TRUE(db.Restart().ok()) << db.Log();
     EXPECT_TRUE(WaitFor([&] { return all_health(kHealthServing); }, absl::Seconds(10)))
-        << "health does not come back after the database does";
+        << "readiness does not come back after the database does";
     EXPECT_TRUE(WaitFor([&] { return work.grants() > grants + 20; }, absl::Seconds(15)))
         << "lockd does not grant again after the database came back";
     EXPECT_GT(work.last_token(), token) << "tokens must keep growing across the restart";

@@ -177,7 +177,7 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   std::vector<std::string> addresses = {procs[0]->address(), procs[1]->address()};
   auto admin = NewStub(addresses[0]);
   auto other = NewStub(addresses[1]);
-  for (const std::string& a : addresses) ASSERT_EQ(HealthStatus(a), kHealthServing);
+  for (const std::string& a : addresses) ASSERT_EQ(HealthStatus(a, kLockService), kHealthServing);
 
   // One holder, one client waiting for it on the other process.
   v1::AcquireResponse held;
@@ -207,11 +207,14 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   absl::Time down_at = absl::Now();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return HealthStatus(addresses[0]) == kHealthNotServing &&
-               HealthStatus(addresses[1]) == kHealthNotServing;
+        return HealthStatus(addresses[0], kLockService) == kHealthNotServing &&
+               HealthStatus(addresses[1], kLockService) == kHealthNotServing;
       },
       absl::Seconds(5)))
-      << "health stays SERVING while Redis is down";
+      << "readiness stays SERVING while Redis is down";
+  for (const std::string& a : addresses) {
+    EXPECT_EQ(HealthStatus(a), kHealthServing) << "liveness follows the backend";
+  }
   {
     absl::Time start = absl::Now();
     v1::AcquireResponse resp;
@@ -230,11 +233,11 @@ TEST(RedisServiceTest, RedisRestartGivesUnavailableNeverAWrongAnswerAndServiceRe
   absl::Time up_at = absl::Now();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return HealthStatus(addresses[0]) == kHealthServing &&
-               HealthStatus(addresses[1]) == kHealthServing;
+        return HealthStatus(addresses[0], kLockService) == kHealthServing &&
+               HealthStatus(addresses[1], kLockService) == kHealthServing;
       },
       absl::Seconds(10)))
-      << "health does not come back after Redis does";
+      << "readiness does not come back after Redis does";
 
   // Redis restarted without its data: the held lock is gone, the waiter gets
   // it with a larger token, and the holder learns of the loss.

@@ -8,8 +8,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "lockd/v1/lock.grpc.pb.h"
@@ -199,6 +202,38 @@ TEST_F(TlsTest, HealthPortServesOnlyHealthInPlaintext) {
   // The health service is not on the TLS port's plaintext either.
   grpc::Status plain = Describe({});
   EXPECT_THAT(plain, StatusIs(grpc::StatusCode::UNAVAILABLE));
+}
+
+// gRPC's own log lines (here the refused handshake of a plaintext client)
+// follow log.format like lockd's: with json, every line of lockd's log is
+// one JSON object, and gRPC's line keeps its severity and source.
+TEST_F(TlsTest, GrpcsOwnLogLinesFollowTheJsonLogFormat) {
+  StartLockd({"--log.format=json"});
+  EXPECT_THAT(Describe({}), StatusIs(grpc::StatusCode::UNAVAILABLE));
+  ASSERT_TRUE(
+      WaitFor([&] { return absl::StrContains(lockd_->process().Log(), "Handshake failed"); },
+              absl::Seconds(10)))
+      << lockd_->process().Log();
+  int lines = 0, handshake = 0;
+  for (absl::string_view line : absl::StrSplit(lockd_->process().Log(), '\n', absl::SkipEmpty())) {
+    ++lines;
+    google::protobuf::Struct object;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &object).ok())
+        << "not a JSON object: " << line;
+    auto field = [&](const std::string& key) {
+      auto it = object.fields().find(key);
+      return it == object.fields().end() ? std::string("(none)") : it->second.string_value();
+    };
+    EXPECT_NE(field("ts"), "(none)") << line;
+    EXPECT_NE(field("level"), "(none)") << line;
+    if (!absl::StrContains(field("msg"), "Handshake failed")) continue;
+    ++handshake;
+    EXPECT_EQ(field("level"), "error") << line;
+    EXPECT_EQ(field("logger"), "grpc") << line;
+    EXPECT_THAT(field("source"), HasSubstr("ssl_transport_security.cc:")) << line;
+  }
+  EXPECT_GT(lines, 1);
+  EXPECT_GE(handshake, 1);
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ class ZooKeeperBackendTest : public testing::SharedServerTest<ZooKeeperServer> {
   std::shared_ptr<Observed> observed_ = std::make_shared<Observed>();
 };
 
-TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
+TEST_F(ZooKeeperBackendTest, EachReleaseWakesOnlyTheNextWaiters) {
   std::unique_ptr<Backend> b = NewBackend(Options(*server_));
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Params("herd", "holder")).value().acquired);
@@ -243,8 +243,10 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   // holds no other watch.
   ASSERT_TRUE(WaitFor([&] { return ServerWatches(*server_) == kWaiters; }, absl::Seconds(30)))
       << server_->Command("wchs").value_or("?");
+  // A waiter marks its node waiting as it parks (a data change): that wakes
+  // at most its successor, once, if its watch was set first.
   const uint64_t base = observed_->predecessor_watch_events.load();
-  EXPECT_EQ(base, 0u);
+  EXPECT_LE(base, static_cast<uint64_t>(kWaiters));
 
   std::string holder = "holder";
   for (int i = 0; i < kWaiters; ++i) {
@@ -255,8 +257,10 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
     absl::StatusOr<AcquireResult> got = waiters[i]->Wait(absl::Seconds(30));
     ASSERT_TRUE(got.ok()) << i << ": " << got.status();
     ASSERT_TRUE(got->acquired) << i;
-    // Only the next waiter was woken: one watch event for this release.
-    EXPECT_EQ(observed_->predecessor_watch_events.load() - before, 1u) << "release " << i;
+    // Only the next waiter was woken by this release, and the one after it
+    // once more by the write that confirmed the grant (its predecessor's data
+    // changed): at most two events, whatever the queue's length.
+    EXPECT_LE(observed_->predecessor_watch_events.load() - before, 2u) << "release " << i;
     holder = absl::StrCat("w", i);
     // Everyone behind it is still parked.
     if (i + 1 < kWaiters) {
@@ -265,8 +269,9 @@ TEST_F(ZooKeeperBackendTest, EachReleaseFiresExactlyOnePredecessorWatch) {
   }
   ASSERT_TRUE(SyncRelease(*b, Rel("herd", holder)).value().released);
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(observed_->predecessor_watch_events.load() - base, static_cast<uint64_t>(kWaiters))
-      << "a release woke more than one waiter";
+  EXPECT_LE(observed_->predecessor_watch_events.load() - base,
+            static_cast<uint64_t>(2 * kWaiters - 1))
+      << "a release woke more than the next waiter, or a grant more than its successor";
   EXPECT_EQ(ServerWatches(*server_), 0);
 }
 
@@ -598,6 +603,51 @@ TEST_F(ZooKeeperBackendTest, ServerRestartMeansUnavailableThenRecoveryWithoutWro
   auto again = SyncAcquire(*b, Params("kept", "bob"));
   ASSERT_TRUE(again.ok() && again->acquired);
   EXPECT_GT(again->fencing_token, kept->fencing_token) << "tokens must grow across the restart";
+}
+
+// Issue 28, item 6: a server that stops answering without closing the
+// connection (SIGSTOP; a partition behaves alike) must turn the backend
+// NOT_SERVING and its calls UNAVAILABLE within about 2 s, as Redis and MySQL
+// replicas do, not after the client's own timeout (2/3 of the 10 s session
+// timeout here) or each call's deadline; and serving again by itself once
+// the server answers.
+TEST_F(ZooKeeperBackendTest, SilentServerMeansUnavailableWithinTwoSecondsThenRecovery) {
+  auto own = ZooKeeperServer::Start();
+  ASSERT_TRUE(own.ok()) << own.status();
+  ZooKeeperServer& server = **own;
+  ZooKeeperOptions o = Options(server);
+  o.session_timeout = absl::Seconds(10);
+  std::unique_ptr<Backend> b = NewBackend(o);
+  ASSERT_NE(b, nullptr);
+  auto held = SyncAcquire(*b, Params("held", "alice"));
+  ASSERT_TRUE(held.ok() && held->acquired) << held.status();
+
+  server.Pause();
+  absl::Time paused = absl::Now();
+  bool unhealthy =
+      WaitFor([&] { return !b->Health().ok(); }, absl::Seconds(5), absl::Milliseconds(20));
+  absl::Duration noticed = absl::Now() - paused;
+  EXPECT_TRUE(unhealthy) << "still SERVING 5 s into the silence";
+  EXPECT_THAT(b->Health(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LE(noticed, absl::Seconds(3));
+  std::cout << "NOT_SERVING " << absl::FormatDuration(noticed) << " after the pause\n";
+  // Calls are answered at once, not left hanging.
+  absl::Time asked = absl::Now();
+  EXPECT_THAT(SyncDescribe(*b, Key("held")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(SyncAcquire(*b, Params("other", "bob")), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LE(absl::Now() - asked, absl::Seconds(1));
+
+  server.Resume();
+  ASSERT_TRUE(WaitFor([&] { return b->Health().ok(); }, absl::Seconds(30))) << b->Health();
+  // Paused for less than the session timeout: the session and alice's lock
+  // survived.
+  auto state = SyncDescribe(*b, Key("held"));
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->held);
+  EXPECT_EQ(state->owner, "alice");
+  auto rel = SyncRelease(*b, Rel("held", "alice"));
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  EXPECT_TRUE(rel->released);
 }
 
 TEST_F(ZooKeeperBackendTest, SessionExpiryLosesItsLocksAndServesAgainWithoutRestart) {

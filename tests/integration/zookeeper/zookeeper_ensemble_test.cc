@@ -6,7 +6,7 @@
 //     backend's session moves to a surviving server within its session
 //     timeout, so holds, queues, watches and fencing order all survive;
 //   - two of three servers die (quorum lost): every call fails at once with
-//     UNAVAILABLE and health is NOT_SERVING; one server back, and the
+//     UNAVAILABLE and readiness is NOT_SERVING; one server back, and the
 //     backend serves again by itself.
 
 #include <zookeeper/zookeeper.h>
@@ -51,6 +51,7 @@ using ::lockd::testing::HealthStatus;
 using ::lockd::testing::IsLockNotHeld;
 using ::lockd::testing::kHealthNotServing;
 using ::lockd::testing::kHealthServing;
+using ::lockd::testing::kLockService;
 using ::lockd::testing::LockdProcess;
 using ::lockd::testing::PendingCall;
 using ::lockd::testing::Rel;
@@ -388,8 +389,8 @@ TEST_F(ZooKeeperEnsembleTest, LeaderKillKeepsHoldsQueuesAndFencingOrder) {
 
 // Quorum lost: ZooKeeper serves nothing (the surviving server drops its
 // clients and refuses new ones), so lockd answers every call at once with
-// UNAVAILABLE and its health is NOT_SERVING. One server back, a new leader,
-// and it serves again by itself.
+// UNAVAILABLE and its readiness is NOT_SERVING (its liveness stays SERVING).
+// One server back, a new leader, and it serves again by itself.
 //
 // What happens to holds: ZooKeeper's leader times sessions, and a new
 // leader starts every session's timeout afresh when it takes office, so a
@@ -415,7 +416,7 @@ TEST_F(ZooKeeperEnsembleTest, QuorumLossMeansUnavailableThenRecoveryByItself) {
   auto stub = v1::LockService::NewStub((*lockd)->NewChannel());
   Replica inproc = NewReplica(kSessionTimeout);
   ASSERT_NE(inproc.backend, nullptr);
-  ASSERT_EQ(HealthStatus((*lockd)->address()), kHealthServing);
+  ASSERT_EQ(HealthStatus((*lockd)->address(), kLockService), kHealthServing);
 
   v1::AcquireResponse kept, lapsing;
   ASSERT_TRUE(AcquireRpc(*stub, "kept", "alice", absl::Seconds(120), absl::ZeroDuration(),
@@ -471,8 +472,9 @@ TEST_F(ZooKeeperEnsembleTest, QuorumLossMeansUnavailableThenRecoveryByItself) {
 
   ASSERT_TRUE(WaitFor([&] { return !inproc.backend->Health().ok(); }, absl::Seconds(15)));
   EXPECT_THAT(inproc.backend->Health(), StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_TRUE(WaitFor([&] { return HealthStatus((*lockd)->address()) == kHealthNotServing; },
-                      absl::Seconds(15)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HealthStatus((*lockd)->address(), kLockService) == kHealthNotServing; },
+              absl::Seconds(15)));
   std::cout << "NOT_SERVING " << absl::FormatDuration(absl::Now() - killed) << " after the kill\n";
   EXPECT_TRUE(WaitFor([&] { return server_->Mode(survivor).empty(); }, absl::Seconds(10)))
       << "the survivor still serves without a quorum: " << server_->Mode(survivor);
@@ -496,9 +498,10 @@ TEST_F(ZooKeeperEnsembleTest, QuorumLossMeansUnavailableThenRecoveryByItself) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(3)) << "calls did not fail fast";
 
   // The outage outlasts the session timeout, bob's lease and sam's wait, and
-  // health stays NOT_SERVING throughout.
+  // readiness stays NOT_SERVING throughout, liveness SERVING.
   while (absl::Now() < killed + kSessionTimeout + absl::Seconds(1)) {
-    ASSERT_EQ(HealthStatus((*lockd)->address()), kHealthNotServing);
+    ASSERT_EQ(HealthStatus((*lockd)->address(), kLockService), kHealthNotServing);
+    ASSERT_EQ(HealthStatus((*lockd)->address()), kHealthServing);
     ASSERT_FALSE(inproc.backend->Health().ok());
     absl::SleepFor(absl::Milliseconds(200));
   }
@@ -523,8 +526,9 @@ TEST_F(ZooKeeperEnsembleTest, QuorumLossMeansUnavailableThenRecoveryByItself) {
   absl::Status quorum = server_->WaitForQuorum(absl::Seconds(60));
   ASSERT_TRUE(quorum.ok()) << quorum;
   absl::Time back = absl::Now();
-  ASSERT_TRUE(WaitFor([&] { return HealthStatus((*lockd)->address()) == kHealthServing; },
-                      absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HealthStatus((*lockd)->address(), kLockService) == kHealthServing; },
+              absl::Seconds(30)));
   ASSERT_TRUE(WaitFor([&] { return inproc.backend->Health().ok(); }, absl::Seconds(30)))
       << inproc.backend->Health();
   std::cout << "SERVING " << absl::FormatDuration(absl::Now() - back)

@@ -66,6 +66,12 @@
 //    the caller's deadline. A Release keeps its request_id, so a lost reply
 //    never leaves a double decrement (the server answers a repeated
 //    request_id with the first result).
+//  * Releases and renewals name their hold. Lease::Release (unary or over the
+//    session), Lease::Renew and the watchdog's renewals carry the Lease's
+//    fencing_token, so one that reaches the server late, after the owner
+//    released and acquired the lock again (a new token), finds another token
+//    and changes nothing: LOCK_NOT_HELD, the Lease is lost, the later hold
+//    stays. A reentrant Lease has the first hold's token.
 //  * No hold left behind. When the client cannot learn what became of an
 //    Acquire attempt (its deadline passed, or it ended with UNAVAILABLE or
 //    another transport error after the request may have been sent), it
@@ -389,7 +395,8 @@ class Lease {
   // Afterwards the Lease is inactive whatever the result.
   // OK: released (the lock is free, or the owner's other holds remain).
   // kFailedPrecondition + IsLockLost(): the lease had been lost (the hold was
-  //   gone, or may have been: the work done under it was not protected).
+  //   gone, or may have been: the work done under it was not protected), or
+  //   the owner's hold has another token now (it is left alone).
   // kFailedPrecondition (not IsLockLost): already released or detached.
   // kUnavailable / kDeadlineExceeded: no answer in time; the hold ends when
   //   its lease does.
@@ -471,14 +478,19 @@ class Client {
   // Low-level operations on a hold identified by owner, for tools and for
   // handing a lock between processes. Each blocks up to rpc_timeout,
   // retrying on UNAVAILABLE (Release with one request_id).
+  // `fencing_token` non-zero: act only on owner's hold with that token (the
+  // token its acquire returned), so that a late or repeated call never
+  // touches a hold the owner took again since; zero: any hold of the owner.
   // Errors: kFailedPrecondition + IsLockLost() when `owner` does not hold the
-  // lock; kInvalidArgument, kUnavailable, kDeadlineExceeded as usual.
+  // lock (or holds it with another token: nothing changed);
+  // kInvalidArgument, kUnavailable, kDeadlineExceeded as usual.
   absl::StatusOr<ReleaseOutcome> Release(absl::string_view name, absl::string_view owner,
-                                         absl::string_view ns = "");
+                                         absl::string_view ns = "", uint64_t fencing_token = 0);
   // Undoes the Acquire of `owner` whose request_id is `acquire_request_id`
   // (from UnconfirmedAcquireRequestId, or one a tool recorded): if it is the
   // owner's last request on the lock and it added a hold, that hold is given
-  // back; otherwise nothing changes. Blocks up to rpc_timeout, retrying on
+  // back (with a non-zero `fencing_token`, only if the hold has that token);
+  // otherwise nothing changes. Blocks up to rpc_timeout, retrying on
   // UNAVAILABLE (a repeat is harmless: the undo becomes the owner's last
   // request). OK whether or not there was a hold to give back: hold_count is
   // what the owner holds now, released is true if the lock became free.
@@ -486,10 +498,11 @@ class Client {
   // kDeadlineExceeded.
   absl::StatusOr<ReleaseOutcome> UndoAcquire(absl::string_view name, absl::string_view owner,
                                              absl::string_view acquire_request_id,
-                                             absl::string_view ns = "");
-  // ttl zero: the server's default lease.
+                                             absl::string_view ns = "", uint64_t fencing_token = 0);
+  // ttl zero: the server's default lease. `fencing_token` as for Release.
   absl::StatusOr<RenewOutcome> Renew(absl::string_view name, absl::string_view owner,
-                                     absl::Duration ttl, absl::string_view ns = "");
+                                     absl::Duration ttl, absl::string_view ns = "",
+                                     uint64_t fencing_token = 0);
 
   // One lock's state (held == false when free). Blocks up to rpc_timeout.
   absl::StatusOr<LockInfo> Describe(absl::string_view name, absl::string_view ns = "");
