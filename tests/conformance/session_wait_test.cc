@@ -1,4 +1,4 @@
-// A Session acquire that waited (API.md "Sessions"): the lease of a hold
+// A Session acquire that waited (README, "Sessions"): the lease of a hold
 // starts at its grant, however long the acquire waited for it. The session
 // renews the hold from then on and never reports it `lost` while the backend
 // still holds it. Every backend, with one lockd and with three replicas (the
@@ -32,9 +32,9 @@ class SessionWaitRules : public ConformanceTest {};
 // then stay held and renewed for three leases: no `lost`, Describe showing
 // the session's owner with the granted token.
 //
-// Before the fix the session timed the new hold's lease from the acquire's
-// arrival: a wait longer than about 9/10 of the lease ended in `lost`
-// LEASE_EXPIRED the moment the grant came, and the hold was never renewed.
+// A session that timed the lease from the acquire's arrival would, after a
+// wait longer than about 9/10 of the lease, push `lost` LEASE_EXPIRED the
+// moment the grant came and never renew the hold.
 TEST_P(SessionWaitRules, AGrantAfterALongWaitIsHeldAndRenewedFromTheGrant) {
   const std::vector<double> waits = {0.5, 1, 3, 10};  // in leases
   std::vector<std::thread> cases;
