@@ -1,8 +1,9 @@
 // Authorization end to end: every RPC allowed and denied, for bearer-token
-// and certificate identities, anonymous callers and bad tokens; the owner
-// prefix rule; token file reload; audit lines; lockctl's credentials and
-// force-release. Against a real lockd process over TLS (client
-// certificates requested, not required).
+// and certificate identities, anonymous callers and bad tokens; Session
+// open, operations and resume; the owner prefix rule; token file reload;
+// audit lines; lockctl's credentials and force-release. Against real lockd
+// processes over TLS (client certificates requested, not required), with
+// and without auth.owner_prefix.
 
 #include <memory>
 #include <optional>
