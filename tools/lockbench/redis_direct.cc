@@ -184,7 +184,8 @@ class RedisDirectLocker final : public Locker {
     redis::LockKeys k = codec_.KeysFor(LockKey{ns_, name});
     absl::StatusOr<Reply> r =
         Command(cmd_.get(),
-                {"EVALSHA", release_sha_, "2", k.lock, k.freed, owner, "", "60000", k.channel, ""},
+                {"EVALSHA", release_sha_, "2", k.lock, k.freed, owner, "", "60000", k.channel, "",
+                 /*fencing token: any hold of the owner*/ "0"},
                 "release script");
     if (!r.ok()) return r.status();
     int64_t code = IntElement(r->get(), 0);
