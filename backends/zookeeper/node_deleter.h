@@ -53,14 +53,11 @@ class NodeDeleter {
   // Remembers a node to delete after the next reconnect: exactly `path`, or
   // (path empty) every child of `parent` whose name starts with `prefix`
   // (a create whose reply never came). Bounded; the excess is logged and
-  // left to the session's end.
+  // left to the lease reapers (zookeeper_backend.h).
   void AddOrphan(const std::string& parent, const std::string& prefix, const std::string& path);
 
   // Deletes the orphans remembered so far. Called once the session serves.
   void DeleteOrphans();
-
-  // Forgets the orphans (their session ended: ZooKeeper deleted them).
-  void ClearOrphans();
 
   // After Stop(), AddOrphan() is a no-op.
   void Stop();
