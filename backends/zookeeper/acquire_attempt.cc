@@ -111,8 +111,8 @@ void AcquireAttempt::OnCreated(const Listing& children) {
     if (done) {
       // Answered meanwhile (Fail: the session ended, or shutdown): the node
       // is persistent, so give it back.
-      if (std::optional<Op> del = DeleteOwnOp(); del.has_value())
-        deps_->zk->Submit(*std::move(del));
+      std::optional<Op> del = DeleteOwnOp();
+      if (del.has_value()) deps_->zk->Submit(*std::move(del));
       return;
     }
     if (stop) {
