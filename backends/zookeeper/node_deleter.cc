@@ -64,7 +64,7 @@ void NodeDeleter::AddOrphan(const std::string& parent, const std::string& prefix
   if (orphans_.size() >= kMaxOrphans) {
     LogWarning(
         "zookeeper backend: too many contender nodes to delete after reconnect; "
-        "the rest go when the session ends");
+        "the rest are reaped when they reach the head of their queues");
     return;
   }
   orphans_.push_back(Orphan{parent, prefix, path});

@@ -9,8 +9,8 @@
 //     session.
 //   - Delete(): deletes a contender node whatever its version; if the
 //     connection drops meanwhile the node is remembered as an orphan and
-//     deleted after the reconnect (DeleteOrphans), so an abandoned node does
-//     not block the queue for a whole session timeout.
+//     deleted after the reconnect (DeleteOrphans), also across a new
+//     session: contender nodes are persistent.
 //
 // Thread-safe: all state is guarded by mu_; no callback runs with it held.
 
