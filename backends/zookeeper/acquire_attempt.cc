@@ -85,7 +85,7 @@ void AcquireAttempt::CreateNode() {
   std::string lock_path = deps_->paths->Lock(params_.key);
   Ptr self = shared_from_this();
   deps_->zk->Submit(Op::Create(absl::StrCat(lock_path, "/", prefix),
-                               EncodeNodeData(InitialData(params_)), ZOO_EPHEMERAL_SEQUENTIAL,
+                               EncodeNodeData(InitialData(params_)), ZOO_PERSISTENT_SEQUENTIAL,
                                [self](Result r) {
                                  absl::MutexLock l(&self->mu_);
                                  self->create_rc_ = r.rc;
@@ -93,22 +93,29 @@ void AcquireAttempt::CreateNode() {
                                  self->path_ = std::move(r.value);
                                  self->czxid_ = r.stat.czxid;
                                  self->version_ = r.stat.version;
-                                 self->session_ = r.stat.ephemeralOwner;
                                }));
   deps_->listing->List(lock_path, [self](ListingPtr l) { self->OnCreated(*l); });
 }
 
 void AcquireAttempt::OnCreated(const Listing& children) {
   int created_rc;
-  bool stop;
+  bool stop, done;
   std::string prefix;
   {
     absl::MutexLock l(&mu_);
     created_rc = create_rc_;
-    stop = Stopping() || state_ == State::kDone;
+    done = state_ == State::kDone;
+    stop = Stopping() || done;
     prefix = prefix_;
   }
   if (created_rc == ZOK) {
+    if (done) {
+      // Answered meanwhile (Fail: the session ended, or shutdown): the node
+      // is persistent, so give it back.
+      std::optional<Op> del = DeleteOwnOp();
+      if (del.has_value()) deps_->zk->Submit(*std::move(del));
+      return;
+    }
     if (stop) {
       Abandon();
       return;
@@ -127,8 +134,9 @@ void AcquireAttempt::OnCreated(const Listing& children) {
   }
   absl::Status error = ZkError(
       absl::StrCat("creating a contender node for lock ", LockName(params_.key)), created_rc);
-  if (IsTransient(created_rc) && created_rc != ZCLOSING) {
-    if (deps_->zk->connected()) {
+  if (IsTransient(created_rc)) {
+    // The node may exist, and outlives the session (it is persistent).
+    if (created_rc != ZCLOSING && deps_->zk->connected()) {
       // The reply was lost but the session is back: the node may exist.
       // Find it by its attempt id rather than create a second one.
       Recover();
@@ -212,7 +220,6 @@ void AcquireAttempt::AdoptFound(const std::string& path, ListingPtr listing) {
       self->path_ = path;
       self->czxid_ = g.stat.czxid;
       self->version_ = g.stat.version;
-      self->session_ = g.stat.ephemeralOwner;
     }
     self->Evaluate(*listing);
   }));
@@ -307,10 +314,10 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     // the holder instead, and look again whenever it goes.
     d.pred_path = d.holder_path;
     watched_ =
-        WatchTarget{queue.front().name, true, idx != 1, queue.front().seq, queue.front().seq, 0};
+        WatchTarget{queue.front().name, true, idx != 1, queue.front().seq, queue.front().seq};
   } else {
     watched_ =
-        WatchTarget{queue[idx - 1].name, idx == 1, false, queue[idx - 1].seq, queue.front().seq, 0};
+        WatchTarget{queue[idx - 1].name, idx == 1, false, queue[idx - 1].seq, queue.front().seq};
   }
   if (state_ == State::kRecheck) state_ = State::kRunning;
   // A node's owner never changes, and this replica's sighting of its lease

@@ -1,7 +1,7 @@
 // One Acquire call that needs a contender node: the lock recipe of the
 // ZooKeeper backend (etcd's concurrency/mutex.go plays the same part).
 //
-// The recipe: create an ephemeral sequential contender node named
+// The recipe: create a persistent sequential contender node named
 // "c-<attempt id>-<seq>" under the lock node, list the queue, and
 //   - lowest: granted (the node is the holding; its czxid the token);
 //   - not lowest, try-once (wait == 0): delete the node, answer the holder;
@@ -114,8 +114,10 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   // down (kShutdown): Fail(ShuttingDownError()).
   void Stop(WaiterRegistry::StopReason why) override;
 
-  // Answers `status` at once (the session ended, or shutdown); the node is
-  // left to the session. No-op if already answered.
+  // Answers `status` at once (the session ended, or shutdown) and deletes
+  // the attempt's node (after the next reconnect if there is no session;
+  // a node whose create is unanswered is looked for by its attempt id).
+  // No-op if already answered.
   void Fail(absl::Status status);
 
   const LockKey& key() const { return params_.key; }
@@ -130,7 +132,6 @@ class AcquireAttempt final : public WaiterRegistry::Call,
     bool skips = false;
     int32_t seq = 0;
     int32_t lowest_seq = 0;  // of the queue the watch was chosen from
-    int64_t owner = 0;       // the watched node's session
   };
 
   // What the contender node is created with (and holds once lowest).
@@ -213,7 +214,6 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   int64_t czxid_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t session_ ABSL_GUARDED_BY(mu_) = 0;  // the own node's session
   // The own node's waiting mark: sent (once per node), and known applied
   // (version_ is then the marked version).
   bool mark_sent_ ABSL_GUARDED_BY(mu_) = false;

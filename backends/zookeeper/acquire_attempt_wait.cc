@@ -71,7 +71,6 @@ void AcquireAttempt::OnWatchSet(const std::string& holder_path, Result pred, Res
   bool was_holder_watch;
   {
     absl::MutexLock l(&mu_);
-    watched_.owner = pred.stat.ephemeralOwner;
     was_holder_watch = watched_.is_holder;
     if (watched_.is_holder) {
       holder = pred;
@@ -164,10 +163,7 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
     // Every node below the predecessor is known to be gone if the
     // predecessor was the lowest, or has been seen holding the lock:
     // sequence numbers are never reused, so nothing can have appeared in
-    // between, and this node is now the lowest. No need to list, unless the
-    // deletion may be the end of this very session: when the server closes
-    // a session it deletes its ephemeral nodes and tells that session's
-    // watches, just before the session ends. So:
+    // between, and this node is now the lowest: no need to list.
     if (type == ZOO_DELETED_EVENT && !watched_.skips &&
         (watched_.seq == watched_.lowest_seq ||
          deps_->leases->FloorCovers(params_.key, lock_czxid_, watched_.seq))) {
@@ -178,13 +174,10 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
                                           [self](int rc) { self->OnPredecessorDeleted(rc); })) {
         return;
       }
-      if (watched_.owner != 0 && watched_.owner != session_) {
-        // Another session's node.
-        if (NeedsConfirmLocked()) {
-          confirm = true;
-        } else {
-          granted = GrantLocked();
-        }
+      if (NeedsConfirmLocked()) {
+        confirm = true;
+      } else {
+        granted = GrantLocked();
       }
     }
   }
@@ -555,7 +548,26 @@ void AcquireAttempt::FailWithNode(absl::Status status) {
   Finish(std::move(status));
 }
 
-void AcquireAttempt::Fail(absl::Status status) { Finish(std::move(status)); }
+void AcquireAttempt::Fail(absl::Status status) {
+  // Answered first, so that no grant can be answered for the node deleted
+  // below.
+  Callback<AcquireResult> done = TakeDone();
+  if (!done) return;
+  std::string path, prefix;
+  {
+    absl::MutexLock l(&mu_);
+    path.swap(path_);
+    // A create whose reply has not come: the node may exist.
+    if (path.empty() && create_rc_ == ZCONNECTIONLOSS) prefix = prefix_;
+  }
+  // The node is persistent: delete it now, or (no session) once one serves.
+  if (!path.empty()) {
+    deps_->zk->Submit(deps_->deleter->Delete(path));
+  } else if (!prefix.empty()) {
+    deps_->deleter->AddOrphan(deps_->paths->Lock(params_.key), prefix, "");
+  }
+  std::move(done)(std::move(status));
+}
 
 Callback<AcquireResult> AcquireAttempt::TakeDone() {
   Callback<AcquireResult> done;

@@ -318,7 +318,9 @@ Result FakeZooKeeper::Execute(FakeTransport* t, const Op& op, int64_t session) {
     if (r.rc == ZOK && op.kind == Op::Kind::kGet && op.watch_id != 0) {
       watches_[op.path].insert(Watch{t, op.watch_id});
     }
-    if (r.rc == ZOK && op.kind == Op::Kind::kCreate && op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL) {
+    if (r.rc == ZOK && op.kind == Op::Kind::kCreate &&
+        (op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL ||
+         op.create_mode == ZOO_PERSISTENT_SEQUENTIAL)) {
       int n = drop_create_replies_.load();
       while (n > 0 && !drop_create_replies_.compare_exchange_weak(n, n - 1)) {
       }
@@ -363,13 +365,16 @@ int FakeZooKeeper::Apply(Tree& tree, const Op& op, int64_t session, Result* r) {
       if (parent == tree.end()) return ZNONODE;
       if (parent->second.owner != 0) return ZNOCHILDRENFOREPHEMERALS;
       std::string path = op.path;
-      bool sequential = op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL;
+      bool sequential =
+          op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL || op.create_mode == ZOO_PERSISTENT_SEQUENTIAL;
       if (sequential) path += absl::StrFormat("%010d", parent->second.next_seq++);
       if (tree.count(path) != 0) return ZNODEEXISTS;
       Node n;
       n.data = op.data;
       n.czxid = zxid_++;
-      if (sequential || op.create_mode == ZOO_EPHEMERAL) n.owner = session;
+      if (op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL || op.create_mode == ZOO_EPHEMERAL) {
+        n.owner = session;
+      }
       tree[path] = n;
       fill(n);
       r->value = path;

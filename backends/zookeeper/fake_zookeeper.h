@@ -68,7 +68,7 @@ class FakeZooKeeper {
     return n > 0;
   }
 
-  // The next `n` successful creates of ephemeral sequential nodes are
+  // The next `n` successful creates of sequential nodes are
   // applied but answered ZCONNECTIONLOSS.
   void DropCreateReplies(int n) { drop_create_replies_ = n; }
   int create_replies_to_drop() const { return drop_create_replies_.load(); }

@@ -337,15 +337,6 @@ void LeaseTracker::CheckLease(const LockKey& key, const std::string& path) {
   Reap(key, path, version, 0, nullptr);
 }
 
-void LeaseTracker::Clear() {
-  absl::MutexLock l(&mu_);
-  for (auto& [key, h] : holders_) {
-    if (h.timer != 0 && !stopped_) timers_->Cancel(h.timer);
-  }
-  holders_.clear();
-  floors_.clear();
-}
-
 void LeaseTracker::Stop() {
   absl::MutexLock l(&mu_);
   stopped_ = true;

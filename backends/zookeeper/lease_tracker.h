@@ -167,9 +167,6 @@ class LeaseTracker {
   // Starts the periodic reaper (every options.reap_interval).
   void StartReaper();
 
-  // Forgets everything (the session ended: its locks are gone).
-  void Clear();
-
   // Stops timers; later calls record nothing. The TimerQueue may go after.
   void Stop();
 

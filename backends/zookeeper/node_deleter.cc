@@ -28,9 +28,9 @@ Op NodeDeleter::Track(const std::string& path, Op op) {
 
 Op NodeDeleter::Delete(const std::string& path) {
   return Track(path, Op::Delete(path, -1, [this, path](Result r) {
-                 if (IsTransient(r.rc) && r.rc != ZCLOSING && r.rc != ZSESSIONEXPIRED) {
-                   AddOrphan("", "", path);
-                 }
+                 // Nodes are persistent: whatever ended the session, the
+                 // node is still there (after Stop(), left to the reaper).
+                 if (IsTransient(r.rc)) AddOrphan("", "", path);
                }));
 }
 
@@ -64,7 +64,7 @@ void NodeDeleter::AddOrphan(const std::string& parent, const std::string& prefix
   if (orphans_.size() >= kMaxOrphans) {
     LogWarning(
         "zookeeper backend: too many contender nodes to delete after reconnect; "
-        "the rest go when the session ends");
+        "the rest are reaped when they reach the head of their queues");
     return;
   }
   orphans_.push_back(Orphan{parent, prefix, path});
@@ -91,11 +91,6 @@ void NodeDeleter::DeleteOrphans() {
       }
     }));
   }
-}
-
-void NodeDeleter::ClearOrphans() {
-  absl::MutexLock l(&mu_);
-  orphans_.clear();
 }
 
 void NodeDeleter::Stop() {

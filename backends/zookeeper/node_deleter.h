@@ -9,8 +9,8 @@
 //     session.
 //   - Delete(): deletes a contender node whatever its version; if the
 //     connection drops meanwhile the node is remembered as an orphan and
-//     deleted after the reconnect (DeleteOrphans), so an abandoned node does
-//     not block the queue for a whole session timeout.
+//     deleted after the reconnect (DeleteOrphans), also across a new
+//     session: contender nodes are persistent.
 //
 // Thread-safe: all state is guarded by mu_; no callback runs with it held.
 
@@ -53,14 +53,11 @@ class NodeDeleter {
   // Remembers a node to delete after the next reconnect: exactly `path`, or
   // (path empty) every child of `parent` whose name starts with `prefix`
   // (a create whose reply never came). Bounded; the excess is logged and
-  // left to the session's end.
+  // left to the lease reapers (zookeeper_backend.h).
   void AddOrphan(const std::string& parent, const std::string& prefix, const std::string& path);
 
   // Deletes the orphans remembered so far. Called once the session serves.
   void DeleteOrphans();
-
-  // Forgets the orphans (their session ended: ZooKeeper deleted them).
-  void ClearOrphans();
 
   // After Stop(), AddOrphan() is a no-op.
   void Stop();

@@ -7,7 +7,7 @@
 //   <root>/<ns>                     container node, one per namespace
 //   <root>/<ns>/<name>              container node ("lock node"), one per lock;
 //                                   its data is the "freed" tombstone, if any
-//   <root>/<ns>/<name>/c-<id>-<seq> ephemeral sequential, one per contender;
+//   <root>/<ns>/<name>/c-<id>-<seq> persistent sequential, one per contender;
 //                                   the lowest <seq> holds the lock; its data
 //                                   is a NodeData
 // <ns> and <name> are EncodeSegment()ed.

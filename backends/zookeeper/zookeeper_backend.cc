@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "backends/common/errors.h"
 #include "backends/common/host_ports.h"
 #include "backends/common/timer_queue.h"
@@ -217,22 +218,30 @@ void ZooKeeperBackend::Shutdown() {
   if (shut_down_.exchange(true)) return;
   session_->Stop();
   waiters_->Close();  // answers every live Acquire ShuttingDownError()
+  // Contender nodes are persistent: the waiters' nodes, whose deletes were
+  // just sent, should be gone before the session ends. A session's requests
+  // are applied in order, so a sync answered means they were. Bounded: a
+  // backend cut off leaves them to the other replicas (reaped as
+  // unconfirmed grants when they reach the head).
+  auto synced = std::make_shared<absl::Notification>();
+  zk_->Submit(Op::Sync(paths_.root(), [synced](Result) { synced->Notify(); }));
+  synced->WaitForNotificationWithTimeout(absl::Seconds(2));
   leases_->Stop();
   deleter_->Stop();
-  // Ends the session (the server deletes this replica's contender nodes at
-  // once) and runs every callback still pending; they find every part
-  // stopped.
+  // Ends the session and runs every callback still pending; they find
+  // every part stopped. Holds acquired through this replica stay, to their
+  // leases (reaped by the other replicas): their clients renew or release
+  // them through another replica.
   zk_->Close();
   // Nothing schedules timers once every part is stopped, so the queue can
   // go; its thread is joined here.
   timers_.reset();
 }
 
-// The session ended: its nodes are gone, so are the locks held through it
-// and the waiters' places in their queues.
+// The session ended. Contender nodes are persistent, so the locks held
+// through it stay held (to their leases, still timed here); the waiters
+// give up their places (Fail deletes their nodes once a session serves).
 void ZooKeeperBackend::OnSessionLost() {
-  leases_->Clear();
-  deleter_->ClearOrphans();
   for (const std::shared_ptr<WaiterRegistry::Call>& c : waiters_->All()) {
     // Every registered call is an AcquireAttempt.
     auto* a = static_cast<zk::AcquireAttempt*>(c.get());

@@ -4,7 +4,7 @@
 // Model (README, "ZooKeeper", has the operator's view):
 //   - One lock is the container node <root>/<ns>/<name> (names encoded by
 //     zk::EncodeSegment). Each Acquire that cannot be answered from the holder
-//     alone creates one ephemeral sequential contender node under it, named
+//     alone creates one persistent sequential contender node under it, named
 //     with a per-attempt id so that a create whose reply was lost is found
 //     again instead of duplicated. The lowest sequence holds the lock; a
 //     waiter watches only its immediate predecessor (no herd), or the holder
@@ -31,17 +31,22 @@
 //     exactly and deletes the holder node when it runs out; every replica also
 //     reaps, every `reap_interval`, holder nodes whose lease it has seen run
 //     out (plus a grace of `observer_grace` for leases it did not write).
-//   - Ephemeral nodes belong to the ZooKeeper session of the replica that
-//     created them: if that replica dies, its contenders (and the locks they
-//     hold) disappear once the session times out; Renew and Release of such a
-//     lock then answer LOCK_NOT_HELD.
+//   - Contender nodes are persistent, so a hold never ends with the
+//     ZooKeeper session of the replica that created it: if that replica
+//     dies, is cut off or shuts down, its holds last to their leases (the
+//     other replicas reap them) and can be renewed or released through any
+//     replica. Every replica deletes its own nodes when their calls end
+//     (NodeDeleter retries after a reconnect); a dead replica's waiter node
+//     that reaches the head is an unconfirmed grant (reaped after
+//     observer_grace), and a node of a call that died between its create
+//     and its answer or waiting mark holds at most to its lease.
 //   - Sessions: one per backend. While disconnected, or while the server has
 //     not answered a probe for min(2 s, session_timeout / 3), every call fails
 //     at once with kUnavailable and Health() reports it; parked waiters stay parked
 //     (their nodes and watches survive a reconnect within the session
 //     timeout). On session expiry the backend answers parked waiters
-//     kUnavailable, opens a new session and serves again; locks of the old
-//     session are gone (LOCK_NOT_HELD).
+//     kUnavailable (deleting their nodes), opens a new session and serves
+//     again; holds acquired through the old session stay, to their leases.
 //   - Ensembles: `hosts` lists every server. A leader change or the loss of
 //     the server the session is on is a disconnect within the session: the
 //     client moves to another server and everything above survives. Without

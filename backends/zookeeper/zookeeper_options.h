@@ -19,8 +19,8 @@ struct ZooKeeperOptions {
   // Deployments sharing an ensemble use different roots.
   std::string root = "/lockd";
   // Requested ZooKeeper session timeout (the server clamps it to its
-  // [minSessionTimeout, maxSessionTimeout]). A dead replica's locks are freed
-  // this long after it died.
+  // [minSessionTimeout, maxSessionTimeout]). Holds do not depend on it: a
+  // dead replica's holds end with their leases.
   absl::Duration session_timeout = absl::Seconds(10);
   // "user:password" for ZooKeeper digest authentication, or empty. When set,
   // lockd's nodes get a creator-only ACL. Secret: never logged.

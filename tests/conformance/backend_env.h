@@ -37,12 +37,6 @@ class BackendEnv {
 
   // True when several lockd processes may share the backend (all but memory).
   virtual bool multi_replica() const { return true; }
-
-  // True when a lockd replica's holds outlive its shutdown, to their lease
-  // (API.md "Sessions"). ZooKeeper's do not: they are ephemeral nodes of the
-  // replica's ZooKeeper session, which ends with the replica (README,
-  // "ZooKeeper").
-  virtual bool holds_outlive_shutdown() const { return true; }
 };
 
 // Defined by the <backend>_env.cc linked into the binary.

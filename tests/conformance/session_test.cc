@@ -503,11 +503,6 @@ TEST_P(SessionRules, ServerShutdownEndsTheStreamUnavailableAndKeepsTheHold) {
   EXPECT_THAT(s->WaitEnd(kLong), StatusIs(grpc::StatusCode::UNAVAILABLE));
   if (replicas() == 1) return;  // nobody left to ask
   v1::LockInfo info = Describe("kept", "", Stub(1));
-  if (!Env().holds_outlive_shutdown()) {
-    // The documented exception: the replica's holds ended with it.
-    EXPECT_FALSE(info.held()) << info.owner();
-    return;
-  }
   EXPECT_TRUE(info.held());
   EXPECT_EQ(info.owner(), "alice");
   EXPECT_EQ(info.fencing_token(), token);

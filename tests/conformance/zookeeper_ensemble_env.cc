@@ -15,7 +15,6 @@ namespace {
 class ZooKeeperEnsembleEnv final : public BackendEnv {
  public:
   std::string name() const override { return "zookeeper"; }
-  bool holds_outlive_shutdown() const override { return false; }
 
   absl::Status SetUp() override {
     absl::StatusOr<std::unique_ptr<ZooKeeperEnsemble>> e = ZooKeeperEnsemble::Start();

@@ -13,7 +13,6 @@ namespace {
 class ZooKeeperEnv final : public BackendEnv {
  public:
   std::string name() const override { return "zookeeper"; }
-  bool holds_outlive_shutdown() const override { return false; }
 
   absl::Status SetUp() override {
     absl::StatusOr<std::unique_ptr<ZooKeeperServer>> s = ZooKeeperServer::Start();

@@ -87,7 +87,7 @@ class ObservedTransport final : public zk::Transport {
         std::count(op.path.begin() + obs_->root.size(), op.path.end(), '/') == 2) {
       obs_->contender_listings.fetch_add(1);
     }
-    if (op.kind == zk::Op::Kind::kCreate && op.create_mode == ZOO_EPHEMERAL_SEQUENTIAL) {
+    if (op.kind == zk::Op::Kind::kCreate && op.create_mode == ZOO_PERSISTENT_SEQUENTIAL) {
       op.done = [obs = obs_, done = std::move(op.done)](zk::Result r) mutable {
         int n = obs->drop_create_replies.load();
         while (r.rc == ZOK && n > 0 && !obs->drop_create_replies.compare_exchange_weak(n, n - 1)) {

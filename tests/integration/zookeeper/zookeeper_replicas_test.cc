@@ -1,7 +1,7 @@
-// lockd processes sharing one ZooKeeper server. A replica's contender nodes
-// live in its ZooKeeper session: killed with SIGKILL, it loses them (and the
-// locks they hold) once the session times out, and waiters on the other
-// replicas get those locks; the dead replica's holders learn of the loss.
+// lockd processes sharing one ZooKeeper server. A hold acquired through a
+// replica that is killed (SIGKILL) or stopped (SIGTERM) lasts until its lease
+// ends, however soon the replica's ZooKeeper session ends; its holder renews
+// it through another replica meanwhile.
 // A waiter of a killed or cut-off replica that reaches the head of a queue
 // never holds the lock (its grant is never confirmed), and a waiting Acquire whose
 // own owner comes to hold the lock through another replica is granted at
@@ -247,10 +247,17 @@ TEST(ZooKeeperReplicasTest, WaiterIsGrantedWhenItsOwnerComesToHoldTheLock) {
   EXPECT_EQ((*r1)->process().Stop(), 0) << (*r1)->process().Log();
 }
 
-TEST(ZooKeeperReplicasTest, KilledReplicaFreesItsLocksWithinTheSessionTimeout) {
+// Issue 28, item 6: a hold ends at its lease end, not when the ZooKeeper
+// session of the replica it was acquired through ends. r0 is killed (its
+// session expires after 2 s), r2 is stopped with SIGTERM (it closes its
+// session at once); r1 survives. Through r0: x (held by H) and y (held by
+// R, who renews it through r1 after r0's session expired); through r2: z
+// (held by T). Each has a waiter on r1, granted only when the lease ends.
+TEST(ZooKeeperReplicasTest, HoldsOfADeadReplicaEndWithTheirLeasesNotItsSession) {
   auto server = ZooKeeperServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   constexpr absl::Duration kSessionTimeout = absl::Seconds(2);
+  constexpr absl::Duration kLease = absl::Seconds(8);
   std::vector<std::string> flags = {
       "--backend=zookeeper",
       absl::StrCat("--zookeeper.hosts=", (*server)->hosts()),
@@ -259,69 +266,99 @@ TEST(ZooKeeperReplicasTest, KilledReplicaFreesItsLocksWithinTheSessionTimeout) {
       "--zookeeper.reap_interval=200ms",
   };
   TempDir dir;
-  auto a = LockdProcess::Start(flags, dir.path());
-  ASSERT_TRUE(a.ok()) << a.status();
-  auto b = LockdProcess::Start(flags, dir.path());
-  ASSERT_TRUE(b.ok()) << b.status();
-  auto stub_a = LockService::NewStub((*a)->NewChannel());
-  auto stub_b = LockService::NewStub((*b)->NewChannel());
+  auto r0 = LockdProcess::Start(flags, dir.path());
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  auto r1 = LockdProcess::Start(flags, dir.path());
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  auto r2 = LockdProcess::Start(flags, dir.path());
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  auto stub0 = LockService::NewStub((*r0)->NewChannel());
+  auto stub1 = LockService::NewStub((*r1)->NewChannel());
+  auto stub2 = LockService::NewStub((*r2)->NewChannel());
 
-  // Replica A holds three locks with leases far longer than the test.
-  const std::vector<std::string> names = {"orders/1", "orders/2", "jobs/nightly"};
-  std::vector<uint64_t> tokens;
-  for (const std::string& name : names) {
+  struct Hold {
+    std::string name, owner;
+    LockService::Stub* stub;
+    absl::Time sent, acquired;  // around the Acquire (or, for y, the Renew)
+    uint64_t token = 0;
+    // Its waiter on r1.
+    v1::AcquireResponse got;
+    grpc::Status status;
+    absl::Time granted_at;
+  };
+  std::vector<Hold> holds = {
+      {"x", "H", stub0.get()}, {"y", "R", stub0.get()}, {"z", "T", stub2.get()}};
+  for (Hold& h : holds) {
     v1::AcquireResponse resp;
-    ASSERT_TRUE(Acquire(*stub_a, name, "holder-on-a", absl::ZeroDuration(), &resp).ok());
-    ASSERT_TRUE(resp.acquired());
-    tokens.push_back(resp.fencing_token());
+    h.sent = absl::Now();
+    ASSERT_TRUE(
+        AcquireRpc(*h.stub, h.name, h.owner, kLease, absl::ZeroDuration(), absl::Seconds(10), &resp)
+            .ok());
+    h.acquired = absl::Now();
+    ASSERT_TRUE(resp.acquired()) << h.name;
+    h.token = resp.fencing_token();
   }
-  // Waiters on replica B.
-  std::vector<v1::AcquireResponse> got(names.size());
-  std::vector<grpc::Status> status(names.size());
-  std::vector<absl::Time> granted_at(names.size());
   std::vector<std::thread> waiters;
-  for (size_t i = 0; i < names.size(); ++i) {
-    waiters.emplace_back([&, i] {
-      auto stub = LockService::NewStub((*b)->NewChannel());
-      status[i] =
-          Acquire(*stub, names[i], absl::StrCat("waiter-on-b-", i), absl::Seconds(30), &got[i]);
-      granted_at[i] = absl::Now();
+  // Joined on every way out (a failed assertion too), before `holds` goes.
+  struct JoinAll {
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      for (std::thread& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_all{waiters};
+  for (Hold& h : holds) {
+    waiters.emplace_back([&stub1, &h] {
+      h.status =
+          Acquire(*stub1, h.name, absl::StrCat("waiter-", h.name), absl::Seconds(30), &h.got);
+      h.granted_at = absl::Now();
     });
-  }
-  for (const std::string& name : names) {
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          v1::DescribeRequest req;
-          req.set_name(name);
-          v1::LockInfo info;
-          grpc::ClientContext ctx;
-          return stub_b->Describe(&ctx, req, &info).ok() && info.waiters() == 1;
-        },
-        absl::Seconds(20)));
+    ASSERT_TRUE(WaitForWaiters(*stub1, h.name, 1)) << h.name;
   }
 
   absl::Time killed = absl::Now();
-  (*a)->process().Kill();  // SIGKILL: no goodbye to ZooKeeper
-  for (auto& t : waiters) t.join();
-  for (size_t i = 0; i < names.size(); ++i) {
-    ASSERT_TRUE(status[i].ok()) << names[i] << ": " << status[i].error_message();
-    EXPECT_TRUE(got[i].acquired()) << names[i];
-    EXPECT_GT(got[i].fencing_token(), tokens[i]) << names[i];
-    // Freed by the session timeout (plus ZooKeeper's tick granularity and the
-    // watch round trip), long before the 60 s lease.
-    EXPECT_LE(granted_at[i] - killed, kSessionTimeout + absl::Seconds(3)) << names[i];
-    std::cout << names[i] << " granted to the waiter on B "
-              << absl::FormatDuration(granted_at[i] - killed) << " after A was killed\n";
+  (*r0)->process().Kill();  // SIGKILL: no goodbye to ZooKeeper
+  EXPECT_EQ((*r2)->process().Stop(), 0) << (*r2)->process().Log();  // SIGTERM
+  // Well past the end of r0's session: every hold is still there.
+  absl::SleepFor(killed + kSessionTimeout + absl::Seconds(3) - absl::Now());
+  for (const Hold& h : holds) {
+    v1::LockInfo info;
+    EXPECT_TRUE(DescribeRpc(*stub1, h.name, &info).ok()) << h.name;
+    EXPECT_TRUE(info.held()) << h.name;
+    EXPECT_EQ(info.owner(), h.owner) << h.name;
+    EXPECT_EQ(info.fencing_token(), h.token) << h.name;
   }
-  // The holder that used replica A learns of the loss through replica B.
-  v1::ReleaseRequest rel;
-  rel.set_name(names[0]);
-  rel.set_owner("holder-on-a");
-  v1::ReleaseResponse rel_resp;
-  grpc::ClientContext ctx;
-  grpc::Status s = stub_b->Release(&ctx, rel, &rel_resp);
-  EXPECT_THAT(s, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
-  EXPECT_EQ((*b)->process().Stop(), 0) << (*b)->process().Log();
+  // R renews y through r1 (checked by owner and token) and keeps it.
+  Hold& y = holds[1];
+  {
+    v1::RenewRequest req;
+    req.set_name(y.name);
+    req.set_owner(y.owner);
+    req.set_fencing_token(y.token);
+    *req.mutable_lease_ttl() = ToProtoDuration(kLease);
+    v1::RenewResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    y.sent = absl::Now();
+    grpc::Status s = stub1->Renew(&ctx, req, &resp);
+    y.acquired = absl::Now();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+
+  for (auto& t : waiters) t.join();
+  for (const Hold& h : holds) {
+    ASSERT_TRUE(h.status.ok()) << h.name << ": " << h.status.error_message();
+    EXPECT_TRUE(h.got.acquired()) << h.name;
+    EXPECT_GT(h.got.fencing_token(), h.token) << h.name;
+    // Not before the lease its holder was told about ends; soon after it
+    // (the observer grace of 1 s plus a reaper pass).
+    EXPECT_GE(h.granted_at - h.sent, kLease) << h.name;
+    EXPECT_LE(h.granted_at - h.acquired, kLease + absl::Seconds(4)) << h.name;
+    std::cout << h.name << " granted to the waiter on r1 "
+              << absl::FormatDuration(h.granted_at - h.sent) << " after its lease began\n";
+  }
+  EXPECT_EQ((*r1)->process().Stop(), 0) << (*r1)->process().Log();
 }
 
 }  // namespace
