@@ -200,7 +200,7 @@ class _Session:
 
     def _undo_locked(self, acquire: lock_pb2.AcquireRequest, token: int) -> None:
         """Gives back the hold of an abandoned acquire, granted with ``token``
-        (design/API.md acquire_request_id: a no-op if the caller's undo
+        (an undo by acquire_request_id is a no-op if the caller's undo
         already did, or if the owner has made another request on the lock
         since)."""
         req = lock_pb2.ReleaseRequest(namespace=acquire.namespace, name=acquire.name,
