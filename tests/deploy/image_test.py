@@ -35,6 +35,7 @@ class ImageMetadataTest(unittest.TestCase):
         for key in ("version", "revision", "source", "licenses", "title"):
             self.assertIn("org.opencontainers.image." + key, labels)
         self.assertRegex(labels["org.opencontainers.image.version"], r"^\d+\.\d+\.\d+$")
+        self.assertEqual(labels["org.opencontainers.image.licenses"], "Apache-2.0")
 
 
 class RunningImageTest(unittest.TestCase):
