@@ -2,15 +2,17 @@
 bound to one bidirectional stream, renewed by the server while it is open.
 Private to the lockd package; lockd.client routes acquire()/release() here.
 
-One _Session per (Client, lease ttl). Its one daemon thread opens the stream,
-reads every response (completing operations by op_id, marking leases lost on
-``lost``) and, when the stream breaks, reconnects with capped jittered
-backoff and resumes the live leases (``open.resume``); those the server does
-not return in ``opened.resumed`` become lost. Requests are written through a
-queue that the stream's request iterator drains. The thread exits when the
-stream breaks while no lease is live (the next operation starts it again)
-and after close(), which cancels the stream (a break for lockd, so
-keep_on_disconnect decides what becomes of the holds).
+One _Session per (Client, lease ttl), working through the Client's
+lockd._core.ClientCore (stub, owner, namespace, backoff, hang bound K). Its
+one daemon thread opens the stream, reads every response (completing
+operations by op_id, marking leases lost on ``lost``) and, when the stream
+breaks, reconnects with capped jittered backoff and resumes the live leases
+(``open.resume``); those the server does not return in ``opened.resumed``
+become lost. Requests are written through a queue that the stream's request
+iterator drains. The thread exits when the stream breaks while no lease is
+live (the next operation starts it again) and after close(), which cancels
+the stream (a break for lockd, so keep_on_disconnect decides what becomes of
+the holds).
 
 While the stream is open a lease's validity is unbounded (lockd renews it and
 says when it is lost); from a break until resumed it ends at
@@ -21,11 +23,11 @@ keepalive pings break the stream within K, so lockd was last known alive no
 earlier than K before the break was noticed, and it renews every ttl/3, so
 the hold lasts at least ttl*2/3 from then. Hence a lease goes over a session
 only when ttl*2/3 - drift > K (session_safe; the Client sends shorter ones
-over the unary path): otherwise a hang could outlast the lease before the
-client notices. A timer marks suspended leases lost when their validity
-ends, even while the thread is stuck reconnecting to a hung lockd. on_lost
-callbacks run on a thread of their own, never on the reader thread (a
-callback may use the session).
+over the unary path; both formulas are in lockd._validity): otherwise a
+hang could outlast the lease before the client notices. A timer marks
+suspended leases lost when their validity ends, even while the thread is
+stuck reconnecting to a hung lockd. on_lost callbacks run on a thread of
+their own, never on the reader thread (a callback may use the session).
 
 Operation errors are raised as _SessionError, a grpc.RpcError carrying the
 result's google.rpc.Status as ``grpc-status-details-bin`` trailing metadata,
@@ -39,20 +41,18 @@ operation (never sent, or cancelled and answered CANCELLED);
 import logging
 import math
 import queue
-import random
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Set, Tuple
+from typing import Callable, Dict, Optional, Set, Tuple
 
 import grpc
 
+from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2
+from lockd._validity import session_break_valid_until
 from lockd._values import _seconds, _set_duration
 from lockd._watchdog import _LeaseState
 from lockd.errors import LockLost, _describe
-
-if TYPE_CHECKING:
-    from lockd.client import Client
 
 _log = logging.getLogger("lockd")
 
@@ -64,19 +64,10 @@ _FATAL_AT_OPEN = frozenset({
 })
 
 
-def session_safe(ttl: float, drift: float, window: float) -> bool:
-    """Whether a lease of ``ttl`` (with ``drift``) may be held over a session
-    on a channel that notices a hung lockd within ``window`` (K) seconds:
-    its hold must outlast the time a hang can go unnoticed."""
-    return ttl * 2 / 3 - drift > window
-
-
-def break_validity(state: _LeaseState, noticed: float, window: float) -> float:
+def break_validity(state: _LeaseState, noticed: float) -> float:
     """Until when a session lease stays valid after its stream broke (or was
-    closed) at ``noticed``: lockd was last known alive at ``noticed - window``
-    or later and renews every ttl/3, so the hold lasts until at least
-    ``noticed - window + ttl*2/3``, less the drift allowance."""
-    return noticed - window + state.ttl * 2 / 3 - state.drift
+    closed) at ``noticed`` (lockd._validity.session_break_valid_until)."""
+    return session_break_valid_until(noticed, state.core.hang_bound, state.ttl, state.drift)
 
 
 class _SessionError(grpc.RpcError):
@@ -120,11 +111,10 @@ class _Op:
 class _Session:
     """Thread-safe: every field below _mu is guarded by it."""
 
-    def __init__(self, client: "Client", ttl: Optional[float], keep_on_disconnect: bool):
-        self._client = client
+    def __init__(self, core: ClientCore, ttl: Optional[float], keep_on_disconnect: bool):
+        self._core = core
         self._ttl = ttl
         self._keep = keep_on_disconnect
-        self._random = random.Random()
         self._mu = threading.Condition()
         # "idle" (no thread), "connecting", "open", "failed", "closed".
         self._status = "idle"
@@ -232,7 +222,7 @@ class _Session:
         now = time.monotonic()
         for state in leases:
             if self._keep:
-                state.suspend_session(break_validity(state, now, self._client._keepalive_window))
+                state.suspend_session(break_validity(state, now))
             else:
                 state.mark_lost(LockLost("lease of %s ended: the client was closed"
                                          % _describe(state.namespace, state.name),
@@ -307,7 +297,7 @@ class _Session:
         self._thread.start()
 
     def _open_request(self) -> lock_pb2.SessionRequest:
-        open_ = lock_pb2.SessionOpen(owner=self._client.owner, namespace=self._client.namespace,
+        open_ = lock_pb2.SessionOpen(owner=self._core.owner, namespace=self._core.namespace,
                                      keep_on_disconnect=self._keep)
         if self._ttl is not None:
             _set_duration(open_.lease_ttl, self._ttl)
@@ -320,7 +310,7 @@ class _Session:
         return lock_pb2.SessionRequest(open=open_)
 
     def _run(self) -> None:
-        backoff = self._client._initial_backoff
+        backoff = self._core.initial_backoff
         while True:
             with self._mu:
                 if self._status == "closed":
@@ -331,7 +321,7 @@ class _Session:
             opened = False
             error: Optional[grpc.RpcError] = None
             try:
-                call = self._client._stub.Session(_drain(requests))
+                call = self._core.stub.Session(_drain(requests))
                 with self._mu:
                     self._call = call
                     if self._status == "closed":  # close() ran before the call existed
@@ -340,7 +330,7 @@ class _Session:
                     if resp.HasField("opened"):
                         self._on_opened(resp.opened)
                         opened = True
-                        backoff = self._client._initial_backoff
+                        backoff = self._core.initial_backoff
                     elif resp.HasField("result"):
                         self._on_result(resp.result)
                     elif resp.HasField("lost"):
@@ -391,7 +381,7 @@ class _Session:
             if (op.kind == "acquire" and result.status.code == 0 and result.acquire.acquired):
                 req, resp = op.request, result.acquire
                 ttl = _seconds(resp.lease_ttl) or self.granted_ttl
-                op.state = _LeaseState(self._client, req.namespace, req.name, self._client.owner,
+                op.state = _LeaseState(self._core, req.namespace, req.name, self._core.owner,
                                        resp.fencing_token, resp.hold_count, ttl, True,
                                        math.inf, op.on_lost)
                 op.state.session = self
@@ -442,7 +432,7 @@ class _Session:
             op.done.set()
         for s in leases:
             if self._keep and reconnect:
-                s.suspend_session(break_validity(s, now, self._client._keepalive_window))
+                s.suspend_session(break_validity(s, now))
             elif self._status_is("closed"):
                 continue  # close() marks them
             else:
@@ -481,7 +471,7 @@ class _Session:
         """Sleeps a jittered ``backoff`` (waking early for a lease whose
         validity ends, which it marks lost). Returns the next backoff, or None
         when the session was closed or no lease is left to resume."""
-        resume_at = time.monotonic() + self._random.uniform(backoff / 2, backoff)
+        resume_at = time.monotonic() + self._core.jittered(backoff)
         while True:
             now = time.monotonic()
             with self._mu:
@@ -498,7 +488,7 @@ class _Session:
                     self._mu.notify_all()
                     return None
                 if now >= resume_at:
-                    return min(backoff * 2, self._client._max_backoff)
+                    return self._core.next_backoff(backoff)
                 wake = min([resume_at] + [s.valid_until for s in self._leases])
                 self._mu.wait(max(0.0, wake - now))
 

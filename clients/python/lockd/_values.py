@@ -23,12 +23,12 @@ class LockInfo:
     waiters: int
     backend: str
 
-    @staticmethod
-    def _from_proto(p: lock_pb2.LockInfo) -> "LockInfo":
-        return LockInfo(namespace=p.namespace or "default", name=p.name, held=p.held,
-                        owner=p.owner, hold_count=p.hold_count, fencing_token=p.fencing_token,
-                        ttl_remaining=_seconds(p.ttl_remaining), waiters=p.waiters,
-                        backend=p.backend)
+
+def _lock_info_from_proto(p: lock_pb2.LockInfo) -> LockInfo:
+    return LockInfo(namespace=p.namespace or "default", name=p.name, held=p.held,
+                    owner=p.owner, hold_count=p.hold_count, fencing_token=p.fencing_token,
+                    ttl_remaining=_seconds(p.ttl_remaining), waiters=p.waiters,
+                    backend=p.backend)
 
 
 def _seconds(d) -> float:

@@ -1,22 +1,21 @@
 """The state of a held lease and the one watchdog thread per Client that
 renews leases every ttl/3, notices leases whose validity ran out and releases
 abandoned ones. Private to the lockd package; the public Lease and Client
-are in lockd.client."""
+are in lockd.client. Both work through the Client's lockd._core.ClientCore."""
 
 import logging
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import grpc
 
+from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2
+from lockd._validity import unary_valid_until
 from lockd._values import _seconds, _set_duration
 from lockd.errors import LockdError, LockLost, _describe, _translate
-
-if TYPE_CHECKING:
-    from lockd.client import Client
 
 _log = logging.getLogger("lockd")
 
@@ -26,17 +25,17 @@ _log = logging.getLogger("lockd")
 class _LeaseState:
     """Shared by a Lease handle, the watchdog and renewals; guarded by _mu."""
 
-    def __init__(self, client: "Client", namespace: str, name: str, owner: str, token: int,
+    def __init__(self, core: ClientCore, namespace: str, name: str, owner: str, token: int,
                  hold_count: int, ttl: float, auto_renew: bool, valid_until: float,
                  on_lost: Optional[Callable[[LockLost], None]]):
-        self.client = client
+        self.core = core
         self.namespace = namespace
         self.name = name
         self.owner = owner
         self.fencing_token = token
         self.hold_count = hold_count
         self.ttl = ttl
-        self.drift = client._drift(ttl)
+        self.drift = core.drift(ttl)
         self.auto_renew = auto_renew
         self.lost = threading.Event()
         self._mu = threading.Lock()
@@ -116,8 +115,9 @@ class _LeaseState:
                         "lease of %s lost: its validity ran out before a renewal's reply arrived"
                         % _describe(self.namespace, self.name), "VALIDITY_EXPIRED")
                 else:
-                    self._valid_until = max(self._valid_until,
-                                            send_time + granted - self.client._drift(granted))
+                    self._valid_until = max(
+                        self._valid_until,
+                        unary_valid_until(send_time, granted, self.core.drift(granted)))
         if lost is not None:
             self.mark_lost(lost)
         return self.lost_error
@@ -131,7 +131,7 @@ class _LeaseState:
         _set_duration(req.lease_ttl, self.ttl)
         send_time = time.monotonic()
         try:
-            resp = self.client._stub.Renew(req, timeout=max(deadline - send_time, 0.0))
+            resp = self.core.stub.Renew(req, timeout=max(deadline - send_time, 0.0))
         except grpc.RpcError as e:
             err = _translate("renew", self.namespace, self.name, e)
             if isinstance(err, LockLost):
@@ -185,8 +185,8 @@ class _Watchdog:
     notices leases whose validity ran out, and releases leases whose Lease
     object was garbage-collected while still active."""
 
-    def __init__(self, client: "Client"):
-        self._client = client
+    def __init__(self, core: ClientCore):
+        self._core = core
         self._cv = threading.Condition()
         self._entries = {}  # _LeaseState -> next renewal (monotonic)
         self._abandoned: List[_LeaseState] = []
@@ -228,7 +228,7 @@ class _Watchdog:
             self._cv.notify_all()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=self._client._rpc_timeout + 1)
+            thread.join(timeout=self._core.rpc_timeout + 1)
 
     def _run(self) -> None:
         while True:
@@ -266,7 +266,7 @@ class _Watchdog:
 
     def _renew_one(self, state: _LeaseState) -> None:
         now = time.monotonic()
-        deadline = min(now + self._client._rpc_timeout, state.valid_until)
+        deadline = min(now + self._core.rpc_timeout, state.valid_until)
         try:
             send_time = state.renew(deadline)
             ok = True
@@ -292,9 +292,9 @@ class _Watchdog:
         if not was_active or lost is not None:
             return
         try:
-            self._client._release_hold(state.namespace, state.name, state.owner,
-                                       state.fencing_token,
-                                       time.monotonic() + self._client._release_timeout)
+            self._core.release_hold(state.namespace, state.name, state.owner,
+                                    state.fencing_token,
+                                    time.monotonic() + self._core.release_timeout)
         except Exception as e:
             _log.debug("lockd: release of abandoned lease %s failed: %s",
                        _describe(state.namespace, state.name), e)

@@ -93,29 +93,38 @@ pass ``owner=``) for mutual exclusion between threads.
 Thread-safety: Client and Lease methods may be called from any thread.
 """
 
-# The exceptions are in lockd.errors, LockInfo in lockd._values, the lease
-# state and watchdog thread in lockd._watchdog, the Session stream in
-# lockd._session; this module is the public Client and Lease.
+# The exceptions are in lockd.errors, LockInfo in lockd._values, what the
+# Client shares with its helpers (stub, timeouts, drift, retries, releases)
+# in lockd._core, the lease-validity formulas in lockd._validity, one
+# acquire's request, retries and undo in lockd._acquire, the lease state and
+# watchdog thread in lockd._watchdog, the Session stream in lockd._session;
+# this module is the public Client and Lease, and the choice of path.
 
 import logging
 import os
-import random
 import threading
 import time
-import uuid
 import weakref
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import grpc
 
+from lockd._acquire import AcquireCall
 from lockd._auth import BearerTokenInterceptor, read_token_file
+from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
-from lockd._session import _Session, _SessionError, session_safe
+from lockd._session import _Session
 from lockd._target import channel_options, keepalive_window
-from lockd._values import LockInfo, _new_owner, _seconds, _set_duration
+from lockd._validity import unary_valid_until
+from lockd._values import (
+    LockInfo,
+    _lock_info_from_proto,
+    _new_owner,
+    _seconds,
+    _set_duration,
+)
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
-    _OUTCOME_UNKNOWN,
     LockdError,
     LockLost,
     LockNotAcquired,
@@ -147,10 +156,11 @@ class Lease:
     as granted), lost (threading.Event, set once the lease is lost).
     """
 
-    def __init__(self, state: _LeaseState):
+    def __init__(self, state: _LeaseState, watchdog: _Watchdog):
         self._state = state
+        self._watchdog = watchdog
         abandon = (state.session.release_async if state.session is not None
-                   else state.client._watchdog.abandon)
+                   else watchdog.abandon)
         self._finalizer = weakref.finalize(self, abandon, state)
         self._finalizer.atexit = False
 
@@ -208,9 +218,9 @@ class Lease:
                              % _describe(s.namespace, s.name))
         if s.check_expiry(time.monotonic()):
             raise s.lost_error
-        deadline = min(time.monotonic() + s.client._rpc_timeout, s.valid_until)
+        deadline = min(time.monotonic() + s.core.rpc_timeout, s.valid_until)
         send_time = s.renew(deadline)
-        s.client._watchdog.renewed(s, send_time)
+        self._watchdog.renewed(s, send_time)
 
     def release(self, timeout: Optional[float] = None) -> None:
         """Stops renewing and gives up this hold (retried on UNAVAILABLE with one
@@ -222,7 +232,7 @@ class Lease:
         answer in time (the hold ends with its lease)."""
         s = self._state
         was_active, lost = s.end(time.monotonic())
-        s.client._watchdog.remove(s)
+        self._watchdog.remove(s)
         self._finalizer.detach()
         if s.session is not None:
             s.session.forget(s)
@@ -233,10 +243,10 @@ class Lease:
             # Not released: the server's hold (if any) ends within the drift
             # margin, and a release could take away a newer hold of this owner.
             raise lost
-        timeout = s.client._rpc_timeout if timeout is None else timeout
+        timeout = s.core.rpc_timeout if timeout is None else timeout
         try:
-            s.client._release_hold(s.namespace, s.name, s.owner, s.fencing_token,
-                                   time.monotonic() + timeout, s.session)
+            s.core.release_hold(s.namespace, s.name, s.owner, s.fencing_token,
+                                time.monotonic() + timeout, s.session)
         except LockLost as e:
             error = LockLost("lease of %s had been lost before release(): %s"
                              % (_describe(s.namespace, s.name), e), "LOCK_NOT_HELD")
@@ -247,7 +257,7 @@ class Lease:
         """Stops renewing and tracking without releasing: the hold stays until
         its lease ends or someone releases it with ``owner``."""
         self._state.end(time.monotonic())
-        self._state.client._watchdog.remove(self._state)
+        self._watchdog.remove(self._state)
         if self._state.session is not None:
             self._state.session.forget(self._state)
         self._finalizer.detach()
@@ -260,11 +270,11 @@ class Lease:
             return False
         if exc_type is not None:
             try:
-                self.release(self._state.client._release_timeout)
+                self.release(self._state.core.release_timeout)
             except LockdError:
                 pass  # don't mask the block's own exception
             return False
-        self.release(self._state.client._release_timeout)  # raises LockLost if lost
+        self.release(self._state.core.release_timeout)  # raises LockLost if lost
         return False
 
     def __repr__(self) -> str:
@@ -346,16 +356,8 @@ class Client:
                  clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002,
                  use_sessions: bool = True, keep_on_disconnect: bool = True,
                  keepalive_time: float = 2.0, keepalive_timeout: float = 2.0):
-        self._keepalive_window = keepalive_window(keepalive_time, keepalive_timeout)
+        hang_bound = keepalive_window(keepalive_time, keepalive_timeout)
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
-        self.owner = owner or _new_owner()
-        self.namespace = namespace
-        self._rpc_timeout = rpc_timeout
-        self._release_timeout = release_timeout
-        self._initial_backoff = max(initial_backoff, 0.001)
-        self._max_backoff = max(max_backoff, self._initial_backoff)
-        self._drift_factor = clock_drift_factor
-        self._min_drift = min_clock_drift
         self._own_channel = channel is None
         if channel is None:
             grpc_target, options = channel_options(self.target, keepalive_time,
@@ -379,13 +381,36 @@ class Client:
             token = read_token_file(token_file)
         if token:
             channel = grpc.intercept_channel(channel, BearerTokenInterceptor(token))
-        self._stub = lock_pb2_grpc.LockServiceStub(channel)
-        self._watchdog = _Watchdog(self)
-        self._random = random.Random()
+        # What the sessions, the watchdog and the leases share.
+        self._core = ClientCore(
+            lock_pb2_grpc.LockServiceStub(channel), owner=owner or _new_owner(),
+            namespace=namespace, rpc_timeout=rpc_timeout, release_timeout=release_timeout,
+            initial_backoff=initial_backoff, max_backoff=max_backoff,
+            clock_drift_factor=clock_drift_factor, min_clock_drift=min_clock_drift,
+            hang_bound=hang_bound)
+        self._watchdog = _Watchdog(self._core)
         self._use_sessions = use_sessions
         self._keep_on_disconnect = keep_on_disconnect
         self._sessions_mu = threading.Lock()
         self._sessions: Dict[Optional[float], _Session] = {}  # by lease ttl
+
+    @property
+    def owner(self) -> str:
+        """The owner id of this Client's locks and sessions."""
+        return self._core.owner
+
+    @owner.setter
+    def owner(self, owner: str) -> None:
+        self._core.owner = owner
+
+    @property
+    def namespace(self) -> str:
+        """The default namespace ("": the server's, "default")."""
+        return self._core.namespace
+
+    @namespace.setter
+    def namespace(self, namespace: str) -> None:
+        self._core.namespace = namespace
 
     # -- lifecycle
 
@@ -399,7 +424,7 @@ class Client:
             sessions, self._sessions = list(self._sessions.values()), {}
             self._use_sessions = False
         for session in sessions:
-            session.close(self._rpc_timeout)
+            session.close(self._core.rpc_timeout)
         self._watchdog.stop()
         self._channel.unsubscribe(self._on_connectivity)
         if self._own_channel:
@@ -460,120 +485,136 @@ class Client:
             raise LockdError("wait must not be negative and timeout must be positive",
                              grpc.StatusCode.INVALID_ARGUMENT)
         ns = self._ns(namespace)
-        own = not owner or owner == self.owner
-        session = self._session_for(ttl) if auto_renew and own else None
-        owner = owner or self.owner
-        start = time.monotonic()
-        wait_end = start + wait
-        total = timeout if timeout is not None else wait + self._rpc_timeout
-        deadline = start + total
-        req = lock_pb2.AcquireRequest(namespace=ns, name=name, owner=owner,
-                                      request_id=uuid.uuid4().hex)
-        if ttl is not None:
-            _set_duration(req.lease_ttl, ttl)
-        send_time = start
+        session = self._choose_path(ttl, owner, auto_renew)
+        call = AcquireCall(self._core, ns, name, owner or self.owner, ttl, wait, timeout)
+        if session is not None:
+            state = self._acquire_over_session(session, call, on_lost)
+            if state is not None:
+                return Lease(state, self._watchdog)
+        return self._acquire_unary(call, ttl, auto_renew, on_lost)
 
-        def attempt(call_timeout: float):
-            nonlocal send_time, session
-            now = time.monotonic()
-            if wait_end > now:
-                _set_duration(req.wait_timeout, wait_end - now)
-            else:
-                req.ClearField("wait_timeout")
-            send_time = now
-            if session is not None:
-                try:
-                    return session.acquire(req, call_timeout, self._undo_timeout(), on_lost)
-                except _SessionError as e:
-                    if e.code() != grpc.StatusCode.UNIMPLEMENTED:
-                        raise
-                    self._use_sessions = False  # a lockd without sessions: unary from now on
-                    session = None
-            return self._stub.Acquire(req, timeout=call_timeout), None
+    # The one choice of path of an acquire(): the first row that applies
+    # decides.
+    #
+    # | condition                               | path    | why                                   |
+    # |-----------------------------------------|---------|---------------------------------------|
+    # | auto_renew=False                        | unary   | lockd renews a session's leases while |
+    # |                                         |         | its stream is open; this lease must   |
+    # |                                         |         | end with its ttl unless renewed       |
+    # | ``owner`` other than the Client's       | unary   | a session acts for one owner, the     |
+    # |                                         |         | Client's                              |
+    # | ttl given, not session_safe             | unary   | a hung lockd could go unnoticed until |
+    # |                                         |         | the lease ended (ttl*2/3 - drift <= K)|
+    # | use_sessions=False, lockd answered a    | unary   | no session to use                     |
+    # | Session with UNIMPLEMENTED, or closed   |         |                                       |
+    # | no ttl, and the server's default (known | unary   | as for a ttl given                    |
+    # | once the session opened) not safe       |         |                                       |
+    # | otherwise                               | session | the Client's session for this ttl     |
+    # |                                         |         | (opened by its first operation; a new |
+    # |                                         |         | one if the last was refused at open)  |
+    def _choose_path(self, ttl: Optional[float], owner: Optional[str],
+                     auto_renew: bool) -> Optional[_Session]:
+        """The session to acquire over, or None for the unary RPCs (see the
+        table above)."""
+        if not auto_renew or (owner and owner != self.owner):
+            return None
+        if not self._core.session_safe(ttl):
+            return None
+        with self._sessions_mu:
+            if not self._use_sessions:
+                return None
+            session = self._sessions.get(ttl)
+            if session is None or session.failed:
+                session = self._sessions[ttl] = _Session(self._core, ttl, self._keep_on_disconnect)
+        if ttl is None and not self._core.session_safe(session.granted_ttl):
+            return None
+        return session
 
-        # An attempt that may have left a hold: [request_id or None, its grant's
-        # fencing token if the client saw the grant, else 0].
-        unresolved: list = [None, 0]
+    def _acquire_over_session(self, session: _Session, call: AcquireCall,
+                              on_lost) -> Optional[_LeaseState]:
+        """The session path: ``call`` as operations on the stream of
+        ``session``, which keeps the lease (lockd renews it while the stream
+        is open). Returns the lease's state, or None when lockd does not
+        implement Session (UNIMPLEMENTED, nothing sent): the Client is unary
+        from then on and the caller goes on with ``call`` on that path."""
+        undo_bound = self._core.undo_timeout()
         try:
-            resp, state = self._acquire_with_undo(req, deadline, attempt, unresolved)
+            resp, state = call.send(lambda t: session.acquire(call.request, t, undo_bound, on_lost))
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                if deadline > wait_end:
-                    err: LockdError = Unavailable(
-                        "lockd acquire of %s: no reply within %gs (%s)"
-                        % (_describe(ns, name), total, e.details()),
-                        grpc.StatusCode.DEADLINE_EXCEEDED)
-                else:
-                    err = LockNotAcquired("lockd acquire of %s: not acquired within %gs"
-                                          % (_describe(ns, name), total))
-            else:
-                err = _translate("acquire", ns, name, e)
-            raise self._undone(err, ns, name, owner, unresolved[0], unresolved[1]) from None
-        except BaseException:
-            # Interrupted (KeyboardInterrupt, ...) while an attempt may have
-            # been on its way: give its hold back before letting go.
-            if unresolved[0] is not None:
-                self._undo_confirmed(ns, name, owner, unresolved[0],
-                                     time.monotonic() + self._undo_timeout(),
-                                     fencing_token=unresolved[1])
-            raise
-        if not resp.acquired:
-            holder = LockInfo._from_proto(resp.current) if resp.HasField("current") else None
-            who = ""
-            if holder is not None and holder.held:
-                who = '; held by owner "%s" (fencing token %d)' % (holder.owner,
-                                                                   holder.fencing_token)
-            raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
-                _describe(ns, name), "within %gs" % wait if wait > 0 else "(no wait)", who),
-                holder), ns, name, owner, unresolved[0], unresolved[1])
-        if state is not None:
-            return Lease(state)  # a session lease: lockd renews it while the stream is open
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                self._use_sessions = False
+                return None
+            raise call.failure(e) from None
+        call.check_granted(resp)
+        return state
 
+    def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
+                       on_lost) -> Lease:
+        """The unary path: Acquire RPCs (``call`` retries them and undoes
+        attempts of unknown outcome), validity from the granting attempt's
+        send time, a renewal at once when the wait used up a third of the
+        lease (_renew_late_grant), and the watchdog for the rest."""
+        try:
+            resp = call.send(lambda t: self._core.stub.Acquire(call.request, timeout=t))
+        except grpc.RpcError as e:
+            raise call.failure(e) from None
+        call.check_granted(resp)
         granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else (ttl or 0)
         if granted <= 0:
             raise LockdError("lockd acquire of %s: the server granted the lock without a "
-                             "lease_ttl" % _describe(ns, name), grpc.StatusCode.INTERNAL)
-        valid_until = send_time + granted - self._drift(granted)
-        renew_at = send_time + granted / 3
-        now = time.monotonic()
-        if (auto_renew and now >= renew_at) or now >= valid_until:
-            # After a long wait most of the validity measured from the send
-            # time may be gone although the grant is fresh: renew now.
-            rreq = lock_pb2.RenewRequest(namespace=ns, name=name, owner=owner,
-                                         fencing_token=resp.fencing_token)
-            _set_duration(rreq.lease_ttl, granted)
-            rsend = time.monotonic()
-            try:
-                rresp = self._stub.Renew(
-                    rreq, timeout=max(deadline - rsend, min(self._rpc_timeout, granted / 3)))
-                if rresp.fencing_token != resp.fencing_token:
-                    raise LockLost("lockd acquire of %s: the grant was lost before it could be "
-                                   "renewed (fencing token %d instead of %d)"
-                                   % (_describe(ns, name), rresp.fencing_token,
-                                      resp.fencing_token), "FENCING_TOKEN_CHANGED")
-                g = _seconds(rresp.lease_ttl) if rresp.HasField("lease_ttl") else granted
-                valid_until = rsend + g - self._drift(g)
-                renew_at = rsend + granted / 3
-            except grpc.RpcError as e:
-                err = _translate("renew", ns, name, e)
-                if isinstance(err, LockLost):
-                    raise LockLost("lockd acquire of %s: granted, but the lease ended before "
-                                   "the reply could be used: %s" % (_describe(ns, name), err)) \
-                        from None
-                if time.monotonic() >= valid_until:
-                    try:
-                        self._release_hold(ns, name, owner, resp.fencing_token,
-                                           time.monotonic() + self._release_timeout)
-                    except LockdError:
-                        pass
-                    raise Unavailable("lockd acquire of %s: granted after waiting, but the "
-                                      "lease could not be renewed: %s"
-                                      % (_describe(ns, name), err)) from None
-
-        state = _LeaseState(self, ns, name, owner, resp.fencing_token, resp.hold_count, granted,
-                            auto_renew, valid_until, on_lost)
+                             "lease_ttl" % _describe(call.namespace, call.name),
+                             grpc.StatusCode.INTERNAL)
+        valid_until, renew_at = self._renew_late_grant(call, resp, granted, auto_renew)
+        state = _LeaseState(self._core, call.namespace, call.name, call.owner,
+                            resp.fencing_token, resp.hold_count, granted, auto_renew,
+                            valid_until, on_lost)
         self._watchdog.add(state, renew_at)
-        return Lease(state)
+        return Lease(state, self._watchdog)
+
+    def _renew_late_grant(self, call: AcquireCall, resp: lock_pb2.AcquireResponse,
+                          granted: float, auto_renew: bool) -> Tuple[float, float]:
+        """(valid_until, first renewal) of a unary grant of ``granted``
+        seconds. After a long wait most of the validity measured from the
+        send time may be gone although the grant is fresh: when a renewal is
+        already due (or the validity has passed) it renews now. Raises
+        LockLost if the lease ended meanwhile; Unavailable (after releasing
+        the hold) if it could not be renewed before its validity passed."""
+        core, ns, name = self._core, call.namespace, call.name
+        valid_until = unary_valid_until(call.send_time, granted, core.drift(granted))
+        renew_at = call.send_time + granted / 3
+        now = time.monotonic()
+        if not ((auto_renew and now >= renew_at) or now >= valid_until):
+            return valid_until, renew_at
+        rreq = lock_pb2.RenewRequest(namespace=ns, name=name, owner=call.owner,
+                                     fencing_token=resp.fencing_token)
+        _set_duration(rreq.lease_ttl, granted)
+        rsend = time.monotonic()
+        try:
+            rresp = core.stub.Renew(
+                rreq, timeout=max(call.deadline - rsend, min(core.rpc_timeout, granted / 3)))
+            if rresp.fencing_token != resp.fencing_token:
+                raise LockLost("lockd acquire of %s: the grant was lost before it could be "
+                               "renewed (fencing token %d instead of %d)"
+                               % (_describe(ns, name), rresp.fencing_token,
+                                  resp.fencing_token), "FENCING_TOKEN_CHANGED")
+            g = _seconds(rresp.lease_ttl) if rresp.HasField("lease_ttl") else granted
+            return unary_valid_until(rsend, g, core.drift(g)), rsend + granted / 3
+        except grpc.RpcError as e:
+            err = _translate("renew", ns, name, e)
+            if isinstance(err, LockLost):
+                raise LockLost("lockd acquire of %s: granted, but the lease ended before "
+                               "the reply could be used: %s" % (_describe(ns, name), err)) \
+                    from None
+            if time.monotonic() >= valid_until:
+                try:
+                    core.release_hold(ns, name, call.owner, resp.fencing_token,
+                                      time.monotonic() + core.release_timeout)
+                except LockdError:
+                    pass
+                raise Unavailable("lockd acquire of %s: granted after waiting, but the "
+                                  "lease could not be renewed: %s"
+                                  % (_describe(ns, name), err)) from None
+        return valid_until, renew_at
 
     def try_acquire(self, name: str, **kwargs) -> Lease:
         """acquire() with wait=0: one attempt (retried only on UNAVAILABLE)."""
@@ -590,8 +631,8 @@ class Client:
         hold with that token: if owner released and acquired the lock again
         since, the newer hold stays and LockLost is raised."""
         ns = self._ns(namespace)
-        return self._release_hold(ns, name, owner, fencing_token,
-                                  time.monotonic() + self._rpc_timeout)
+        return self._core.release_hold(ns, name, owner, fencing_token,
+                                       time.monotonic() + self._core.rpc_timeout)
 
     def undo_acquire(self, name: str, owner: str, acquire_request_id: str, *,
                      namespace: Optional[str] = None, fencing_token: int = 0) -> Tuple[bool, int]:
@@ -606,8 +647,8 @@ class Client:
             raise LockdError("acquire_request_id must not be empty",
                              grpc.StatusCode.INVALID_ARGUMENT)
         ns = self._ns(namespace)
-        return self._undo_acquire(ns, name, owner, acquire_request_id,
-                                  time.monotonic() + self._rpc_timeout, fencing_token)
+        return self._core.undo_acquire(ns, name, owner, acquire_request_id,
+                                       time.monotonic() + self._core.rpc_timeout, fencing_token)
 
     def renew(self, name: str, owner: str, *, ttl: Optional[float] = None,
               namespace: Optional[str] = None, fencing_token: int = 0) -> Tuple[float, int]:
@@ -620,23 +661,15 @@ class Client:
                                     fencing_token=fencing_token)
         if ttl is not None:
             _set_duration(req.lease_ttl, ttl)
-        try:
-            resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
-                                         lambda t: self._stub.Renew(req, timeout=t))
-        except grpc.RpcError as e:
-            raise _translate("renew", ns, name, e) from None
+        resp = self._call("renew", ns, name, self._core.stub.Renew, req)
         return _seconds(resp.lease_ttl), resp.fencing_token
 
     def describe(self, name: str, *, namespace: Optional[str] = None) -> LockInfo:
         """The lock's state (held=False when free)."""
         ns = self._ns(namespace)
         req = lock_pb2.DescribeRequest(namespace=ns, name=name)
-        try:
-            resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
-                                         lambda t: self._stub.Describe(req, timeout=t))
-        except grpc.RpcError as e:
-            raise _translate("describe", ns, name, e) from None
-        return LockInfo._from_proto(resp)
+        return _lock_info_from_proto(self._call("describe", ns, name, self._core.stub.Describe,
+                                                req))
 
     def list(self, prefix: str = "", *, namespace: Optional[str] = None,
              page_size: int = 0) -> Iterator[LockInfo]:
@@ -647,13 +680,9 @@ class Client:
         while True:
             req = lock_pb2.ListRequest(namespace=ns, prefix=prefix, page_size=page_size,
                                        page_token=token)
-            try:
-                resp = self._call_with_retry(time.monotonic() + self._rpc_timeout,
-                                             lambda t: self._stub.List(req, timeout=t))
-            except grpc.RpcError as e:
-                raise _translate("list", ns, prefix + "*", e) from None
+            resp = self._call("list", ns, prefix + "*", self._core.stub.List, req)
             for info in resp.locks:
-                yield LockInfo._from_proto(info)
+                yield _lock_info_from_proto(info)
             if not resp.next_page_token:
                 return
             token = resp.next_page_token
@@ -669,10 +698,10 @@ class Client:
         req = lock_pb2.ForceReleaseRequest(namespace=ns, name=name, reason=reason,
                                            fencing_token=fencing_token)
         try:
-            resp = self._stub.ForceRelease(req, timeout=self._rpc_timeout)
+            resp = self._core.stub.ForceRelease(req, timeout=self._core.rpc_timeout)
         except grpc.RpcError as e:
             raise _translate("force-release", ns, name, e) from None
-        return resp.released, LockInfo._from_proto(resp.previous)
+        return resp.released, _lock_info_from_proto(resp.previous)
 
     # -- internals
 
@@ -682,147 +711,11 @@ class Client:
     def _ns(self, namespace: Optional[str]) -> str:
         return (self.namespace if namespace is None else namespace) or "default"
 
-    def _drift(self, ttl: float) -> float:
-        return ttl * self._drift_factor + self._min_drift
-
-    def _call_with_retry(self, deadline: float, attempt):
-        """Calls attempt(timeout_seconds) again after UNAVAILABLE, with capped
-        jittered backoff, until another outcome or the deadline."""
-        backoff = self._initial_backoff
-        while True:
-            try:
-                return attempt(max(deadline - time.monotonic(), 0.0))
-            except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise
-                sleep = self._random.uniform(backoff / 2, backoff)
-                if time.monotonic() + sleep >= deadline:
-                    raise
-                time.sleep(sleep)
-                backoff = min(backoff * 2, self._max_backoff)
-
-    def _undo_timeout(self) -> float:
-        return min(self._rpc_timeout, self._release_timeout)
-
-    def _acquire_with_undo(self, req, deadline: float, attempt, unresolved: list):
-        """Runs attempt(timeout_seconds), an Acquire of ``req``, until it gets
-        the server's answer (returned, or its definite error raised), fails
-        with an unknown outcome other than UNAVAILABLE, or the next backoff
-        pause would end past the deadline (the last error is raised). After an
-        UNAVAILABLE it first undoes that attempt (bounded by the deadline); if
-        the undo was confirmed the next attempt gets a new request_id,
-        otherwise it keeps the same one. unresolved[0]: the request_id of an
-        attempt whose outcome is unknown and not undone, else None; the
-        caller must undo it before reporting a failure. unresolved[1]: that
-        attempt's grant's fencing token when a session op saw the grant
-        (``granted_token``), else 0."""
-        backoff = self._initial_backoff
-        while True:
-            try:
-                return attempt(max(deadline - time.monotonic(), 0.0))
-            except grpc.RpcError as e:
-                if e.code() not in _OUTCOME_UNKNOWN:
-                    raise
-                applied = not getattr(e, "not_applied", False)  # a session op may know
-                if applied:
-                    unresolved[0] = req.request_id
-                    unresolved[1] = getattr(e, "granted_token", 0)
-                if e.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise
-                resume = time.monotonic() + self._random.uniform(backoff / 2, backoff)
-                if resume >= deadline:
-                    raise
-                if applied and self._undo_confirmed(
-                        req.namespace, req.name, req.owner, unresolved[0],
-                        min(time.monotonic() + self._undo_timeout(), deadline)):
-                    unresolved[0], unresolved[1] = None, 0
-                    req.request_id = uuid.uuid4().hex
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(max(0.0, resume - time.monotonic()))
-                backoff = min(backoff * 2, self._max_backoff)
-            except BaseException:
-                # Interrupted: it may have been sent.
-                unresolved[0], unresolved[1] = req.request_id, 0
-                raise
-
-    def _undo_acquire(self, ns: str, name: str, owner: str, request_id: str,
-                      deadline: float, fencing_token: int = 0) -> Tuple[bool, int]:
-        """The undo of owner's Acquire ``request_id``; ``fencing_token``: its
-        grant's token when known (the undo then touches only that hold), else 0."""
-        req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
-                                      acquire_request_id=request_id,
-                                      fencing_token=fencing_token)
+    def _call(self, what: str, ns: str, name: str, rpc, req):
+        """rpc(req), a call that does not wait, retried on UNAVAILABLE within
+        rpc_timeout; its error translated (``what`` of ``name``)."""
         try:
-            resp = self._call_with_retry(deadline, lambda t: self._stub.Release(req, timeout=t))
+            return self._core.call_with_retry(time.monotonic() + self._core.rpc_timeout,
+                                              lambda t: rpc(req, timeout=t))
         except grpc.RpcError as e:
-            raise _translate("undo of the acquire", ns, name, e) from None
-        return resp.released, resp.hold_count
-
-    def _undo_confirmed(self, ns: str, name: str, owner: str, request_id: str,
-                        deadline: float, errors: Optional[list] = None,
-                        fencing_token: int = 0) -> bool:
-        """True if the undo was answered (LOCK_NOT_HELD, which the contract
-        never sends for an undo, also means nothing is held)."""
-        try:
-            self._undo_acquire(ns, name, owner, request_id, deadline, fencing_token)
-            return True
-        except LockLost:
-            return True
-        except LockdError as e:
-            if errors is not None:
-                errors.append(e)
-            return False
-
-    def _undone(self, err: LockdError, ns: str, name: str, owner: str,
-                request_id: Optional[str], fencing_token: int = 0) -> LockdError:
-        """Undoes the attempt ``request_id`` (if any; ``fencing_token``: its
-        grant's, when known) before ``err`` is raised; if the undo goes
-        unanswered, says so in ``err``."""
-        if request_id is None:
-            return err
-        errors: list = []
-        if self._undo_confirmed(ns, name, owner, request_id,
-                                time.monotonic() + self._undo_timeout(), errors, fencing_token):
-            return err
-        err.args = ('%s; the undo of this acquire (owner "%s", acquire request id %s) was not '
-                    'confirmed: %s; a hold it may have left ends with its lease unless undone'
-                    % (err, owner, request_id, errors[0]),)
-        err.unconfirmed_acquire_request_id = request_id
-        return err
-
-    def _session_for(self, ttl: Optional[float]) -> Optional[_Session]:
-        """The session for leases of ``ttl`` (opened by its first operation),
-        or None without sessions or when the lease is too short for one
-        (session_safe; the server's default ttl once a session learnt it)."""
-        if ttl is not None and not session_safe(ttl, self._drift(ttl), self._keepalive_window):
-            return None
-        with self._sessions_mu:
-            if not self._use_sessions:
-                return None
-            session = self._sessions.get(ttl)
-            if session is None or session.failed:  # e.g. refused lease_ttl: try again
-                session = self._sessions[ttl] = _Session(self, ttl, self._keep_on_disconnect)
-        granted = session.granted_ttl if ttl is None else None
-        safe = not granted or session_safe(granted, self._drift(granted), self._keepalive_window)
-        return session if safe else None
-
-    def _release_hold(self, ns: str, name: str, owner: str, fencing_token: int, deadline: float,
-                      session: Optional[_Session] = None) -> Tuple[bool, int]:
-        """Releases one hold, over ``session`` when given (retried with the
-        same request_id, on the reconnected stream), else with the unary RPC.
-        ``fencing_token`` non-zero: only the hold with that token (a newer
-        hold of owner answers LOCK_NOT_HELD and stays); 0: any hold of owner."""
-        req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
-                                      request_id=uuid.uuid4().hex, fencing_token=fencing_token)
-
-        def attempt(t: float):
-            if session is not None and not session.failed:
-                return session.release(req, t)
-            return self._stub.Release(req, timeout=t)
-
-        try:
-            resp = self._call_with_retry(deadline, attempt)
-        except grpc.RpcError as e:
-            raise _translate("release", ns, name, e) from None
-        return resp.released, resp.hold_count
+            raise _translate(what, ns, name, e) from None

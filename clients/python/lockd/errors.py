@@ -1,14 +1,13 @@
 """lockd client errors: the exceptions lockd raises, and the one translation
 of gRPC errors into them. Public names are re-exported by ``lockd``."""
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import grpc
 
 from lockd._proto.google.rpc import error_details_pb2, status_pb2
+from lockd._values import LockInfo
 
-if TYPE_CHECKING:
-    from lockd.client import LockInfo
 
 class LockdError(Exception):
     """Any failure of a lockd call. ``code`` is the grpc.StatusCode (or None).
@@ -29,7 +28,7 @@ class LockNotAcquired(LockdError):
 
     ``holder`` is the LockInfo the server reported (or None)."""
 
-    def __init__(self, message: str, holder: Optional["LockInfo"] = None):
+    def __init__(self, message: str, holder: Optional[LockInfo] = None):
         super().__init__(message, grpc.StatusCode.DEADLINE_EXCEEDED)
         self.holder = holder
 
@@ -96,6 +95,3 @@ def _translate(op: str, namespace: str, name: str, err: grpc.RpcError) -> LockdE
     if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(message, err.code())
     return LockdError(message, err.code())
-
-
-# --------------------------------------------------------------------------- values

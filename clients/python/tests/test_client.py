@@ -222,13 +222,13 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(self.service.releases, [])
 
     def test_interrupted_acquire_is_undone_before_the_interrupt_propagates(self):
-        real = self.client._stub.Acquire
+        real = self.client._core.stub.Acquire
 
         def interrupted(request, timeout=None):
             real(request, timeout=timeout)  # sent and granted ...
             raise KeyboardInterrupt()  # ... but ^C came before the reply was used
 
-        self.client._stub.Acquire = interrupted
+        self.client._core.stub.Acquire = interrupted
         with self.assertRaises(KeyboardInterrupt):
             self.client.acquire("x", ttl=10)
         self.assertEqual([r.acquire_request_id for r in self.service.releases],

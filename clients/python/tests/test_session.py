@@ -36,7 +36,7 @@ def _unary_forbidden(*args, **kwargs):
 class SessionTest(LockdTestBase):
     def test_acquire_and_release_go_over_the_stream(self):
         a, observer = self.client(), self.client()
-        a._stub.Acquire = a._stub.Release = a._stub.Renew = _unary_forbidden
+        a._core.stub.Acquire = a._core.stub.Release = a._core.stub.Renew = _unary_forbidden
         lease = a.acquire("orders/42", ttl=10)
         info = observer.describe("orders/42")
         self.assertEqual((info.held, info.owner, info.fencing_token),
@@ -214,7 +214,7 @@ class SessionTest(LockdTestBase):
         a = self.client()
         fired = []
         lease = a.acquire("x", ttl=9, on_lost=fired.append)
-        a._stub.Renew = _unary_forbidden
+        a._core.stub.Renew = _unary_forbidden
         self.lockd.stop()
         self.lockd.start()
         # Lost before its validity (ttl*2/3 - K - drift = 3.9 s) ends: the
@@ -228,7 +228,7 @@ class SessionTest(LockdTestBase):
 
     def test_collected_lease_is_released_over_the_session(self):
         a, observer = self.client(), self.client()
-        a._stub.Release = _unary_forbidden
+        a._core.stub.Release = _unary_forbidden
         lease = a.acquire("x", ttl=10)
         del lease
         gc.collect()
@@ -275,7 +275,7 @@ class SessionTest(LockdTestBase):
         # its last renewal) and grant it to someone else.
         ttl = 6
         a = self.client(keepalive_time=1, keepalive_timeout=1)  # K = 2 s
-        a._stub.Renew = _unary_forbidden
+        a._core.stub.Renew = _unary_forbidden
         fired = []
         lease = a.acquire("x", ttl=ttl, on_lost=fired.append)
         self.assertEqual(list(a._sessions), [ttl])
@@ -303,8 +303,8 @@ class SessionTest(LockdTestBase):
         self.assertEqual(a._sessions, {})
         self.assertIsNotNone(a._watchdog._thread)  # renewed by the watchdog
         self.assertLess(short.valid_until, time.monotonic() + 3)  # send-time validity
-        release = a._stub.Release
-        a._stub.Acquire = a._stub.Release = _unary_forbidden  # Renew: the watchdog's
+        release = a._core.stub.Release
+        a._core.stub.Acquire = a._core.stub.Release = _unary_forbidden  # Renew: the watchdog's
         long = a.acquire("long", ttl=3.2)
         self.assertEqual(list(a._sessions), [3.2])
         self.assertEqual(long.valid_until, float("inf"))
@@ -313,7 +313,7 @@ class SessionTest(LockdTestBase):
         for lease in (default, long):
             lease.release()
         self.assertTrue(self.held_by(observer, "short", a.owner))
-        a._stub.Release = release
+        a._core.stub.Release = release
         short.release()
         self.assertFalse(observer.describe("short").held)
 

@@ -1,0 +1,167 @@
+"""One Client.acquire() call, whichever path it takes (lockd.client chooses
+the session or the unary RPCs): its request and deadlines, the attempts
+with retries and the undo of attempts whose outcome is unknown, and the
+errors it raises. Private to the lockd package.
+
+Rules (lockd.client, "No hold left behind"): an attempt that ends with an
+unknown outcome (errors._OUTCOME_UNKNOWN) or is interrupted may have added
+a hold. Before a retry (after UNAVAILABLE) it is undone; a confirmed undo
+gives the next attempt a new request_id, an unconfirmed one keeps it (the
+server answers a repeat with the first result). Before the call fails, the
+last such attempt is undone; if that undo goes unanswered the error's
+``unconfirmed_acquire_request_id`` names it.
+
+Not thread-safe: one call belongs to the thread of its acquire().
+"""
+
+import time
+import uuid
+from typing import Callable, List, Optional, TypeVar
+
+import grpc
+
+from lockd._core import ClientCore
+from lockd._proto.lockd.v1 import lock_pb2
+from lockd._values import _lock_info_from_proto, _set_duration
+from lockd.errors import (
+    _OUTCOME_UNKNOWN,
+    LockdError,
+    LockNotAcquired,
+    Unavailable,
+    _describe,
+    _translate,
+)
+
+T = TypeVar("T")
+
+
+class AcquireCall:
+    """See the module docstring. Times in seconds (time.monotonic() clock)."""
+
+    def __init__(self, core: ClientCore, namespace: str, name: str, owner: str,
+                 ttl: Optional[float], wait: float, timeout: Optional[float]):
+        self._core = core
+        self.namespace, self.name, self.owner = namespace, name, owner
+        self._wait = wait
+        start = time.monotonic()
+        self._wait_end = start + wait
+        self._total = timeout if timeout is not None else wait + core.rpc_timeout
+        self.deadline = start + self._total
+        self.request = lock_pb2.AcquireRequest(namespace=namespace, name=name, owner=owner,
+                                               request_id=uuid.uuid4().hex)
+        if ttl is not None:
+            _set_duration(self.request.lease_ttl, ttl)
+        self.send_time = start  # of the latest attempt
+        self._backoff = core.initial_backoff
+        # An attempt that may have left a hold: its request_id (None: none
+        # known) and its grant's fencing token if the client saw the grant
+        # (a session op's ``granted_token``), else 0.
+        self._unresolved: Optional[str] = None
+        self._unresolved_token = 0
+
+    def send(self, attempt: Callable[[float], T]) -> T:
+        """Runs attempt(timeout_seconds), an Acquire of ``request`` (its
+        wait_timeout set to what is left of the wait, ``send_time`` to the
+        attempt's start), until it gets the server's answer (returned, or
+        its definite error raised), fails with an unknown outcome other than
+        UNAVAILABLE, or the next backoff pause would end past the deadline:
+        the last grpc.RpcError is raised; failure() makes it the call's
+        error. Interrupted (KeyboardInterrupt, ...): undoes the attempt that
+        may have been on its way, then re-raises. Called again (the path
+        changed), it goes on with the same request, backoff and undo."""
+        try:
+            return self._retry_with_undo(attempt)
+        except grpc.RpcError:
+            raise
+        except BaseException:
+            if self._unresolved is not None:
+                self._core.undo_confirmed(self.namespace, self.name, self.owner,
+                                          self._unresolved,
+                                          time.monotonic() + self._core.undo_timeout(),
+                                          fencing_token=self._unresolved_token)
+            raise
+
+    def failure(self, error: grpc.RpcError) -> LockdError:
+        """The error to raise for send()'s ``error``, after the undo of an
+        attempt that may have left a hold."""
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            if self.deadline > self._wait_end:
+                err: LockdError = Unavailable(
+                    "lockd acquire of %s: no reply within %gs (%s)"
+                    % (_describe(self.namespace, self.name), self._total, error.details()),
+                    grpc.StatusCode.DEADLINE_EXCEEDED)
+            else:
+                err = LockNotAcquired("lockd acquire of %s: not acquired within %gs"
+                                      % (_describe(self.namespace, self.name), self._total))
+        else:
+            err = _translate("acquire", self.namespace, self.name, error)
+        return self._undone(err)
+
+    def check_granted(self, resp: lock_pb2.AcquireResponse) -> None:
+        """Raises LockNotAcquired (naming the holder lockd reported), after the
+        undo of an attempt that may have left a hold, unless ``resp``
+        granted the lock."""
+        if resp.acquired:
+            return
+        holder = _lock_info_from_proto(resp.current) if resp.HasField("current") else None
+        who = ""
+        if holder is not None and holder.held:
+            who = '; held by owner "%s" (fencing token %d)' % (holder.owner,
+                                                               holder.fencing_token)
+        raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
+            _describe(self.namespace, self.name),
+            "within %gs" % self._wait if self._wait > 0 else "(no wait)", who), holder))
+
+    def _retry_with_undo(self, attempt: Callable[[float], T]) -> T:
+        req, core = self.request, self._core
+        while True:
+            now = time.monotonic()
+            if self._wait_end > now:
+                _set_duration(req.wait_timeout, self._wait_end - now)
+            else:
+                req.ClearField("wait_timeout")
+            self.send_time = now
+            try:
+                return attempt(max(self.deadline - now, 0.0))
+            except grpc.RpcError as e:
+                if e.code() not in _OUTCOME_UNKNOWN:
+                    raise
+                applied = not getattr(e, "not_applied", False)  # a session op may know
+                if applied:
+                    self._unresolved = req.request_id
+                    self._unresolved_token = getattr(e, "granted_token", 0)
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                resume = time.monotonic() + core.jittered(self._backoff)
+                if resume >= self.deadline:
+                    raise
+                if applied and core.undo_confirmed(
+                        self.namespace, self.name, self.owner, self._unresolved,
+                        min(time.monotonic() + core.undo_timeout(), self.deadline)):
+                    self._unresolved, self._unresolved_token = None, 0
+                    req.request_id = uuid.uuid4().hex
+                if time.monotonic() >= self.deadline:
+                    raise
+                time.sleep(max(0.0, resume - time.monotonic()))
+                self._backoff = core.next_backoff(self._backoff)
+            except BaseException:
+                # Interrupted: it may have been sent.
+                self._unresolved, self._unresolved_token = req.request_id, 0
+                raise
+
+    def _undone(self, err: LockdError) -> LockdError:
+        """Undoes the attempt that may have left a hold (if any) before
+        ``err`` is raised; if the undo goes unanswered, says so in ``err``."""
+        request_id = self._unresolved
+        if request_id is None:
+            return err
+        errors: List[LockdError] = []
+        if self._core.undo_confirmed(self.namespace, self.name, self.owner, request_id,
+                                     time.monotonic() + self._core.undo_timeout(), errors,
+                                     self._unresolved_token):
+            return err
+        err.args = ('%s; the undo of this acquire (owner "%s", acquire request id %s) was not '
+                    'confirmed: %s; a hold it may have left ends with its lease unless undone'
+                    % (err, self.owner, request_id, errors[0]),)
+        err.unconfirmed_acquire_request_id = request_id
+        return err
