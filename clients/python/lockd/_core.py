@@ -5,8 +5,8 @@ capped jittered backoff, the retried call, and the Release calls (a hold's
 release and the undo of an acquire attempt). Private to the lockd package.
 
 Thread-safe: every attribute is set once by the Client (``owner`` and
-``namespace`` also when the Client's own attributes are assigned), and the
-methods keep no state of their own.
+``namespace`` also when the Client's own attributes are assigned); the
+methods keep no state but the jitter's random.Random (thread-safe).
 """
 
 import random
@@ -16,8 +16,9 @@ from typing import Callable, List, Optional, Tuple, TypeVar
 
 import grpc
 
-from lockd import _validity
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+from lockd._validity import drift as validity_drift
+from lockd._validity import session_safe as validity_session_safe
 from lockd.errors import LockdError, LockLost, _translate
 
 T = TypeVar("T")
@@ -47,16 +48,16 @@ class ClientCore:
         self.hang_bound = hang_bound
         self._random = random.Random()
 
-    # -- lease validity (lockd._validity with this Client's settings)
+    # -- lease validity: lockd._validity with this Client's settings
 
     def drift(self, ttl: float) -> float:
-        return _validity.drift(ttl, self.clock_drift_factor, self.min_clock_drift)
+        return validity_drift(ttl, self.clock_drift_factor, self.min_clock_drift)
 
     def session_safe(self, ttl: Optional[float]) -> bool:
         """_validity.session_safe for ``ttl``; None (the server's default, not
         known yet) is safe."""
         ttl = ttl or 0
-        return _validity.session_safe(ttl, self.drift(ttl), self.hang_bound)
+        return validity_session_safe(ttl, self.drift(ttl), self.hang_bound)
 
     # -- backoff and retries
 

@@ -116,13 +116,7 @@ from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
 from lockd._session import _Session
 from lockd._target import channel_options, keepalive_window
 from lockd._validity import unary_valid_until
-from lockd._values import (
-    LockInfo,
-    _lock_info_from_proto,
-    _new_owner,
-    _seconds,
-    _set_duration,
-)
+from lockd._values import LockInfo, _lock_info_from_proto, _new_owner, _seconds, _set_duration
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
     LockdError,
@@ -493,25 +487,23 @@ class Client:
                 return Lease(state, self._watchdog)
         return self._acquire_unary(call, ttl, auto_renew, on_lost)
 
-    # The one choice of path of an acquire(): the first row that applies
-    # decides.
+    # The one choice of path of an acquire(); the first row that holds decides.
     #
-    # | condition                               | path    | why                                   |
-    # |-----------------------------------------|---------|---------------------------------------|
-    # | auto_renew=False                        | unary   | lockd renews a session's leases while |
-    # |                                         |         | its stream is open; this lease must   |
-    # |                                         |         | end with its ttl unless renewed       |
-    # | ``owner`` other than the Client's       | unary   | a session acts for one owner, the     |
-    # |                                         |         | Client's                              |
-    # | ttl given, not session_safe             | unary   | a hung lockd could go unnoticed until |
-    # |                                         |         | the lease ended (ttl*2/3 - drift <= K)|
-    # | use_sessions=False, lockd answered a    | unary   | no session to use                     |
-    # | Session with UNIMPLEMENTED, or closed   |         |                                       |
-    # | no ttl, and the server's default (known | unary   | as for a ttl given                    |
-    # | once the session opened) not safe       |         |                                       |
-    # | otherwise                               | session | the Client's session for this ttl     |
-    # |                                         |         | (opened by its first operation; a new |
-    # |                                         |         | one if the last was refused at open)  |
+    # | condition                               | path    | why                                    |
+    # |-----------------------------------------|---------|----------------------------------------|
+    # | auto_renew=False                        | unary   | lockd renews every session lease;      |
+    # |                                         |         | this one must end with its ttl         |
+    # | owner= other than the Client's          | unary   | a session acts for the Client's        |
+    # |                                         |         | owner only                             |
+    # | ttl given, not session_safe             | unary   | a hung lockd could outlast the         |
+    # |                                         |         | lease unnoticed (2/3 ttl - drift <= K) |
+    # | use_sessions=False, lockd without       | unary   | no session to use                      |
+    # | Session (UNIMPLEMENTED seen), or closed |         |                                        |
+    # | no ttl, and the server's default ttl    | unary   | as for a ttl given                     |
+    # | (known once a session opened) not safe  |         |                                        |
+    # | otherwise                               | session | the Client's session for this ttl,     |
+    # |                                         |         | opened by its first operation (a       |
+    # |                                         |         | new one if the last was refused)       |
     def _choose_path(self, ttl: Optional[float], owner: Optional[str],
                      auto_renew: bool) -> Optional[_Session]:
         """The session to acquire over, or None for the unary RPCs (see the
