@@ -388,23 +388,13 @@ class Client:
         self._sessions_mu = threading.Lock()
         self._sessions: Dict[Optional[float], _Session] = {}  # by lease ttl
 
-    @property
-    def owner(self) -> str:
-        """The owner id of this Client's locks and sessions."""
-        return self._core.owner
-
-    @owner.setter
-    def owner(self, owner: str) -> None:
-        self._core.owner = owner
-
-    @property
-    def namespace(self) -> str:
-        """The default namespace ("": the server's, "default")."""
-        return self._core.namespace
-
-    @namespace.setter
-    def namespace(self, namespace: str) -> None:
-        self._core.namespace = namespace
+    # Kept in the core, which the sessions read at each open.
+    owner = property(lambda self: self._core.owner,
+                     lambda self, owner: setattr(self._core, "owner", owner),
+                     doc="The owner id of this Client's locks and sessions.")
+    namespace = property(lambda self: self._core.namespace,
+                         lambda self, ns: setattr(self._core, "namespace", ns),
+                         doc='The default namespace ("": the server\'s, "default").')
 
     # -- lifecycle
 
