@@ -50,6 +50,21 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
   return ss.str();
 }
 
+// One call of `method` (a read, or a Renew by owner), retried on
+// UNAVAILABLE within rpc_timeout.
+template <typename Request, typename Response>
+grpc::Status RetriedCall(const ClientCore& core,
+                         grpc::Status (client_internal::Stub::*method)(grpc::ClientContext*,
+                                                                       const Request&, Response*),
+                         const Request& req, Response* resp) {
+  return client_internal::CallWithRetry(core.options(), core.channel(),
+                                        SteadyClock::now() + ToSteady(core.options().rpc_timeout),
+                                        [&](grpc::ClientContext* ctx) {
+                                          resp->Clear();
+                                          return (core.stub().*method)(ctx, req, resp);
+                                        });
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewLockdChannel(absl::string_view target,
@@ -359,12 +374,7 @@ absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_
   req.set_fencing_token(fencing_token);
   if (ttl > absl::ZeroDuration()) SetProtoDuration(ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
-  grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), core_->channel(),
-      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
-        resp.Clear();
-        return core_->stub().Renew(ctx, req, &resp);
-      });
+  grpc::Status gs = RetriedCall(*core_, &client_internal::Stub::Renew, req, &resp);
   if (!gs.ok()) return FromGrpc("renew", n, name, gs);
   return RenewOutcome{FromProtoDuration(resp.lease_ttl()), resp.fencing_token()};
 }
@@ -375,12 +385,7 @@ absl::StatusOr<LockInfo> Client::Describe(absl::string_view name, absl::string_v
   req.set_namespace_(n);
   req.set_name(std::string(name));
   v1::LockInfo resp;
-  grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), core_->channel(),
-      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
-        resp.Clear();
-        return core_->stub().Describe(ctx, req, &resp);
-      });
+  grpc::Status gs = RetriedCall(*core_, &client_internal::Stub::Describe, req, &resp);
   if (!gs.ok()) return FromGrpc("describe", n, name, gs);
   return FromProto(resp);
 }
@@ -414,12 +419,7 @@ absl::StatusOr<ListPage> Client::List(const ListOptions& options) {
   req.set_page_size(options.page_size);
   req.set_page_token(options.page_token);
   v1::ListResponse resp;
-  grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), core_->channel(),
-      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
-        resp.Clear();
-        return core_->stub().List(ctx, req, &resp);
-      });
+  grpc::Status gs = RetriedCall(*core_, &client_internal::Stub::List, req, &resp);
   if (!gs.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(gs.error_code()),
                         absl::StrCat("lockd list of namespace ", n.empty() ? "default" : n,
