@@ -64,37 +64,38 @@ absl::Duration VectorDrift(const Value& vector) {
   return Drift(Ms(vector, "ttl_ms"), options);
 }
 
-TEST(LeaseValidityTest, UnaryBoundMatchesTheSharedVectors) {
-  const ListValue vectors = Vectors("unary");
+// Runs `check` on each vector of `group`, naming it in failures.
+template <typename Check>
+void ForEachVector(const std::string& group, Check check) {
+  const ListValue vectors = Vectors(group);
   for (int i = 0; i < vectors.values_size(); ++i) {
-    const Value& v = vectors.values(i);
-    SCOPED_TRACE(::testing::Message() << "unary[" << i << "]");
+    SCOPED_TRACE(::testing::Message() << group << "[" << i << "]");
+    check(vectors.values(i));
+  }
+}
+
+TEST(LeaseValidityTest, UnaryBoundMatchesTheSharedVectors) {
+  ForEachVector("unary", [](const Value& v) {
     SteadyTime until = UnaryValidUntil(At(Ms(v, "send_ms")), Ms(v, "ttl_ms"), VectorDrift(v));
     EXPECT_NEAR(MsSinceEpoch(until), Number(v, "valid_until_ms"), 1e-6);
-  }
+  });
 }
 
 TEST(LeaseValidityTest, SessionBreakBoundMatchesTheSharedVectors) {
-  const ListValue vectors = Vectors("session_break");
-  for (int i = 0; i < vectors.values_size(); ++i) {
-    const Value& v = vectors.values(i);
-    SCOPED_TRACE(::testing::Message() << "session_break[" << i << "]");
+  ForEachVector("session_break", [](const Value& v) {
     SteadyTime until = SessionBreakValidUntil(At(Ms(v, "break_noticed_ms")), Ms(v, "hang_bound_ms"),
                                               Ms(v, "ttl_ms"), VectorDrift(v));
     EXPECT_NEAR(MsSinceEpoch(until), Number(v, "valid_until_ms"), 1e-6);
-  }
+  });
 }
 
 TEST(LeaseValidityTest, SessionSafeMatchesTheSharedVectors) {
-  const ListValue vectors = Vectors("session_safe");
-  for (int i = 0; i < vectors.values_size(); ++i) {
-    const Value& v = vectors.values(i);
-    SCOPED_TRACE(::testing::Message() << "session_safe[" << i << "]");
+  ForEachVector("session_safe", [](const Value& v) {
     const auto& fields = v.struct_value().fields();
     ASSERT_TRUE(fields.count("session_safe"));
     EXPECT_EQ(SessionSafe(Ms(v, "ttl_ms"), VectorDrift(v), Ms(v, "hang_bound_ms")),
               fields.at("session_safe").bool_value());
-  }
+  });
 }
 
 TEST(LeaseValidityTest, HangBoundIsThePingIntervalPlusItsTimeout) {

@@ -65,9 +65,10 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   bool Accepts(absl::Duration ttl);
 
   // One hold of `call` over the session, for the session's owner (the
-  // Client's; ChooseAcquirePath picked this path). Errors as Client::Acquire (undone attempts,
-  // UnconfirmedAcquireRequestId), plus kUnimplemented when the server (or
-  // stub) has no Session RPC: nothing was sent, use the unary path.
+  // Client's: ChooseAcquirePath picked this path). Errors as Client::Acquire
+  // (undone attempts, UnconfirmedAcquireRequestId), plus kUnimplemented when
+  // the server (or stub) has no Session RPC: nothing was sent, use the unary
+  // path.
   absl::StatusOr<std::shared_ptr<LeaseState>> Acquire(const AcquireCall& call);
 
   // Gives up one hold of `lease` (which stops being tracked), waiting up to
