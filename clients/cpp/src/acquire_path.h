@@ -4,8 +4,8 @@
 // validates and resolves (NewAcquireCall), chooses (ChooseAcquirePath) and
 // calls the chosen path.
 //
-// Thread-safe: ChooseAcquirePath only reads the core (and asks its session
-// stream, which is thread-safe).
+// Thread-safe: NewAcquireCall only reads the core; ChooseAcquirePath also
+// asks its session stream (thread-safe), which may fix the session's lease.
 
 #ifndef LOCKD_CLIENTS_CPP_SRC_ACQUIRE_PATH_H_
 #define LOCKD_CLIENTS_CPP_SRC_ACQUIRE_PATH_H_
