@@ -9,12 +9,14 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/src/acquire_path.h"
 #include "clients/cpp/src/bearer_token.h"
 #include "clients/cpp/src/client_core.h"
 #include "clients/cpp/src/errors.h"
 #include "clients/cpp/src/lease_state.h"
 #include "clients/cpp/src/rpc.h"
 #include "clients/cpp/src/target.h"
+#include "clients/cpp/src/unary_acquire.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -22,11 +24,15 @@
 
 namespace lockd {
 
+using client_internal::AcquireCall;
+using client_internal::AcquirePath;
+using client_internal::ChooseAcquirePath;
 using client_internal::ClientCore;
 using client_internal::DescribeLock;
 using client_internal::FromGrpc;
 using client_internal::FromProto;
 using client_internal::LeaseState;
+using client_internal::NewAcquireCall;
 using client_internal::SteadyClock;
 using client_internal::SteadyTime;
 using client_internal::ToSteady;
@@ -42,6 +48,21 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
     return absl::InvalidArgumentError(absl::StrCat("cannot read TLS ", what, " ", path));
   }
   return ss.str();
+}
+
+// One call of `method` (a read, or a Renew by owner), retried on
+// UNAVAILABLE within rpc_timeout.
+template <typename Request, typename Response>
+grpc::Status RetriedCall(const ClientCore& core,
+                         grpc::Status (client_internal::Stub::*method)(grpc::ClientContext*,
+                                                                       const Request&, Response*),
+                         const Request& req, Response* resp) {
+  return client_internal::CallWithRetry(core.options(), core.channel(),
+                                        SteadyClock::now() + ToSteady(core.options().rpc_timeout),
+                                        [&](grpc::ClientContext* ctx) {
+                                          resp->Clear();
+                                          return (core.stub().*method)(ctx, req, resp);
+                                        });
 }
 
 }  // namespace
@@ -144,7 +165,7 @@ ClientCore::ClientCore(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::Channel
         return std::move(options);
       }()),
       watchdog_(std::make_shared<Watchdog>(stub_, channel_, options_)),
-      session_(std::make_shared<Session>(stub_, channel_, options_)) {}
+      session_(std::make_shared<SessionStream>(stub_, channel_, options_)) {}
 
 ClientCore::~ClientCore() {
   session_->Shutdown();
@@ -307,148 +328,19 @@ absl::StatusOr<Lease> Client::TryAcquire(absl::string_view name, AcquireOptions 
 }
 
 absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions options) {
-  const ClientOptions& co = core_->options();
-  if (options.ttl < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("AcquireOptions.ttl must not be negative");
-  }
-  if (options.wait < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("AcquireOptions.wait must not be negative");
-  }
-  if (options.timeout < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("AcquireOptions.timeout must not be negative");
-  }
-  const std::string ns = core_->Namespace(options.ns);
-  const std::string owner = options.owner.empty() ? co.owner : options.owner;
-  const SteadyTime start = SteadyClock::now();
-  const SteadyTime wait_end = start + ToSteady(options.wait);
-  const absl::Duration timeout =
-      options.timeout > absl::ZeroDuration() ? options.timeout : options.wait + co.rpc_timeout;
-  const SteadyTime deadline = start + ToSteady(timeout);
-
-  if (co.use_sessions && owner == co.owner && options.auto_renew &&
-      core_->session().Accepts(options.ttl)) {
-    client_internal::Session::AcquireCall call{ns,       std::string(name), wait_end,
-                                               deadline, options.wait,      options.on_lost};
-    absl::StatusOr<std::shared_ptr<LeaseState>> held = core_->session().Acquire(std::move(call));
+  absl::StatusOr<AcquireCall> call = NewAcquireCall(*core_, name, std::move(options));
+  if (!call.ok()) return call.status();
+  if (ChooseAcquirePath(*core_, *call) == AcquirePath::kSession) {
+    absl::StatusOr<std::shared_ptr<LeaseState>> held = core_->session().Acquire(*call);
     if (held.ok()) return Lease(core_, *std::move(held));
-    // kUnimplemented: a lockd without the Session stream; go unary.
+    // kUnimplemented: a lockd without the Session stream. Nothing was sent;
+    // this call and every later one go unary (ChooseAcquirePath).
     if (held.status().code() != absl::StatusCode::kUnimplemented) return held.status();
   }
-
-  v1::AcquireRequest req;
-  req.set_namespace_(ns);
-  req.set_name(std::string(name));
-  req.set_owner(owner);
-  if (options.ttl > absl::ZeroDuration()) SetProtoDuration(options.ttl, req.mutable_lease_ttl());
-  req.set_request_id(client_internal::RandomHex(16));
-  v1::AcquireResponse resp;
-  SteadyTime send_time;
-  std::string unresolved;  // an attempt that may have left a hold
-  grpc::Status gs = client_internal::AcquireWithUndo(
-      core_->stub(), core_->channel(), co, deadline, &req,
-      [&](grpc::ClientContext* ctx) {
-        // A retry waits only for what is left of the caller's wait.
-        SteadyTime now = SteadyClock::now();
-        if (wait_end > now) {
-          SetProtoDuration(client_internal::FromSteady(wait_end - now), req.mutable_wait_timeout());
-        } else {
-          req.clear_wait_timeout();
-        }
-        resp.Clear();
-        send_time = now;
-        return core_->stub().Acquire(ctx, req, &resp);
-      },
-      &unresolved);
-  // Every failure is reported through this: no hold of an attempt whose
-  // outcome is unknown may outlive it. The undo runs past the caller's
-  // deadline (it may have passed already), bounded by UndoTimeout.
-  auto fail = [&](absl::Status s) {
-    return client_internal::FailAcquire(core_->stub(), core_->channel(), co, ns, name, owner,
-                                        unresolved, std::move(s));
-  };
-  if (!gs.ok()) {
-    if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && deadline > wait_end) {
-      // The server would have answered when the wait ended; it did not.
-      return fail(absl::UnavailableError(
-          absl::StrCat("lockd acquire of ", DescribeLock(ns, name), ": no reply within ",
-                       absl::FormatDuration(timeout), " (", gs.error_message(), ")")));
-    }
-    return fail(FromGrpc("acquire", ns, name, gs));
-  }
-  if (!resp.acquired())
-    return fail(client_internal::NotAcquiredError(ns, name, options.wait, resp));
-
-  absl::Duration ttl = resp.has_lease_ttl() ? FromProtoDuration(resp.lease_ttl()) : options.ttl;
-  if (ttl <= absl::ZeroDuration()) {
-    return absl::InternalError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
-                                            ": the server granted the lock without a lease_ttl"));
-  }
-  const absl::Duration drift = client_internal::Drift(ttl, co);
-  SteadyTime valid_until = send_time + ToSteady(ttl - drift);
-  SteadyTime renew_at = send_time + ToSteady(ttl / 3);
-
-  // After a long wait the validity measured from the send time may be mostly
-  // (or entirely) used up although the grant is fresh: renew now, so that the
-  // lease starts with close to a full validity.
-  SteadyTime now = SteadyClock::now();
-  if ((options.auto_renew && now >= renew_at) || now >= valid_until) {
-    v1::RenewRequest rreq;
-    rreq.set_namespace_(ns);
-    rreq.set_name(std::string(name));
-    rreq.set_owner(owner);
-    rreq.set_fencing_token(resp.fencing_token());
-    SetProtoDuration(ttl, rreq.mutable_lease_ttl());
-    v1::RenewResponse rresp;
-    grpc::ClientContext ctx;
-    SteadyTime rdeadline = std::max(deadline, now + ToSteady(std::min(co.rpc_timeout, ttl / 3)));
-    client_internal::SetDeadline(&ctx, rdeadline);
-    SteadyTime rsend = SteadyClock::now();
-    grpc::Status rs = core_->stub().Renew(&ctx, rreq, &rresp);
-    absl::Status renewed = FromGrpc("renew", ns, name, rs);
-    if (renewed.ok() && rresp.fencing_token() != resp.fencing_token()) {
-      renewed = client_internal::LockLostError(
-          "FENCING_TOKEN_CHANGED",
-          absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
-                       ": the grant was lost before it could be renewed (fencing token ",
-                       rresp.fencing_token(), " instead of ", resp.fencing_token(), ")"));
-    }
-    if (renewed.ok()) {
-      absl::Duration granted = rresp.has_lease_ttl() ? FromProtoDuration(rresp.lease_ttl()) : ttl;
-      valid_until = rsend + ToSteady(granted - client_internal::Drift(granted, co));
-      renew_at = rsend + ToSteady(ttl / 3);
-    } else if (IsLockLost(renewed)) {
-      return client_internal::LockLostError(
-          "LOCK_NOT_HELD", absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
-                                        ": granted, but the lease ended before the reply could "
-                                        "be used: ",
-                                        renewed.message()));
-    } else if (SteadyClock::now() >= valid_until) {
-      // Granted but unconfirmable: give the hold back rather than hand out
-      // a lease that is already invalid.
-      client_internal::ReleaseHold(core_->stub(), core_->channel(), co, ns, name, owner,
-                                   resp.fencing_token(),
-                                   SteadyClock::now() + ToSteady(co.release_timeout))
-          .IgnoreError();
-      return absl::UnavailableError(absl::StrCat(
-          "lockd acquire of ", DescribeLock(ns, name),
-          ": granted after waiting, but the lease could not be renewed: ", renewed.message()));
-    }
-  }
-
-  LeaseState::Params p;
-  p.ns = ns;
-  p.name = std::string(name);
-  p.owner = owner;
-  p.fencing_token = resp.fencing_token();
-  p.hold_count = resp.hold_count();
-  p.ttl = ttl;
-  p.drift = drift;
-  p.auto_renew = options.auto_renew;
-  p.valid_until = valid_until;
-  p.on_lost = std::move(options.on_lost);
-  auto state = std::make_shared<LeaseState>(std::move(p));
-  core_->watchdog().Add(state, renew_at);
-  return Lease(core_, std::move(state));
+  absl::StatusOr<std::shared_ptr<LeaseState>> held =
+      client_internal::UnaryAcquire(*core_, *std::move(call));
+  if (!held.ok()) return held.status();
+  return Lease(core_, *std::move(held));
 }
 
 absl::StatusOr<ReleaseOutcome> Client::Release(absl::string_view name, absl::string_view owner,
@@ -482,12 +374,7 @@ absl::StatusOr<RenewOutcome> Client::Renew(absl::string_view name, absl::string_
   req.set_fencing_token(fencing_token);
   if (ttl > absl::ZeroDuration()) SetProtoDuration(ttl, req.mutable_lease_ttl());
   v1::RenewResponse resp;
-  grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), core_->channel(),
-      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
-        resp.Clear();
-        return core_->stub().Renew(ctx, req, &resp);
-      });
+  grpc::Status gs = RetriedCall(*core_, &client_internal::Stub::Renew, req, &resp);
   if (!gs.ok()) return FromGrpc("renew", n, name, gs);
   return RenewOutcome{FromProtoDuration(resp.lease_ttl()), resp.fencing_token()};
 }
@@ -498,12 +385,7 @@ absl::StatusOr<LockInfo> Client::Describe(absl::string_view name, absl::string_v
   req.set_namespace_(n);
   req.set_name(std::string(name));
   v1::LockInfo resp;
-  grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), core_->channel(),
-      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
-        resp.Clear();
-        return core_->stub().Describe(ctx, req, &resp);
-      });
+  grpc::Status gs = RetriedCall(*core_, &client_internal::Stub::Describe, req, &resp);
   if (!gs.ok()) return FromGrpc("describe", n, name, gs);
   return FromProto(resp);
 }
@@ -537,12 +419,7 @@ absl::StatusOr<ListPage> Client::List(const ListOptions& options) {
   req.set_page_size(options.page_size);
   req.set_page_token(options.page_token);
   v1::ListResponse resp;
-  grpc::Status gs = client_internal::CallWithRetry(
-      core_->options(), core_->channel(),
-      SteadyClock::now() + ToSteady(core_->options().rpc_timeout), [&](grpc::ClientContext* ctx) {
-        resp.Clear();
-        return core_->stub().List(ctx, req, &resp);
-      });
+  grpc::Status gs = RetriedCall(*core_, &client_internal::Stub::List, req, &resp);
   if (!gs.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(gs.error_code()),
                         absl::StrCat("lockd list of namespace ", n.empty() ? "default" : n,

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "clients/cpp/src/rpc.h"
-#include "clients/cpp/src/session.h"
+#include "clients/cpp/src/session_stream.h"
 #include "clients/cpp/src/watchdog.h"
 #include "lockd/client.h"
 
@@ -31,7 +31,7 @@ class ClientCore {
   grpc::ChannelInterface* channel() const { return channel_.get(); }
   const ClientOptions& options() const { return options_; }
   Watchdog& watchdog() const { return *watchdog_; }
-  Session& session() const { return *session_; }
+  SessionStream& session() const { return *session_; }
 
   // `ns`, else options().default_namespace, else "default".
   std::string Namespace(absl::string_view ns) const;
@@ -41,7 +41,7 @@ class ClientCore {
   const std::shared_ptr<grpc::ChannelInterface> channel_;
   const ClientOptions options_;
   const std::shared_ptr<Watchdog> watchdog_;
-  const std::shared_ptr<Session> session_;
+  const std::shared_ptr<SessionStream> session_;
 };
 
 // "<hostname>-<pid>-<32 hex>".

@@ -94,7 +94,7 @@ absl::Status LeaseState::OnRenewed(SteadyTime send_time, SteadyTime reply_time,
                                            "arrived (ttl ",
                                            absl::FormatDuration(ttl), ")")));
     } else if (lost_.ok()) {
-      SteadyTime until = send_time + ToSteady(granted - drift);
+      SteadyTime until = UnaryValidUntil(send_time, granted, drift);
       if (until > valid_until_) valid_until_ = until;
     }
     result = lost_;
@@ -121,22 +121,6 @@ LeaseState::EndResult LeaseState::End(SteadyTime now) {
 void LeaseState::SetLostAfterEnd(absl::Status why) {
   absl::MutexLock l(&mu_);
   if (lost_.ok()) lost_ = std::move(why);
-}
-
-absl::Duration Drift(absl::Duration ttl, const ClientOptions& options) {
-  return ttl * options.clock_drift_factor + options.min_clock_drift;
-}
-
-absl::Duration KeepaliveInterval(const KeepaliveOptions& k) {
-  return std::max(k.time, absl::Seconds(1));
-}
-
-absl::Duration HangBound(const ClientOptions& options) {
-  return KeepaliveInterval(options.keepalive) + options.keepalive.timeout;
-}
-
-bool SessionCanHold(absl::Duration ttl, const ClientOptions& options) {
-  return ttl == absl::ZeroDuration() || ttl * 2 / 3 - Drift(ttl, options) > HangBound(options);
 }
 
 int ToGrpcMillis(absl::Duration d) {

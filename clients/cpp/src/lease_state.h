@@ -6,7 +6,6 @@
 #ifndef LOCKD_CLIENTS_CPP_SRC_LEASE_STATE_H_
 #define LOCKD_CLIENTS_CPP_SRC_LEASE_STATE_H_
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -14,19 +13,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "clients/cpp/src/lease_validity.h"
 #include "lockd/client.h"
 
 namespace lockd::client_internal {
-
-using SteadyClock = std::chrono::steady_clock;
-using SteadyTime = SteadyClock::time_point;
-
-inline SteadyClock::duration ToSteady(absl::Duration d) {
-  return std::chrono::duration_cast<SteadyClock::duration>(absl::ToChronoNanoseconds(d));
-}
-inline absl::Duration FromSteady(SteadyClock::duration d) {
-  return absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
-}
 
 class LeaseState {
  public:
@@ -39,8 +29,8 @@ class LeaseState {
     absl::Duration ttl;  // granted
     absl::Duration drift;
     bool auto_renew = true;
-    // Held over the Client's Session (renewed by the server, not the
-    // watchdog; valid_until is kept by the Session).
+    // Held over the Client's session stream (renewed by the server, not the
+    // watchdog; valid_until is kept by the SessionStream).
     bool session = false;
     SteadyTime valid_until;
     LostCallback on_lost;
@@ -74,7 +64,7 @@ class LeaseState {
   absl::Status OnRenewed(SteadyTime send_time, SteadyTime reply_time, absl::Duration granted,
                          uint64_t token);
 
-  // Sets the validity deadline (session holds: the Session keeps it).
+  // Sets the validity deadline (session holds: the SessionStream keeps it).
   void SetValidUntil(SteadyTime until);
 
   // Marks the lease lost with `why` (first call wins; later ones are
@@ -103,17 +93,6 @@ class LeaseState {
   LostCallback on_lost_ ABSL_GUARDED_BY(mu_);
 };
 
-// drift = ttl * factor + floor (Redlock's clock-drift allowance).
-absl::Duration Drift(absl::Duration ttl, const ClientOptions& options);
-
-// The ping interval a channel uses for `k`: k.time, at least 1 s.
-absl::Duration KeepaliveInterval(const KeepaliveOptions& k);
-// K: the longest a lockd replica can hang before a session stream on the
-// Client's channel breaks (a ping interval plus its timeout).
-absl::Duration HangBound(const ClientOptions& options);
-// Whether a session hold of lease `ttl` (zero: not known yet) stays safe
-// through a hang: 2/3 ttl - drift > K (client.h "Sessions").
-bool SessionCanHold(absl::Duration ttl, const ClientOptions& options);
 // `d` in milliseconds for a gRPC channel argument (capped at INT_MAX).
 int ToGrpcMillis(absl::Duration d);
 

@@ -11,6 +11,24 @@
 #include "protos/proto_duration.h"
 
 namespace lockd::client_internal {
+namespace {
+
+// Sends `req` (the same request each time) until an answer other than
+// UNAVAILABLE or `deadline`; errors name the call `what`.
+absl::StatusOr<ReleaseOutcome> SendRelease(Stub& stub, grpc::ChannelInterface* channel,
+                                           const ClientOptions& options,
+                                           const v1::ReleaseRequest& req, SteadyTime deadline,
+                                           absl::string_view what) {
+  v1::ReleaseResponse resp;
+  grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
+    resp.Clear();
+    return stub.Release(ctx, req, &resp);
+  });
+  if (!status.ok()) return FromGrpc(what, req.namespace_(), req.name(), status);
+  return ReleaseOutcome{resp.released(), resp.hold_count()};
+}
+
+}  // namespace
 
 std::string RandomHex(int bytes) {
   thread_local absl::BitGen gen;
@@ -111,13 +129,7 @@ absl::StatusOr<ReleaseOutcome> ReleaseHold(Stub& stub, grpc::ChannelInterface* c
   req.set_owner(std::string(owner));
   req.set_fencing_token(fencing_token);
   req.set_request_id(request_id.empty() ? RandomHex(16) : std::move(request_id));
-  v1::ReleaseResponse resp;
-  grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
-    resp.Clear();
-    return stub.Release(ctx, req, &resp);
-  });
-  if (!status.ok()) return FromGrpc("release", ns, name, status);
-  return ReleaseOutcome{resp.released(), resp.hold_count()};
+  return SendRelease(stub, channel, options, req, deadline, "release");
 }
 
 bool OutcomeUnknown(const grpc::Status& status) {
@@ -150,13 +162,7 @@ absl::StatusOr<ReleaseOutcome> UndoAcquire(Stub& stub, grpc::ChannelInterface* c
   req.set_owner(std::string(owner));
   req.set_acquire_request_id(std::string(acquire_request_id));
   req.set_fencing_token(fencing_token);
-  v1::ReleaseResponse resp;
-  grpc::Status status = CallWithRetry(options, channel, deadline, [&](grpc::ClientContext* ctx) {
-    resp.Clear();
-    return stub.Release(ctx, req, &resp);
-  });
-  if (!status.ok()) return FromGrpc("undo of the acquire", ns, name, status);
-  return ReleaseOutcome{resp.released(), resp.hold_count()};
+  return SendRelease(stub, channel, options, req, deadline, "undo of the acquire");
 }
 
 bool UndoConfirmed(const absl::StatusOr<ReleaseOutcome>& undo) {

@@ -1,4 +1,4 @@
-#include "clients/cpp/src/session.h"
+#include "clients/cpp/src/session_stream.h"
 
 #include <algorithm>
 #include <optional>
@@ -27,7 +27,7 @@ bool SameHold(const LeaseState& lease, absl::string_view ns, absl::string_view n
 
 }  // namespace
 
-struct Session::Op {
+struct SessionStream::Op {
   uint64_t id = 0;
   v1::SessionRequest req;    // with op_id set
   LeaseState::Params grant;  // acquires: the lease a grant becomes
@@ -44,7 +44,7 @@ struct Session::Op {
   grpc::Status error;
 };
 
-struct Session::Stream {
+struct SessionStream::Stream {
   grpc::ClientContext ctx;
   // A sync stream takes one writer at a time; write_mu also keeps writes off
   // a stream being finished.
@@ -64,33 +64,37 @@ struct Session::Stream {
   }
 };
 
-Session::Session(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
-                 ClientOptions options)
+SessionStream::SessionStream(std::shared_ptr<Stub> stub,
+                             std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
     : stub_(std::move(stub)), channel_(std::move(channel)), options_(std::move(options)) {}
 
-Session::~Session() {
+SessionStream::~SessionStream() {
   // Only reachable joinable if Shutdown() was skipped; never terminate().
   if (thread_.joinable()) thread_.detach();
 }
 
-bool Session::Accepts(absl::Duration ttl) {
+bool SessionStream::Accepts(absl::Duration ttl) {
   std::lock_guard<std::mutex> l(mu_);
-  if (unsupported_ || !SessionCanHold(ttl, options_)) return false;
+  auto safe = [&](absl::Duration lease) {
+    return SessionSafe(lease, Drift(lease, options_), HangBound(options_));
+  };
+  if (unsupported_ || !safe(ttl)) return false;
   if (!ttl_fixed_) {
     ttl_ = options_.session_ttl > absl::ZeroDuration() ? options_.session_ttl : ttl;
     ttl_fixed_ = true;
   }
-  if (!SessionCanHold(ttl_, options_) || !SessionCanHold(granted_ttl_, options_)) return false;
+  if (!safe(ttl_) || !safe(granted_ttl_)) return false;
   return ttl == absl::ZeroDuration() || ttl == ttl_ ||
          (granted_ttl_ > absl::ZeroDuration() && ttl == granted_ttl_);
 }
 
-bool Session::OnSessionThread() const {
+bool SessionStream::OnSessionThread() const {
   std::lock_guard<std::mutex> l(mu_);
   return started_ && std::this_thread::get_id() == thread_id_;
 }
 
-std::shared_ptr<Session::Op> Session::Submit(v1::SessionRequest req, LeaseState::Params grant) {
+std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
+                                                         LeaseState::Params grant) {
   auto op = std::make_shared<Op>();
   std::shared_ptr<Stream> s;
   {
@@ -127,13 +131,13 @@ std::shared_ptr<Session::Op> Session::Submit(v1::SessionRequest req, LeaseState:
   return op;
 }
 
-bool Session::Wait(Op& op, SteadyTime until) {
+bool SessionStream::Wait(Op& op, SteadyTime until) {
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait_until(l, until, [&] { return op.done; });
   return op.done;
 }
 
-void Session::Cancel(const std::shared_ptr<Op>& op) {
+void SessionStream::Cancel(const std::shared_ptr<Op>& op) {
   std::shared_ptr<Stream> s;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -153,7 +157,7 @@ void Session::Cancel(const std::shared_ptr<Op>& op) {
   s->Write(cancel);
 }
 
-void Session::Abandon(Op& op) {
+void SessionStream::Abandon(Op& op) {
   std::lock_guard<std::mutex> l(mu_);
   if (op.done) return;
   if (op.sent && op.req.has_acquire()) {
@@ -163,7 +167,7 @@ void Session::Abandon(Op& op) {
   }
 }
 
-void Session::Forget(const LeaseState* lease) {
+void SessionStream::Forget(const LeaseState* lease) {
   std::shared_ptr<LeaseState> dropped;  // released after the lock
   std::lock_guard<std::mutex> l(mu_);
   auto it = std::find_if(holds_.begin(), holds_.end(),
@@ -173,7 +177,7 @@ void Session::Forget(const LeaseState* lease) {
   holds_.erase(it);
 }
 
-absl::StatusOr<std::shared_ptr<LeaseState>> Session::Acquire(AcquireCall call) {
+absl::StatusOr<std::shared_ptr<LeaseState>> SessionStream::Acquire(const AcquireCall& call) {
   const std::string& ns = call.ns;
   const std::string& name = call.name;
   const std::string& owner = options_.owner;
@@ -266,7 +270,8 @@ absl::StatusOr<std::shared_ptr<LeaseState>> Session::Acquire(AcquireCall call) {
   }
 }
 
-absl::StatusOr<ReleaseOutcome> Session::Release(const LeaseState& lease, SteadyTime deadline) {
+absl::StatusOr<ReleaseOutcome> SessionStream::Release(const LeaseState& lease,
+                                                      SteadyTime deadline) {
   Forget(&lease);
   v1::SessionRequest proto;
   v1::ReleaseRequest* req = proto.mutable_release()->mutable_request();
@@ -304,7 +309,7 @@ absl::StatusOr<ReleaseOutcome> Session::Release(const LeaseState& lease, SteadyT
                      lease.fencing_token, deadline, req->request_id());
 }
 
-void Session::Shutdown() {
+void SessionStream::Shutdown() {
   std::shared_ptr<Stream> s;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -330,7 +335,7 @@ void Session::Shutdown() {
   thread_.join();
 }
 
-void Session::Run() {
+void SessionStream::Run() {
   const absl::Duration initial = std::max(options_.initial_backoff, absl::Milliseconds(1));
   absl::Duration backoff = initial;
   std::unique_lock<std::mutex> l(mu_);
@@ -351,7 +356,7 @@ void Session::Run() {
   cv_.notify_all();
 }
 
-void Session::Backoff(std::unique_lock<std::mutex>& l, SteadyTime until) {
+void SessionStream::Backoff(std::unique_lock<std::mutex>& l, SteadyTime until) {
   while (!stop_) {
     SteadyTime now = SteadyClock::now();
     SteadyTime wake = std::min(until, now + std::chrono::milliseconds(100));
@@ -385,7 +390,7 @@ void Session::Backoff(std::unique_lock<std::mutex>& l, SteadyTime until) {
   }
 }
 
-bool Session::RunStream() {
+bool SessionStream::RunStream() {
   auto s = std::make_shared<Stream>();
   v1::SessionRequest open;
   v1::SessionOpen* o = open.mutable_open();
@@ -447,7 +452,7 @@ bool Session::RunStream() {
   return opened;
 }
 
-void Session::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened) {
+void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened) {
   std::vector<std::shared_ptr<LeaseState>> not_resumed;
   std::vector<std::shared_ptr<Op>> queued;
   {
@@ -484,7 +489,8 @@ void Session::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened
   for (const auto& op : queued) s->Write(op->req);
 }
 
-void Session::HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionResult& result) {
+void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
+                                 const v1::SessionResult& result) {
   const bool granted =
       result.status().code() == 0 && result.has_acquire() && result.acquire().acquired();
   std::unique_lock<std::mutex> l(mu_);
@@ -528,7 +534,7 @@ void Session::HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionRe
   cv_.notify_all();
 }
 
-void Session::HandleLost(const v1::LockLost& lost) {
+void SessionStream::HandleLost(const v1::LockLost& lost) {
   std::vector<std::shared_ptr<LeaseState>> gone;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -549,8 +555,8 @@ void Session::HandleLost(const v1::LockLost& lost) {
   }
 }
 
-void Session::OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& status,
-                          bool opened) {
+void SessionStream::OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& status,
+                                bool opened) {
   std::vector<std::shared_ptr<LeaseState>> rejected;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -582,12 +588,11 @@ void Session::OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& 
     if (refused) {
       rejected.swap(holds_);
     } else {
-      // The server was last known alive K before the break was noticed
-      // (keepalive), and renewed each hold at most ttl/3 before that.
-      const SteadyTime alive = SteadyClock::now() - ToSteady(HangBound(options_));
+      const SteadyTime noticed = SteadyClock::now();
+      const absl::Duration hang_bound = HangBound(options_);
       for (const auto& h : holds_) {
         if (h->valid_until() == kKeptByServer) {
-          h->SetValidUntil(alive + ToSteady(h->ttl * 2 / 3 - h->drift));
+          h->SetValidUntil(SessionBreakValidUntil(noticed, hang_bound, h->ttl, h->drift));
         }
       }
     }

@@ -9,12 +9,11 @@
 // reconnects with capped, jittered backoff while the session has holds or
 // operations, and opens a new session of the same owner with `resume` = every
 // hold still held; holds the server does not list in `opened.resumed` are
-// lost. While no stream is up, a hold stays valid until 2/3 of its lease
-// minus the drift after the server was last known alive, K =
-// HangBound(options) before the break was noticed (keepalive pings break a
-// stream to a hung server within K; the server renewed the hold at most
-// ttl/3 before), then is lost. With no holds and no operations, a broken stream is not
-// reopened until the next Acquire.
+// lost. While no stream is up, a hold stays valid until its session_break
+// bound (lease_validity.h SessionBreakValidUntil: 2/3 of its lease minus the
+// drift after the server was last known alive, K = HangBound(options) before
+// the break was noticed), then is lost. With no holds and no operations, a
+// broken stream is not reopened until the next Acquire.
 //
 // Operations in flight when the stream breaks have an unknown outcome: an
 // Acquire undoes its attempt with the unary Release{acquire_request_id} and
@@ -27,8 +26,8 @@
 // condition waits (see watchdog.h for why), so no ABSL_GUARDED_BY. Lost
 // callbacks run on the session thread (or the caller's) with no lock held.
 
-#ifndef LOCKD_CLIENTS_CPP_SRC_SESSION_H_
-#define LOCKD_CLIENTS_CPP_SRC_SESSION_H_
+#ifndef LOCKD_CLIENTS_CPP_SRC_SESSION_STREAM_H_
+#define LOCKD_CLIENTS_CPP_SRC_SESSION_STREAM_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -40,42 +39,37 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "clients/cpp/src/acquire_path.h"
 #include "clients/cpp/src/lease_state.h"
 #include "clients/cpp/src/rpc.h"
 #include "lockd/client.h"
 
 namespace lockd::client_internal {
 
-class Session : public std::enable_shared_from_this<Session> {
+class SessionStream : public std::enable_shared_from_this<SessionStream> {
  public:
   // `options.owner` must be set. `channel` may be null (unknown).
-  Session(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
-          ClientOptions options);
+  SessionStream(std::shared_ptr<Stub> stub, std::shared_ptr<grpc::ChannelInterface> channel,
+                ClientOptions options);
   // REQUIRES: Shutdown() was called, or the session was never used.
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  ~SessionStream();
+  SessionStream(const SessionStream&) = delete;
+  SessionStream& operator=(const SessionStream&) = delete;
 
   // Whether an Acquire asking for lease `ttl` (zero: any) can hold over this
   // session. The session's lease is ClientOptions::session_ttl, else the ttl
   // of the first Acquire asked (zero: the server's default); a ttl equal to
   // it (or to the lease the server granted) is accepted. False after the
   // server said it has no Session RPC (UNIMPLEMENTED), and for a lease too
-  // short to outlast a hang (SessionCanHold).
+  // short to outlast a hang (SessionSafe). Rows of ChooseAcquirePath's table.
   bool Accepts(absl::Duration ttl);
 
-  struct AcquireCall {
-    std::string ns;  // resolved, never empty
-    std::string name;
-    SteadyTime wait_end;  // the server waits until then
-    SteadyTime deadline;  // the caller's; past it a waiting op is cancelled
-    absl::Duration wait;  // for messages
-    LostCallback on_lost;
-  };
-  // One hold over the session. Errors as Client::Acquire (undone attempts,
-  // UnconfirmedAcquireRequestId), plus kUnimplemented when the server (or
-  // stub) has no Session RPC: nothing was sent, use the unary path.
-  absl::StatusOr<std::shared_ptr<LeaseState>> Acquire(AcquireCall call);
+  // One hold of `call` over the session, for the session's owner (the
+  // Client's: ChooseAcquirePath picked this path). Errors as Client::Acquire
+  // (undone attempts, UnconfirmedAcquireRequestId), plus kUnimplemented when
+  // the server (or stub) has no Session RPC: nothing was sent, use the unary
+  // path.
+  absl::StatusOr<std::shared_ptr<LeaseState>> Acquire(const AcquireCall& call);
 
   // Gives up one hold of `lease` (which stops being tracked), waiting up to
   // `deadline`. Errors as ReleaseHold.
@@ -147,4 +141,4 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace lockd::client_internal
 
-#endif  // LOCKD_CLIENTS_CPP_SRC_SESSION_H_
+#endif  // LOCKD_CLIENTS_CPP_SRC_SESSION_STREAM_H_

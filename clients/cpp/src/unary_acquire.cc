@@ -1,0 +1,159 @@
+#include "clients/cpp/src/unary_acquire.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "clients/cpp/src/client_core.h"
+#include "clients/cpp/src/errors.h"
+#include "clients/cpp/src/rpc.h"
+#include "protos/proto_duration.h"
+
+namespace lockd::client_internal {
+namespace {
+
+// A unary grant: its validity and its first renewal, both from a send time.
+struct Grant {
+  uint64_t fencing_token = 0;
+  absl::Duration ttl;
+  SteadyTime valid_until;
+  SteadyTime renew_at;
+};
+
+// Step 3 of unary_acquire.h: renews `grant` if a third of its ttl has passed
+// (auto_renew) or its validity ran out, moving its validity and first renewal
+// to the renewal's send time. OK: the grant may be used. Otherwise the error
+// the Acquire reports (a grant that is no longer valid was given back).
+absl::Status RenewAfterWait(const ClientCore& core, const AcquireCall& call, Grant& grant) {
+  const ClientOptions& co = core.options();
+  const std::string& ns = call.ns;
+  const std::string& name = call.name;
+  SteadyTime now = SteadyClock::now();
+  if (!(call.auto_renew && now >= grant.renew_at) && now < grant.valid_until) {
+    return absl::OkStatus();
+  }
+  v1::RenewRequest rreq;
+  rreq.set_namespace_(ns);
+  rreq.set_name(name);
+  rreq.set_owner(call.owner);
+  rreq.set_fencing_token(grant.fencing_token);
+  SetProtoDuration(grant.ttl, rreq.mutable_lease_ttl());
+  v1::RenewResponse rresp;
+  grpc::ClientContext ctx;
+  SteadyTime rdeadline =
+      std::max(call.deadline, now + ToSteady(std::min(co.rpc_timeout, grant.ttl / 3)));
+  SetDeadline(&ctx, rdeadline);
+  SteadyTime rsend = SteadyClock::now();
+  grpc::Status rs = core.stub().Renew(&ctx, rreq, &rresp);
+  absl::Status renewed = FromGrpc("renew", ns, name, rs);
+  if (renewed.ok() && rresp.fencing_token() != grant.fencing_token) {
+    renewed = LockLostError(
+        "FENCING_TOKEN_CHANGED",
+        absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                     ": the grant was lost before it could be renewed (fencing token ",
+                     rresp.fencing_token(), " instead of ", grant.fencing_token, ")"));
+  }
+  if (renewed.ok()) {
+    absl::Duration granted =
+        rresp.has_lease_ttl() ? FromProtoDuration(rresp.lease_ttl()) : grant.ttl;
+    grant.valid_until = UnaryValidUntil(rsend, granted, Drift(granted, co));
+    grant.renew_at = rsend + ToSteady(grant.ttl / 3);
+    return absl::OkStatus();
+  }
+  if (IsLockLost(renewed)) {
+    return LockLostError("LOCK_NOT_HELD",
+                         absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                      ": granted, but the lease ended before the reply could "
+                                      "be used: ",
+                                      renewed.message()));
+  }
+  if (SteadyClock::now() < grant.valid_until) return absl::OkStatus();
+  // Granted but unconfirmable: give the hold back rather than hand out a
+  // lease that is already invalid.
+  ReleaseHold(core.stub(), core.channel(), co, ns, name, call.owner, grant.fencing_token,
+              SteadyClock::now() + ToSteady(co.release_timeout))
+      .IgnoreError();
+  return absl::UnavailableError(absl::StrCat(
+      "lockd acquire of ", DescribeLock(ns, name),
+      ": granted after waiting, but the lease could not be renewed: ", renewed.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<LeaseState>> UnaryAcquire(const ClientCore& core, AcquireCall call) {
+  const ClientOptions& co = core.options();
+  const std::string& ns = call.ns;
+  const std::string& name = call.name;
+  v1::AcquireRequest req;
+  req.set_namespace_(ns);
+  req.set_name(name);
+  req.set_owner(call.owner);
+  if (call.ttl > absl::ZeroDuration()) SetProtoDuration(call.ttl, req.mutable_lease_ttl());
+  req.set_request_id(RandomHex(16));
+  v1::AcquireResponse resp;
+  SteadyTime send_time;
+  std::string unresolved;  // an attempt that may have left a hold
+  grpc::Status gs = AcquireWithUndo(
+      core.stub(), core.channel(), co, call.deadline, &req,
+      [&](grpc::ClientContext* ctx) {
+        // A retry waits only for what is left of the caller's wait.
+        SteadyTime now = SteadyClock::now();
+        if (call.wait_end > now) {
+          SetProtoDuration(FromSteady(call.wait_end - now), req.mutable_wait_timeout());
+        } else {
+          req.clear_wait_timeout();
+        }
+        resp.Clear();
+        send_time = now;
+        return core.stub().Acquire(ctx, req, &resp);
+      },
+      &unresolved);
+  // Every failure is reported through this: no hold of an attempt whose
+  // outcome is unknown may outlive it. The undo runs past the caller's
+  // deadline (it may have passed already), bounded by UndoTimeout.
+  auto fail = [&](absl::Status s) {
+    return FailAcquire(core.stub(), core.channel(), co, ns, name, call.owner, unresolved,
+                       std::move(s));
+  };
+  if (!gs.ok()) {
+    if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && call.deadline > call.wait_end) {
+      // The server would have answered when the wait ended; it did not.
+      return fail(absl::UnavailableError(
+          absl::StrCat("lockd acquire of ", DescribeLock(ns, name), ": no reply within ",
+                       absl::FormatDuration(call.timeout), " (", gs.error_message(), ")")));
+    }
+    return fail(FromGrpc("acquire", ns, name, gs));
+  }
+  if (!resp.acquired()) return fail(NotAcquiredError(ns, name, call.wait, resp));
+
+  Grant grant;
+  grant.fencing_token = resp.fencing_token();
+  grant.ttl = resp.has_lease_ttl() ? FromProtoDuration(resp.lease_ttl()) : call.ttl;
+  if (grant.ttl <= absl::ZeroDuration()) {
+    return absl::InternalError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+                                            ": the server granted the lock without a lease_ttl"));
+  }
+  const absl::Duration drift = Drift(grant.ttl, co);
+  grant.valid_until = UnaryValidUntil(send_time, grant.ttl, drift);
+  grant.renew_at = send_time + ToSteady(grant.ttl / 3);
+  absl::Status usable = RenewAfterWait(core, call, grant);
+  if (!usable.ok()) return usable;
+
+  LeaseState::Params p;
+  p.ns = ns;
+  p.name = name;
+  p.owner = call.owner;
+  p.fencing_token = grant.fencing_token;
+  p.hold_count = resp.hold_count();
+  p.ttl = grant.ttl;
+  p.drift = drift;
+  p.auto_renew = call.auto_renew;
+  p.valid_until = grant.valid_until;
+  p.on_lost = std::move(call.on_lost);
+  auto state = std::make_shared<LeaseState>(std::move(p));
+  core.watchdog().Add(state, grant.renew_at);
+  return state;
+}
+
+}  // namespace lockd::client_internal
