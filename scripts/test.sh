@@ -19,13 +19,14 @@
 #
 # Two steps run in the background, beside the others, because they need
 # nothing the build makes:
-#   - the deploy tests' images (ctest's deploy_images, run early: a first
-#     run on a machine downloads Debian's base system and the image's build
-#     packages and compiles lockd in a container, which overlaps the build
-#     here; ctest's deploy_images then waits for it and finds every layer
-#     cached);
-#   - the thread-safety pass, at low priority while the tests run (most
-#     tests wait on servers and timers, so it takes the idle CPU).
+#   - the deploy tests' images (ctest's deploy_images command, run early: a
+#     first run on a machine downloads Debian's base system and the image's
+#     build packages and compiles lockd in a container, which overlaps the
+#     build here; ctest's deploy_images then waits for it and finds every
+#     layer cached);
+#   - the thread-safety pass, at the lowest priority from the moment the
+#     generated headers exist: it takes the CPU that the build's link steps
+#     and the tests (most of which wait on servers and timers) leave idle.
 # Each step's start, end and duration (seconds since the start) are printed
 # as it ends and in a table at the end, where overlapping steps show as
 # overlapping intervals. A background step's output is in build/ci/steps/.
@@ -63,7 +64,8 @@ declare -A bg_pid bg_start bg_log
 bg() {
   local name=$1
   shift
-  bg_log[$name]="build/ci/steps/${name// /-}.log"
+  local id=${name%% (*}
+  bg_log[$name]="build/ci/steps/${id// /-}.log"
   bg_start[$name]=$(now)
   rm -f "${bg_log[$name]}.end"
   # The command records when it ended: it may end long before it is joined.
@@ -123,11 +125,16 @@ mapfile -t images_cmd < <(cd build/ci && ctest --show-only=json-v1 -R '^deploy_i
 [ ${#images_cmd[@]} -gt 0 ] || { echo "test.sh: ctest has no deploy_images test" >&2; exit 1; }
 bg "deploy images" "${images_cmd[@]}"
 
+# The thread-safety pass needs only the generated headers (protoc's), not
+# the build: it starts now, at the lowest priority, and takes the CPU that
+# the build (link steps, its tail) and the tests leave idle.
+step "generated headers"
+ninja -C build/ci -j "$JOBS" $(ninja -C build/ci -t targets all | awk -F: '!/^\// && /\.h: CUSTOM_COMMAND$/ {print $1}')
+bg "thread-safety pass (clang -Wthread-safety -Werror)" nice -n 19 scripts/check-thread-safety.sh build/ci
+
 step "build ($what)"
 cmake --build build/ci -j "$JOBS"
 end_step
-
-bg "clang -Wthread-safety -Werror" nice -n 10 scripts/check-thread-safety.sh build/ci
 
 step "all tests ($what)"
 tests_rc=0
@@ -138,7 +145,7 @@ end_step
 
 failed=()
 join "deploy images" || failed+=("deploy images")
-join "clang -Wthread-safety -Werror" || failed+=("clang -Wthread-safety")
+join "thread-safety pass (clang -Wthread-safety -Werror)" || failed+=("thread-safety pass")
 [ "$tests_rc" -eq 0 ] || failed+=("tests")
 
 echo
