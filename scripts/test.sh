@@ -129,7 +129,9 @@ bg "deploy images" "${images_cmd[@]}"
 # the build: it starts now, at the lowest priority, and takes the CPU that
 # the build (link steps, its tail) and the tests leave idle.
 step "generated headers"
-ninja -C build/ci -j "$JOBS" $(ninja -C build/ci -t targets all | awk -F: '!/^\// && /\.h: CUSTOM_COMMAND$/ {print $1}')
+headers=$(ninja -C build/ci -t targets all | awk -F: '!/^\// && /\.h: CUSTOM_COMMAND$/ {print $1}')
+[ -n "$headers" ] || { echo "test.sh: build/ci has no generated headers" >&2; exit 1; }
+ninja -C build/ci -j "$JOBS" $headers
 bg "thread-safety pass (clang -Wthread-safety -Werror)" nice -n 19 scripts/check-thread-safety.sh build/ci
 
 step "build ($what)"
