@@ -3,11 +3,12 @@
 # ...) with clang's -Wthread-safety analysis, as errors.
 #
 # Usage: scripts/check-thread-safety.sh BUILD_DIR
-#   BUILD_DIR is a configured and built CMake tree: its compile_commands.json
-#   names every source with its flags, and the build made the generated
-#   protobuf headers. Our own translation units (not generated code) are
-#   compiled again by clang++ with -fsyntax-only: no objects are written.
-#   Exits non-zero if clang warns at all.
+#   BUILD_DIR is a configured CMake tree whose generated protobuf headers
+#   exist (a build makes them first; scripts/test.sh makes only them and runs
+#   this beside the build): its compile_commands.json names every source with
+#   its flags. Our own translation units (not generated code) are compiled by
+#   clang++ with -fsyntax-only: no objects are written, so nothing is shared
+#   with or taken from the build. Exits non-zero if clang warns at all.
 #
 # Only translation units the analysis can say something about are compiled:
 # those where the source file, or a project header it includes (followed

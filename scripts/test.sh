@@ -16,6 +16,20 @@
 # One build instead of an optimized one plus a sanitizer one: every test,
 # not only the unit and conformance tests, runs under the sanitizers, and
 # the suite compiles once.
+#
+# Two steps run in the background, beside the others, because they need
+# nothing the build makes:
+#   - the deploy tests' images (ctest's deploy_images command, run early: a
+#     first run on a machine downloads Debian's base system and the image's
+#     build packages and compiles lockd in a container, which overlaps the
+#     build here; ctest's deploy_images then waits for it and finds every
+#     layer cached);
+#   - the thread-safety pass, at the lowest priority from the moment the
+#     generated headers exist: it takes the CPU that the build's link steps
+#     and the tests (most of which wait on servers and timers) leave idle.
+# Each step's start, end and duration (seconds since the start) are printed
+# as it ends and in a table at the end, where overlapping steps show as
+# overlapping intervals. A background step's output is in build/ci/steps/.
 # Exits non-zero if anything fails. Options: --fast builds without the
 # sanitizers (-O2), for a quicker local run.
 set -euo pipefail
@@ -24,7 +38,59 @@ FAST=0
 [ "${1:-}" = "--fast" ] && FAST=1
 JOBS=${JOBS:-$(nproc)}
 start=$(date +%s)
-step() { echo; echo "=== $* ($(( $(date +%s) - start ))s)"; }
+now() { echo $(($(date +%s) - start)); }
+
+# Step bookkeeping: one row per step for the closing table.
+rows=()
+current="" current_start=0
+end_step() {
+  [ -n "$current" ] || return 0
+  local t
+  t=$(now)
+  rows+=("$(printf '%6d %6d %6d  %s' "$current_start" "$t" $((t - current_start)) "$current")")
+  echo "=== [${t}s] $current: $((t - current_start))s"
+  current=""
+}
+step() {
+  end_step
+  current=$* current_start=$(now)
+  echo
+  echo "=== [${current_start}s] $current"
+}
+# bg NAME CMD...: runs CMD in the background, in its own process group (so
+# that an early exit can stop it with everything it started), output to a
+# log file; join NAME waits for it and prints that log.
+declare -A bg_pid bg_start bg_log
+bg() {
+  local name=$1
+  shift
+  local id=${name%% (*}
+  bg_log[$name]="build/ci/steps/${id// /-}.log"
+  bg_start[$name]=$(now)
+  rm -f "${bg_log[$name]}.end"
+  # The command records when it ended: it may end long before it is joined.
+  setsid --wait bash -c '"${@:2}"; rc=$?; date +%s >"$1"; exit $rc' bash "${bg_log[$name]}.end" "$@" \
+    >"${bg_log[$name]}" 2>&1 </dev/null &
+  bg_pid[$name]=$!
+  echo "=== [${bg_start[$name]}s] started in the background: $name (log: ${bg_log[$name]})"
+}
+join() {
+  local name=$1 rc=0 t
+  wait "${bg_pid[$name]}" || rc=$?
+  unset "bg_pid[$name]"
+  t=$(($(cat "${bg_log[$name]}.end" 2>/dev/null || date +%s) - start))
+  echo
+  echo "=== [$(now)s] background step: $name"
+  cat "${bg_log[$name]}"
+  rows+=("$(printf '%6d %6d %6d  %s (background)' "${bg_start[$name]}" "$t" $((t - bg_start[$name])) "$name")")
+  echo "=== [$(now)s] $name: $((t - bg_start[$name]))s (background, from ${bg_start[$name]}s to ${t}s)"
+  return "$rc"
+}
+stop_background() {
+  local pid
+  for pid in "${bg_pid[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
+}
+trap stop_background EXIT
 
 step "install dependencies"
 scripts/install-deps.sh
@@ -49,16 +115,48 @@ else
   what="-O2, -Werror"
 fi
 
-step "build ($what)"
+step "configure"
 cmake -S . -B build/ci "${config[@]}" >/dev/null
-cmake --build build/ci -j "$JOBS"
+mkdir -p build/ci/steps
+# The deploy_images test's own command, as ctest registered it (its image
+# tags are unique to this build directory).
+mapfile -t images_cmd < <(cd build/ci && ctest --show-only=json-v1 -R '^deploy_images$' |
+  /usr/bin/python3 -c 'import json, sys; [print(a) for t in json.load(sys.stdin)["tests"] for a in t["command"]]')
+[ ${#images_cmd[@]} -gt 0 ] || { echo "test.sh: ctest has no deploy_images test" >&2; exit 1; }
+bg "deploy images" "${images_cmd[@]}"
 
-step "clang -Wthread-safety -Werror"
-scripts/check-thread-safety.sh build/ci
+# The thread-safety pass needs only the generated headers (protoc's), not
+# the build: it starts now, at the lowest priority, and takes the CPU that
+# the build (link steps, its tail) and the tests leave idle.
+step "generated headers"
+headers=$(ninja -C build/ci -t targets all | awk -F: '!/^\// && /\.h: CUSTOM_COMMAND$/ {print $1}')
+[ -n "$headers" ] || { echo "test.sh: build/ci has no generated headers" >&2; exit 1; }
+ninja -C build/ci -j "$JOBS" $headers
+bg "thread-safety pass (clang -Wthread-safety -Werror)" nice -n 19 scripts/check-thread-safety.sh build/ci
+
+step "build ($what)"
+cmake --build build/ci -j "$JOBS"
+end_step
 
 step "all tests ($what)"
+tests_rc=0
 (cd build/ci && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
    LSAN_OPTIONS="suppressions=$PWD/../../tests/lsan.supp" \
-   ctest -j "$JOBS" --output-on-failure --timeout 300)
+   ctest -j "$JOBS" --output-on-failure --timeout 300) || tests_rc=$?
+end_step
 
-step "all tests passed"
+failed=()
+join "deploy images" || failed+=("deploy images")
+join "thread-safety pass (clang -Wthread-safety -Werror)" || failed+=("thread-safety pass")
+[ "$tests_rc" -eq 0 ] || failed+=("tests")
+
+echo
+echo "=== step times (seconds since the start; background steps overlap the others)"
+printf '%6s %6s %6s  %s\n' start end took step
+printf '%s\n' "${rows[@]}" | sort -n -k1,1 -k2,2
+echo "total: $(now)s"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all tests passed"

@@ -4,11 +4,20 @@
 #     the public Debian bases (base-images.sh), tagged $1;
 #   - Redis for the end-to-end test (redis.Containerfile), tagged $2.
 # podman's layer cache makes a rebuild of unchanged sources take seconds.
+# One build of these tags at a time: scripts/test.sh runs this script in the
+# background while it compiles, and ctest's run of it then waits for that one
+# and finds every layer cached.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./lib.sh
 lockd_tag=$1
 redis_tag=$2
+
+exec 8>"$DEPLOY_CACHE/images-$(echo "$lockd_tag" | tr -c 'A-Za-z0-9._\n-' _).lock"
+if ! flock --nonblock 8; then
+  log "image: waiting for another build of $lockd_tag"
+  flock 8
+fi
 
 ./base-images.sh
 log "image: building $lockd_tag from deploy/Dockerfile"
