@@ -233,6 +233,10 @@ class PrometheusTest(unittest.TestCase):
                    lambda v: v >= 21)
         self.value('lockd_backend_up{backend="memory"}', lambda v: v == 1)
         self.value('lockd_build_info{backend="memory"}', lambda v: v == 1)
+        with open(os.path.join(SOURCE_DIR, "VERSION")) as f:
+            version = f.read().strip()
+        self.value('lockd_build_info{backend="memory",version="%s",revision=~".+"}' % version,
+                   lambda v: v == 1)
         self.value('lockd_fencing_token_regressions_total', lambda v: v == 0)
 
     def test_held_locks_and_waiters_gauges(self):
