@@ -276,7 +276,7 @@ class PrometheusTest(unittest.TestCase):
         labels = set(re.findall(r'(\w+)="', text))
         self.assertLessEqual(labels, {"backend", "namespace", "mode", "result", "ended",
                                       "operation", "permission", "code", "le", "version",
-                                      "quantile"})
+                                      "revision", "quantile"})
 
     def test_alert_rules_load_and_dashboard_queries_run(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.prom_port}/api/v1/rules") as r:
