@@ -282,16 +282,36 @@ TEST_F(LockctlTest, HealthIsServingAgainstARunningLockdAndFailsOtherwise) {
   EXPECT_THAT(down.output, HasSubstr("health check"));
 }
 
+// Both binaries print the one version (the VERSION file) and git revision,
+// which lockd's start log line also shows.
 TEST_F(LockctlTest, VersionAndCompletion) {
+  std::vector<std::string> versions;  // "0.1.0 (git REV)" of lockctl, then of lockd
   for (const std::string& binary : {std::string(LOCKCTL_BINARY), testing::LockdBinary()}) {
     absl::StatusOr<std::unique_ptr<Subprocess>> p =
         Subprocess::Start({binary, "--version"}, Path(absl::StrCat("version-", ++runs_, ".log")));
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(ExitCode((*p)->Wait(absl::Seconds(20))), 0) << (*p)->Log();
     const std::string program = binary == LOCKCTL_BINARY ? "lockctl" : "lockd";
-    EXPECT_THAT((*p)->Log(), ::testing::MatchesRegex(absl::StrCat(
-                                 program, " [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [0-9a-z]+\\)\n")));
+    std::string out = (*p)->Log();
+    EXPECT_THAT(out, ::testing::MatchesRegex(
+                         absl::StrCat(program, " [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [0-9a-z]+\\)\n")));
+    absl::string_view rest = out;
+    absl::ConsumePrefix(&rest, program + " ");
+    absl::ConsumeSuffix(&rest, "\n");
+    versions.emplace_back(rest);
   }
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[0], versions[1]);
+  // "0.1.0 (git REV)" -> "version=0.1.0 revision=REV" in the start line.
+  std::vector<std::string> parts =
+      absl::StrSplit(versions[1], absl::ByAnyChar(" ()"), absl::SkipEmpty());
+  ASSERT_EQ(parts.size(), 3u) << versions[1];
+  absl::StatusOr<std::unique_ptr<testing::LockdProcess>> lockd =
+      testing::LockdProcess::Start({}, tmp_.path());
+  ASSERT_TRUE(lockd.ok()) << lockd.status();
+  EXPECT_THAT((*lockd)->process().Log(),
+              HasSubstr(absl::StrCat("version=", parts[0], " revision=", parts[2])));
+
   Result bash = Run({"completion", "bash"});
   EXPECT_EQ(bash.code, 0) << bash.output;
   EXPECT_THAT(bash.output, HasSubstr("complete -o default -F _lockctl lockctl"));
