@@ -5,12 +5,12 @@
 #   deploy/build-image.sh --tag registry.example.com/lockd:0.1.0
 #   deploy/build-image.sh -- --build-arg BUILD_IMAGE=... --build-arg RUNTIME_IMAGE=...
 #
-# <version> is the project's version (CMakeLists.txt). Arguments after `--`
+# <version> is the project's version (the VERSION file). Arguments after `--`
 # go to `podman build` unchanged (base images, --network, --no-cache, ...).
 # JOBS (default 2) is the compile parallelism inside the build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=$(sed -n 's/^project(lockd VERSION \([0-9][0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+version=$(tr -d '[:space:]' <"$root/VERSION")
 tag="localhost/lockd:$version"
 
 while [ $# -gt 0 ]; do

@@ -268,6 +268,10 @@ absl::StatusOr<ParsedArgs> ParseConfig(const std::vector<std::string>& args,
       out.help = true;
       return out;
     }
+    if (arg == "--version") {
+      out.version = true;
+      return out;
+    }
     if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
       return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", arg, "\""));
     }
@@ -320,6 +324,7 @@ std::string HelpText() {
       "lockd: a distributed lock service (gRPC lockd.v1.LockService).\n"
       "\n"
       "Usage: lockd [--config FILE] [--KEY=VALUE | --KEY VALUE]...\n"
+      "       lockd --version\n"
       "\n"
       "Every option below can be set in the YAML file named by --config (or\n"
       "LOCKD_CONFIG), in the environment variable shown, or as a flag; flags "

@@ -99,7 +99,8 @@ struct Config {
 // The result of parsing a command line.
 struct ParsedArgs {
   Config config;
-  bool help = false;  // --help was given: print HelpText() and exit 0
+  bool help = false;     // --help was given: print HelpText() and exit 0
+  bool version = false;  // --version was given: print VersionLine("lockd") and exit 0
 };
 
 // Parses `args` (argv without argv[0]) and `env` (NAME -> value) on top of

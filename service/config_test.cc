@@ -89,6 +89,11 @@ TEST(ConfigTest, HelpListsEveryKeyWithItsEnvironmentVariable) {
   auto parsed = ParseConfig({"--help"}, {});
   ASSERT_TRUE(parsed.ok());
   EXPECT_TRUE(parsed->help);
+  EXPECT_THAT(help, HasSubstr("lockd --version"));
+  parsed = ParseConfig({"--version"}, {});
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->version);
+  EXPECT_FALSE(parsed->help);
 }
 
 TEST(ConfigTest, ShippedExampleFileIsValidAndMatchesTheDefaults) {

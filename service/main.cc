@@ -15,6 +15,7 @@
 #include "service/grpc_log.h"
 #include "service/server.h"
 #include "util/log.h"
+#include "util/version.h"
 
 extern char** environ;
 
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
     std::cout << lockd::HelpText();
     return 0;
   }
+  if (parsed->version) {
+    std::cout << lockd::VersionLine("lockd") << "\n";
+    return 0;
+  }
   const lockd::Config& config = parsed->config;
   lockd::LogLevel level = lockd::LogLevel::kInfo;
   if (lockd::ParseLogLevel(config.log_level, &level)) lockd::SetLogLevel(level);
@@ -69,7 +74,8 @@ int main(int argc, char** argv) {
     lockd::LogError(server.status().message());
     return 1;
   }
-  lockd::LogInfo("lockd serving on ", (*server)->address(), " backend=", config.backend);
+  lockd::LogInfo("lockd serving on ", (*server)->address(), " backend=", config.backend,
+                 " version=", lockd::Version(), " revision=", lockd::Revision());
 
   int sig = 0;
   sigwait(&signals, &sig);

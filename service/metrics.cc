@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/backend.h"
 #include "prometheus/exposer.h"
+#include "util/version.h"
 
 namespace lockd {
 namespace {
@@ -60,9 +61,11 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
   prometheus::Registry& r = *registry_;
   prometheus::BuildGauge()
       .Name("lockd_build_info")
-      .Help("lockd's version and backend (always 1)")
+      .Help("lockd's version, git revision and backend (always 1)")
       .Register(r)
-      .Add({{"version", LOCKD_VERSION}, {"backend", backend}})
+      .Add({{"version", std::string(Version())},
+            {"revision", std::string(Revision())},
+            {"backend", backend}})
       .Set(1);
   auto& acquires = prometheus::BuildCounter()
                        .Name("lockd_acquire_requests_total")

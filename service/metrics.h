@@ -8,7 +8,7 @@
 // the namespace's index.
 //
 // Families (README "Metrics" lists them with their meaning):
-//   lockd_build_info{version,backend}                         gauge = 1
+//   lockd_build_info{version,revision,backend}                gauge = 1
 //   lockd_acquire_requests_total{backend,namespace,mode,result}
 //       mode: try | wait; result: acquired | not_acquired | cancelled | error
 //   lockd_acquire_grant_seconds{backend,namespace,mode}       histogram

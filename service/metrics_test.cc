@@ -3,9 +3,11 @@
 
 #include "service/metrics.h"
 
+#include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "backends/memory/memory_backend.h"
@@ -14,6 +16,7 @@
 #include "prometheus/text_serializer.h"
 #include "service/metrics_backend.h"
 #include "tests/support/status_matchers.h"
+#include "util/version.h"
 
 namespace lockd {
 namespace {
@@ -146,6 +149,21 @@ TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {
   EXPECT_EQ(Value("lockd_backend_request_duration_seconds_count",
                   {{"operation", "release"}, {"result", "not_held"}}),
             1);
+}
+
+TEST_F(MetricsBackendTest, BuildInfoCarriesTheVersionFileAndTheRevision) {
+  std::ifstream file(std::string(LOCKD_SOURCE_DIR) + "/VERSION");
+  std::string version;
+  std::getline(file, version);
+  ASSERT_FALSE(version.empty());
+  EXPECT_EQ(Version(), version);
+  EXPECT_EQ(
+      Value("lockd_build_info",
+            {{"version", version}, {"revision", std::string(Revision())}, {"backend", "memory"}}),
+      1);
+  std::string text = prometheus::TextSerializer().Serialize(metrics_->registry()->Collect());
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("lockd_build_info{backend=\"memory\",revision=\"",
+                                           Revision(), "\",version=\"", version, "\"} 1")));
 }
 
 TEST_F(MetricsBackendTest, ExpositionHasNoLockNamesOrOwners) {

@@ -56,6 +56,12 @@ const configOf = (objs) => one(objs, 'ConfigMap').data['lockd.yaml'];
 const matches = (selector, labels) =>
   Object.entries(selector).every(([k, v]) => labels[k] === v);
 
+test('appVersion is the VERSION file at the repository root', () => {
+  const chart = parseYaml(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'));
+  const version = readFileSync(join(CHART, '..', '..', '..', 'VERSION'), 'utf8').trim();
+  assert.equal(chart.appVersion, version);
+});
+
 test('helm lint --strict passes for the defaults and every ci values file', () => {
   helm(['lint', '--strict', CHART]);
   for (const f of CI_FILES) helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', f)]);

@@ -77,7 +77,7 @@ class RunningImageTest(unittest.TestCase):
                                "--name", "deploy/image", "--output", "json")
             info = json.loads(described)
             self.assertEqual(info["owner"], "image-test")
-            self.assertEqual(int(info["fencing_token"]), lease.fencing_token)
+            self.assertEqual(int(info["fencingToken"]), lease.fencing_token)  # proto3 JSON: a string
             lease.release()
             self.assertFalse(client.describe("deploy/image").held)
 

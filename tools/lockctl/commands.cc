@@ -1,5 +1,5 @@
-// lockctl's one-shot commands (acquire, release, renew, describe, list) and
-// their text / JSON output.
+// lockctl's one-shot commands (acquire, release, renew, describe, list,
+// force-release) and their text / JSON output (proto_json.h).
 
 #include <algorithm>
 #include <cstdio>
@@ -13,43 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "tools/lockctl/lockctl.h"
+#include "tools/lockctl/proto_json.h"
 
 namespace lockd::lockctl {
 namespace {
 
-std::string Json(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;  // UTF-8 passes through
-        }
-    }
-  }
-  return out + "\"";
-}
-
 const char* Bool(bool b) { return b ? "true" : "false"; }
-
-int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
 // Durations for people: millisecond precision ("29.957s").
 std::string Human(absl::Duration d) {
@@ -57,14 +26,6 @@ std::string Human(absl::Duration d) {
 }
 
 std::string NsOrDefault(const std::string& ns) { return ns.empty() ? "default" : ns; }
-
-std::string LockInfoJson(const LockInfo& i) {
-  return absl::StrCat("{\"namespace\":", Json(NsOrDefault(i.ns)), ",\"name\":", Json(i.name),
-                      ",\"held\":", Bool(i.held), ",\"owner\":", Json(i.owner),
-                      ",\"hold_count\":", i.hold_count, ",\"fencing_token\":", i.fencing_token,
-                      ",\"ttl_remaining_ms\":", Millis(i.ttl_remaining), ",\"waiters\":", i.waiters,
-                      ",\"backend\":", Json(i.backend), "}");
-}
 
 void PrintLockInfoText(const LockInfo& i, std::ostream& out) {
   out << "name: " << i.name << "\n"
@@ -109,9 +70,12 @@ int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostre
     // is needed to undo it by hand.
     const std::string ns = NsOrDefault(inv.ns);
     if (inv.output == Output::kJson) {
-      out << "{\"acquired\":null,\"name\":" << Json(inv.name) << ",\"namespace\":" << Json(ns)
-          << ",\"owner\":" << Json(client.owner()) << ",\"acquire_request_id\":" << Json(*id)
-          << "}\n";
+      v1::ReleaseRequest undo;  // what `release --acquire-request-id` sends
+      undo.set_namespace_(ns);
+      undo.set_name(inv.name);
+      undo.set_owner(client.owner());
+      undo.set_acquire_request_id(*id);
+      out << ProtoJson(undo) << "\n";
     } else {
       out << "acquired: unknown\n"
           << "name: " << inv.name << "\n"
@@ -126,18 +90,12 @@ int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostre
   if (!lease.ok()) {
     if (inv.output == Output::kJson && absl::IsDeadlineExceeded(lease.status())) {
       std::optional<LockInfo> holder = CurrentHolder(lease.status());
-      out << "{\"acquired\":false,\"name\":" << Json(inv.name)
-          << ",\"namespace\":" << Json(NsOrDefault(inv.ns))
-          << ",\"current\":" << (holder ? LockInfoJson(*holder) : std::string("null")) << "}\n";
+      out << ProtoJson(NotAcquiredResponse(holder ? &*holder : nullptr)) << "\n";
     }
     return Fail(lease.status(), /*acquiring=*/true, err);
   }
   if (inv.output == Output::kJson) {
-    out << "{\"acquired\":true,\"name\":" << Json(lease->name())
-        << ",\"namespace\":" << Json(NsOrDefault(lease->ns()))
-        << ",\"owner\":" << Json(lease->owner()) << ",\"fencing_token\":" << lease->fencing_token()
-        << ",\"hold_count\":" << lease->hold_count() << ",\"ttl_ms\":" << Millis(lease->ttl())
-        << "}\n";
+    out << ProtoJson(AcquiredResponse(*lease)) << "\n";
   } else {
     out << "acquired: true\n"
         << "name: " << lease->name() << "\n"
@@ -158,7 +116,7 @@ int Release(const Invocation& inv, Client& client, std::ostream& out, std::ostre
           : client.UndoAcquire(inv.name, inv.owner, inv.acquire_request_id, "", inv.fencing_token);
   if (!r.ok()) return Fail(r.status(), false, err);
   if (inv.output == Output::kJson) {
-    out << "{\"released\":" << Bool(r->released) << ",\"hold_count\":" << r->hold_count << "}\n";
+    out << ProtoJson(ToProto(*r)) << "\n";
   } else {
     out << "released: " << Bool(r->released) << "\n"
         << "hold_count: " << r->hold_count << "\n";
@@ -171,8 +129,7 @@ int Renew(const Invocation& inv, Client& client, std::ostream& out, std::ostream
       client.Renew(inv.name, inv.owner, inv.ttl, "", inv.fencing_token);
   if (!r.ok()) return Fail(r.status(), false, err);
   if (inv.output == Output::kJson) {
-    out << "{\"renewed\":true,\"ttl_ms\":" << Millis(r->ttl)
-        << ",\"fencing_token\":" << r->fencing_token << "}\n";
+    out << ProtoJson(ToProto(*r)) << "\n";
   } else {
     out << "renewed: true\n"
         << "ttl: " << absl::FormatDuration(r->ttl) << "\n"
@@ -185,7 +142,7 @@ int Describe(const Invocation& inv, Client& client, std::ostream& out, std::ostr
   absl::StatusOr<LockInfo> info = client.Describe(inv.name);
   if (!info.ok()) return Fail(info.status(), false, err);
   if (inv.output == Output::kJson) {
-    out << LockInfoJson(*info) << "\n";
+    out << ProtoJson(ToProto(*info)) << "\n";
   } else {
     PrintLockInfoText(*info, out);
   }
@@ -214,9 +171,7 @@ int List(const Invocation& inv, Client& client, std::ostream& out, std::ostream&
     o.page_token = page->next_page_token;
   }
   if (inv.output == Output::kJson) {
-    out << "{\"locks\":[";
-    for (size_t i = 0; i < locks.size(); ++i) out << (i ? "," : "") << LockInfoJson(locks[i]);
-    out << "]}\n";
+    out << ProtoJson(ToListResponse(locks)) << "\n";
     return kExitOk;
   }
   size_t name_w = 4, owner_w = 5;
@@ -238,8 +193,7 @@ int ForceRelease(const Invocation& inv, Client& client, std::ostream& out, std::
       client.ForceRelease(inv.name, inv.reason, inv.fencing_token);
   if (!r.ok()) return Fail(r.status(), false, err);
   if (inv.output == Output::kJson) {
-    out << "{\"released\":" << Bool(r->released) << ",\"previous\":" << LockInfoJson(r->previous)
-        << "}\n";
+    out << ProtoJson(ToProto(*r)) << "\n";
   } else {
     out << "released: " << Bool(r->released) << "\n";
     if (r->previous.held) {
@@ -263,6 +217,11 @@ std::string UndoCommand(const Invocation& inv, absl::string_view owner,
 }
 
 int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  if (inv.command == "completion") {
+    out << CompletionScript(inv.shell);
+    return kExitOk;
+  }
+  if (inv.command == "health") return HealthCheck(inv, out, err);
   ClientOptions co;
   co.owner = inv.owner;
   co.default_namespace = inv.ns;

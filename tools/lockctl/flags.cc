@@ -1,48 +1,34 @@
 // Argument parsing and help text of lockctl.
 
+#include <algorithm>
 #include <csignal>
-#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "tools/lockctl/lockctl.h"
 
 namespace lockd::lockctl {
 namespace {
 
-const std::set<std::string>& Commands() {
-  static const auto* const kCommands = new std::set<std::string>{
-      "acquire", "release", "renew", "describe", "list", "run", "force-release"};
-  return *kCommands;
+const CommandSpec* FindCommand(absl::string_view name) {
+  for (const CommandSpec& c : CommandTable()) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
 }
 
-// Flags each command accepts besides the global ones.
 bool CommandTakes(absl::string_view command, absl::string_view flag) {
-  static const auto* const kTakes = new std::map<std::string, std::set<std::string>>{
-      {"acquire", {"name", "owner", "ttl", "wait"}},
-      {"release", {"name", "owner", "acquire-request-id", "fencing-token"}},
-      {"renew", {"name", "owner", "ttl", "fencing-token"}},
-      {"describe", {"name"}},
-      {"list", {"prefix", "limit"}},
-      {"run", {"name", "owner", "ttl", "wait", "signal", "kill-after", "unary"}},
-      {"force-release", {"name", "reason", "token"}},
-  };
-  auto it = kTakes->find(std::string(command));
-  return it != kTakes->end() && it->second.count(std::string(flag)) > 0;
+  const CommandSpec* c = FindCommand(command);
+  return c != nullptr && std::find(c->flags.begin(), c->flags.end(), flag) != c->flags.end();
 }
 
 bool IsGlobalFlag(absl::string_view flag) {
-  static const auto* const kGlobal = new std::set<std::string>{
-      "server",   "namespace", "output",          "timeout",         "tls", "tls-ca",
-      "tls-cert", "tls-key",   "tls-server-name", "auth-token-file", "help"};
-  return kGlobal->count(std::string(flag)) > 0;
-}
-
-bool IsBoolFlag(absl::string_view flag) {
-  return flag == "tls" || flag == "help" || flag == "unary";
+  const std::vector<std::string>& global = GlobalFlags();
+  return std::find(global.begin(), global.end(), flag) != global.end();
 }
 
 absl::Status UsageError(std::string message) {
@@ -50,6 +36,38 @@ absl::Status UsageError(std::string message) {
 }
 
 }  // namespace
+
+const std::vector<CommandSpec>& CommandTable() {
+  static const auto* const kCommands = new std::vector<CommandSpec>{
+      {"acquire", "take a lock and leave it held for its lease", {"name", "owner", "ttl", "wait"}},
+      {"release",
+       "give up a hold (by owner)",
+       {"name", "owner", "acquire-request-id", "fencing-token"}},
+      {"renew", "extend a hold's lease (by owner)", {"name", "owner", "ttl", "fencing-token"}},
+      {"describe", "show one lock's state", {"name"}},
+      {"list", "list held locks by name prefix", {"prefix", "limit"}},
+      {"run",
+       "hold a lock while a command runs (distributed flock)",
+       {"name", "owner", "ttl", "wait", "signal", "kill-after", "unary"}},
+      {"force-release",
+       "free a lock whatever its owner (operators; audited)",
+       {"name", "reason", "token"}},
+      {"health", "check that lockd serves (gRPC health check; for probes)", {"service"}},
+      {"completion", "print a bash or zsh completion script", {}},
+  };
+  return *kCommands;
+}
+
+const std::vector<std::string>& GlobalFlags() {
+  static const auto* const kGlobal = new std::vector<std::string>{
+      "server",   "namespace", "output",          "timeout",         "tls",  "tls-ca",
+      "tls-cert", "tls-key",   "tls-server-name", "auth-token-file", "help", "version"};
+  return *kGlobal;
+}
+
+bool IsBoolFlag(absl::string_view flag) {
+  return flag == "tls" || flag == "help" || flag == "unary" || flag == "version";
+}
 
 absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text) {
   absl::Duration d;
@@ -143,7 +161,9 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
   bool help = false;
   for (const auto& [flag, value] : flags) {
     if (flag == "help") help = value == "true";
+    if (flag == "version" && value == "true") inv.version = true;
   }
+  if (inv.version && !help) return inv;
   if (!positional.empty() && positional[0] == "help") {
     inv.help = true;
     inv.command = positional.size() > 1 ? positional[1] : "";
@@ -157,12 +177,19 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
     return UsageError("no command given");
   }
   inv.command = positional[0];
-  if (Commands().count(inv.command) == 0) {
+  if (FindCommand(inv.command) == nullptr) {
     return UsageError(absl::StrCat("unknown command \"", inv.command, "\""));
   }
   if (help) {
     inv.help = true;
     return inv;
+  }
+  if (inv.command == "completion") {
+    if (positional.size() != 2 || (positional[1] != "bash" && positional[1] != "zsh")) {
+      return UsageError("\"completion\" needs the shell: lockctl completion bash|zsh");
+    }
+    inv.shell = positional[1];
+    positional.pop_back();
   }
   if (positional.size() > 1) {
     return UsageError(absl::StrCat("unexpected argument \"", positional[1], "\"",
@@ -212,6 +239,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       if (value.empty()) return UsageError("--auth-token-file must not be empty");
       inv.auth.bearer_token_file = value;
       inv.auth.bearer_token.clear();  // the flag beats $LOCKD_AUTH_TOKEN
+    } else if (flag == "service") {
+      inv.service = value;
     } else if (flag == "reason") {
       inv.reason = value;
     } else if (flag == "token") {
@@ -261,7 +290,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
   // renew without --ttl asks for the server's default lease.
   if (inv.command == "renew" && !ttl_set) inv.ttl = absl::ZeroDuration();
 
-  if (inv.command != "list" && inv.name.empty()) {
+  if (CommandTakes(inv.command, "name") && inv.name.empty()) {
     return UsageError(absl::StrCat("\"", inv.command, "\" needs --name"));
   }
   if ((inv.command == "release" || inv.command == "renew") && inv.owner.empty()) {
@@ -289,7 +318,10 @@ Connection flags (any command):
                           replicas: host1:port,host2:port (calls go to any live one)
                           or a gRPC target such as dns:///lockd-headless:7411
   --namespace NS          lock namespace [$LOCKD_NAMESPACE, else the server's "default"]
-  --output text|json      result format [text]
+  --output text|json      result format [text]; json: one line of proto3 JSON, the
+                          RPC's response message as grpcurl prints it (field
+                          names in lowerCamelCase, 64-bit integers as strings,
+                          durations as "29.950s", default values included)
   --timeout DUR           deadline of each call to lockd, retries included [10s]
   --tls                   use TLS (implied by any --tls-* flag)
   --tls-ca FILE           PEM roots that sign the server certificate [system roots]
@@ -298,6 +330,7 @@ Connection flags (any command):
   --tls-server-name NAME  name to verify in the server certificate [the host in --server]
   --auth-token-file FILE  file holding a bearer token sent with every call
                           [$LOCKD_AUTH_TOKEN_FILE; or the token itself in $LOCKD_AUTH_TOKEN]
+  --version               print lockctl's version and exit
 Durations look like 250ms, 30s, 10m, 1h30m; a bare number is seconds.
 )";
   const std::string exit_codes = R"(
@@ -324,6 +357,9 @@ Exit codes:
            "prints `acquired: unknown`, the owner and the attempt's acquire_request_id:\n"
            "the hold, if any, ends with --ttl, or now with `lockctl release --name NAME\n"
            "--owner OWNER --acquire-request-id ID`.\n"
+           "JSON: the lockd.v1.AcquireResponse (not acquired: \"acquired\": false and the\n"
+           "holder in \"current\"); outcome unknown: the lockd.v1.ReleaseRequest that undoes\n"
+           "the attempt (namespace, name, owner, acquireRequestId).\n"
            "  --name NAME     lock name (required)\n"
            "  --owner OWNER   holder id [random]; acquiring again with the same owner is "
            "reentrant\n"
@@ -343,7 +379,8 @@ Exit codes:
            "  --acquire-request-id ID  instead, undo OWNER's acquire with this request id\n"
            "                           (printed by an `acquire` whose outcome stayed unknown):\n"
            "                           its hold, if it added one and nothing came after it,\n"
-           "                           is given back; otherwise nothing changes (exit 0).\n" +
+           "                           is given back; otherwise nothing changes (exit 0).\n"
+           "JSON: the lockd.v1.ReleaseResponse.\n" +
            connection + exit_codes;
   }
   if (command == "renew") {
@@ -352,14 +389,16 @@ Exit codes:
            "Resets the lease of OWNER's hold to --ttl from now [server default]. Exit 76 if\n"
            "OWNER does not hold the lock (the lease was lost).\n"
            "  --fencing-token T  only the hold with this token (printed by `acquire`); a\n"
-           "                     newer hold of OWNER is left alone (exit 76) [any hold]\n" +
+           "                     newer hold of OWNER is left alone (exit 76) [any hold]\n"
+           "JSON: the lockd.v1.RenewResponse.\n" +
            connection + exit_codes;
   }
   if (command == "describe") {
     return "Usage: lockctl describe --name NAME\n"
            "\n"
            "Prints the lock's state: held, owner, hold count, fencing token, time left on\n"
-           "the lease, waiters, backend. A free lock is not an error.\n" +
+           "the lease, waiters, backend. A free lock is not an error.\n"
+           "JSON: the lockd.v1.LockInfo.\n" +
            connection + exit_codes;
   }
   if (command == "list") {
@@ -367,7 +406,9 @@ Exit codes:
            "\n"
            "Lists held locks of the namespace whose name starts with PREFIX, by name.\n"
            "  --prefix PREFIX  name prefix [all]\n"
-           "  --limit N        at most N locks [0: all]\n" +
+           "  --limit N        at most N locks [0: all]\n"
+           "JSON: one lockd.v1.ListResponse whose \"locks\" holds every lock listed (all\n"
+           "pages, up to --limit; no nextPageToken).\n" +
            connection + exit_codes;
   }
   if (command == "force-release") {
@@ -379,7 +420,8 @@ Exit codes:
            "Prints whether a hold was freed and who held it. Never retried.\n"
            "  --name NAME     lock name (required)\n"
            "  --reason TEXT   why, for lockd's audit log (required)\n"
-           "  --token T       free it only if the holder's fencing token is T (exit 1 if not)\n" +
+           "  --token T       free it only if the holder's fencing token is T (exit 1 if not)\n"
+           "JSON: the lockd.v1.ForceReleaseResponse.\n" +
            connection + exit_codes;
   }
   if (command == "run") {
@@ -409,21 +451,41 @@ Exit codes:
            "SIGINT, SIGTERM, SIGHUP and SIGQUIT received by lockctl are forwarded to it.\n"
            "If lockctl itself dies, COMMAND receives --signal. COMMAND sees\n"
            "LOCKD_LOCK_NAME, LOCKD_LOCK_OWNER and LOCKD_FENCING_TOKEN in its environment.\n"
-           "Exit status: COMMAND's, or 76 if the lock was lost (see below).\n" +
+           "Exit status: COMMAND's, or 76 if the lock was lost (see below).\n"
+           "It prints nothing of its own on stdout (--output does not apply).\n" +
            connection + exit_codes;
+  }
+  if (command == "health") {
+    return "Usage: lockctl health [--service NAME]\n"
+           "\n"
+           "One gRPC health check (grpc.health.v1.Health/Check) of lockd: prints the status\n"
+           "(SERVING, NOT_SERVING, ...) and exits 0 only for SERVING, 1 for any other\n"
+           "status or an unknown service, 69 if lockd does not answer within --timeout.\n"
+           "For an image HEALTHCHECK or a Kubernetes exec probe:\n"
+           "  lockctl health --timeout 2s                                  (liveness)\n"
+           "  lockctl health --service lockd.v1.LockService --timeout 2s   (readiness)\n"
+           "  --service NAME  the service asked about [\"\": the server as a whole];\n"
+           "                  lockd.v1.LockService is SERVING only while its backend is up\n"
+           "JSON: the grpc.health.v1.HealthCheckResponse.\n" +
+           connection + exit_codes;
+  }
+  if (command == "completion") {
+    return "Usage: lockctl completion bash|zsh\n"
+           "\n"
+           "Prints a completion script of lockctl's commands and flags for the shell:\n"
+           "  bash: source <(lockctl completion bash)   (or save it in\n"
+           "        /etc/bash_completion.d/lockctl)\n"
+           "  zsh:  source <(lockctl completion zsh)    (in ~/.zshrc, after compinit)\n";
+  }
+  std::string commands = "Commands:\n";
+  for (const CommandSpec& c : CommandTable()) {
+    absl::StrAppend(&commands, absl::StrFormat("  %-14s %s\n", c.name, c.summary));
   }
   return "lockctl: command-line client of lockd, the distributed lock service.\n"
          "\n"
          "Usage: lockctl [FLAGS] COMMAND [FLAGS] [-- COMMAND-TO-RUN...]\n"
-         "\n"
-         "Commands:\n"
-         "  acquire   take a lock and leave it held for its lease\n"
-         "  release   give up a hold (by owner)\n"
-         "  renew     extend a hold's lease (by owner)\n"
-         "  describe  show one lock's state\n"
-         "  list      list held locks by name prefix\n"
-         "  run       hold a lock while a command runs (distributed flock)\n"
-         "  force-release  free a lock whatever its owner (operators; audited)\n"
+         "\n" +
+         commands +
          "\n"
          "Example:\n"
          "  lockctl run --name nightly-report --ttl 30s --wait 10m -- ./report.sh\n"

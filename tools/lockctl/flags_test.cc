@@ -1,14 +1,21 @@
-// Unit tests of lockctl's argument parsing, help and exit-code mapping.
+// Unit tests of lockctl's argument parsing, help, exit-code mapping, proto3
+// JSON output and completion scripts.
+
+#include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 #include "tools/lockctl/lockctl.h"
+#include "tools/lockctl/proto_json.h"
 
 namespace lockd::lockctl {
 namespace {
@@ -169,6 +176,9 @@ TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
            {{"acquire", "--name", "x", "--acquire-request-id", "1"},
             "unknown flag --acquire-request-id for \"acquire\""},
            {{"describe", "-x"}, "unknown option"},
+           {{"completion"}, "needs the shell"},
+           {{"completion", "fish"}, "needs the shell"},
+           {{"health", "--name", "x"}, "unknown flag --name for \"health\""},
        }) {
     absl::StatusOr<Invocation> inv = Parse(c.args);
     ASSERT_FALSE(inv.ok()) << c.says;
@@ -195,12 +205,43 @@ TEST(ParseArgsTest, HelpForToolAndCommands) {
   EXPECT_TRUE(inv->help);
 }
 
+TEST(ParseArgsTest, VersionHealthAndCompletion) {
+  absl::StatusOr<Invocation> inv = Parse({"--version"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->version);
+  EXPECT_FALSE(inv->help);
+  inv = Parse({"health"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->command, "health");
+  EXPECT_EQ(inv->service, "");
+  inv = Parse({"health", "--service", "lockd.v1.LockService", "--timeout", "2s"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->service, "lockd.v1.LockService");
+  EXPECT_EQ(inv->timeout, absl::Seconds(2));
+  for (const char* shell : {"bash", "zsh"}) {
+    inv = Parse({"completion", shell});
+    ASSERT_TRUE(inv.ok()) << inv.status();
+    EXPECT_EQ(inv->command, "completion");
+    EXPECT_EQ(inv->shell, shell);
+  }
+}
+
 TEST(UsageTest, DocumentsEveryCommandAndEveryExitCode) {
   std::string top = Usage("");
   for (const char* c : {"acquire", "release", "renew", "describe", "list", "run"}) {
     EXPECT_THAT(top, HasSubstr(c));
     EXPECT_THAT(Usage(c), HasSubstr(absl::StrCat("Usage: lockctl ", c)));
   }
+  // The table is the one list of commands and flags: each is in the
+  // overview, has its help, and its help names each of its flags.
+  for (const CommandSpec& c : CommandTable()) {
+    EXPECT_THAT(top, HasSubstr(absl::StrCat("  ", c.name, " ")));
+    EXPECT_THAT(Usage(c.name), HasSubstr(absl::StrCat("Usage: lockctl ", c.name)));
+    for (const std::string& f : c.flags) {
+      EXPECT_THAT(Usage(c.name), HasSubstr(absl::StrCat("--", f))) << c.name;
+    }
+  }
+  for (const std::string& f : GlobalFlags()) EXPECT_THAT(top, HasSubstr(absl::StrCat("--", f)));
   for (const char* code : {"  0 ", "  1 ", "  64 ", "  69 ", "  75 ", "  76 ", "126", "127"}) {
     EXPECT_THAT(top, HasSubstr(code));
   }
@@ -266,6 +307,142 @@ TEST(ForceReleaseFlagsTest, BearerTokenFromFlagOrEnvironment) {
   EXPECT_EQ(ExitCodeFor(absl::PermissionDeniedError("x"), false), kExitNoPermission);
   EXPECT_EQ(ExitCodeFor(absl::UnauthenticatedError("x"), false), kExitNoPermission);
   EXPECT_EQ(kExitNoPermission, 77);
+}
+
+}  // namespace
+}  // namespace lockd::lockctl
+
+namespace lockd::lockctl {
+namespace {
+
+// Proto3 JSON parsed back strictly (an unknown field name is an error).
+template <typename Message>
+Message ParseJson(const std::string& json) {
+  Message m;
+  google::protobuf::util::JsonParseOptions strict;
+  strict.ignore_unknown_fields = false;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &m, strict).ok()) << json;
+  return m;
+}
+
+LockInfo HeldLock() {
+  LockInfo info;
+  info.ns = "ops";
+  info.name = "orders/42";
+  info.held = true;
+  info.owner = "me";
+  info.hold_count = 2;
+  info.fencing_token = 9007199254740993;  // above 2^53: a JSON number would lose it
+  info.ttl_remaining = absl::Milliseconds(59800);
+  info.waiters = 1;
+  info.backend = "memory";
+  return info;
+}
+
+TEST(ProtoJsonTest, LockInfoIsProto3JsonAsGrpcurlPrintsIt) {
+  const std::string json = ProtoJson(ToProto(HeldLock()));
+  EXPECT_THAT(json, HasSubstr("\"ttlRemaining\":\"59.800s\""));
+  EXPECT_THAT(json, HasSubstr("\"fencingToken\":\"9007199254740993\""));
+  EXPECT_THAT(json, HasSubstr("\"holdCount\":2"));
+  EXPECT_THAT(json, HasSubstr("\"namespace\":\"ops\""));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("ttl_remaining")));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\n")));
+  v1::LockInfo back = ParseJson<v1::LockInfo>(json);
+  EXPECT_EQ(back.name(), "orders/42");
+  EXPECT_TRUE(back.held());
+  EXPECT_EQ(back.owner(), "me");
+  EXPECT_EQ(back.fencing_token(), 9007199254740993u);
+  EXPECT_EQ(back.ttl_remaining().seconds(), 59);
+  EXPECT_EQ(back.ttl_remaining().nanos(), 800000000);
+  EXPECT_EQ(back.waiters(), 1u);
+  EXPECT_EQ(back.backend(), "memory");
+}
+
+TEST(ProtoJsonTest, DefaultValuesArePrintedAndAFreeLockHasNoTtl) {
+  LockInfo free_lock;
+  free_lock.name = "x";
+  free_lock.backend = "memory";
+  const std::string json = ProtoJson(ToProto(free_lock));
+  EXPECT_THAT(json, HasSubstr("\"held\":false"));
+  EXPECT_THAT(json, HasSubstr("\"fencingToken\":\"0\""));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("ttlRemaining")));
+  EXPECT_THAT(ProtoJson(ToProto(ReleaseOutcome{true, 0})),
+              ::testing::Eq("{\"released\":true,\"holdCount\":0}"));
+  RenewOutcome renewed;
+  renewed.ttl = absl::Seconds(40);
+  renewed.fencing_token = 3;
+  v1::RenewResponse r = ParseJson<v1::RenewResponse>(ProtoJson(ToProto(renewed)));
+  EXPECT_EQ(r.lease_ttl().seconds(), 40);
+  EXPECT_EQ(r.fencing_token(), 3u);
+  EXPECT_THAT(ProtoJson(ToProto(renewed)), HasSubstr("\"leaseTtl\":\"40s\""));
+}
+
+TEST(ProtoJsonTest, ListAndForceReleaseAndNotAcquiredNestTheLockInfo) {
+  v1::ListResponse list = ParseJson<v1::ListResponse>(ProtoJson(ToListResponse({HeldLock()})));
+  ASSERT_EQ(list.locks_size(), 1);
+  EXPECT_EQ(list.locks(0).owner(), "me");
+  ForceReleaseOutcome forced;
+  forced.released = true;
+  forced.previous = HeldLock();
+  v1::ForceReleaseResponse f = ParseJson<v1::ForceReleaseResponse>(ProtoJson(ToProto(forced)));
+  EXPECT_TRUE(f.released());
+  EXPECT_EQ(f.previous().fencing_token(), 9007199254740993u);
+  LockInfo holder = HeldLock();
+  v1::AcquireResponse no = ParseJson<v1::AcquireResponse>(ProtoJson(NotAcquiredResponse(&holder)));
+  EXPECT_FALSE(no.acquired());
+  EXPECT_EQ(no.current().owner(), "me");
+  EXPECT_THAT(ProtoJson(NotAcquiredResponse(nullptr)), HasSubstr("\"acquired\":false"));
+}
+
+// Runs `script` in bash; returns its stdout.
+std::string Bash(const std::string& script) {
+  const std::string file = absl::StrCat(::testing::TempDir(), "/lockctl-bash-", getpid(), ".sh");
+  std::ofstream(file) << script;
+  std::string out;
+  if (FILE* p = popen(absl::StrCat("bash ", file, " 2>&1").c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  std::remove(file.c_str());
+  return out;
+}
+
+TEST(CompletionTest, BashScriptIsValidAndOffersEveryCommandAndFlag) {
+  const std::string script = CompletionScript("bash");
+  for (const CommandSpec& c : CommandTable()) {
+    EXPECT_THAT(script, HasSubstr(absl::StrCat(" ", c.name))) << c.name;
+    for (const std::string& f : c.flags) EXPECT_THAT(script, HasSubstr(absl::StrCat("--", f)));
+  }
+  for (const std::string& f : GlobalFlags()) EXPECT_THAT(script, HasSubstr(absl::StrCat("--", f)));
+  EXPECT_THAT(script, HasSubstr("complete -o default -F _lockctl lockctl"));
+
+  // `bash -n`: the script parses.
+  const std::string file = absl::StrCat(::testing::TempDir(), "/lockctl-completion.bash");
+  std::ofstream(file) << script;
+  EXPECT_EQ(Bash(absl::StrCat("bash -n ", file, " && echo parsed")), "parsed\n");
+
+  // It completes: commands, a command's flags, a flag's values, and skips
+  // the value of a flag when it looks for the command.
+  auto complete = [&](const std::string& words, int cword) {
+    return Bash(absl::StrCat("source ", file, "\nCOMP_WORDS=(", words, ")\nCOMP_CWORD=", cword,
+                             "\n_lockctl\necho \"${COMPREPLY[*]}\"\n"));
+  };
+  EXPECT_EQ(complete("lockctl ac", 1), "acquire\n");
+  EXPECT_EQ(complete("lockctl he", 1), "health help\n");
+  EXPECT_EQ(complete("lockctl --server x:1 desc", 3), "describe\n");
+  EXPECT_EQ(complete("lockctl health --se", 2), "--service --server\n");
+  EXPECT_EQ(complete("lockctl describe --output ''", 3), "text json\n");
+  EXPECT_EQ(complete("lockctl completion ''", 2), "bash zsh\n");
+  std::remove(file.c_str());
+}
+
+TEST(CompletionTest, ZshScriptRunsTheBashOneThroughBashcompinit) {
+  const std::string zsh = CompletionScript("zsh");
+  EXPECT_THAT(zsh, HasSubstr("bashcompinit"));
+  EXPECT_THAT(zsh, HasSubstr(CompletionScript("bash")));
+  EXPECT_EQ(CompletionScript("fish"), "");
 }
 
 }  // namespace

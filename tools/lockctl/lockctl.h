@@ -1,6 +1,9 @@
 // lockctl: the lockd command-line tool (acquire, release, renew, describe,
-// list, run). This header is the tool's internal interface: argument
-// parsing (pure, unit-tested) and the commands.
+// list, run, force-release, health, completion). This header is the tool's
+// internal interface: the command-line grammar (declared once, in
+// CommandTable() and GlobalFlags(): parsing, the help overview and the
+// completion scripts read it), argument parsing (pure, unit-tested) and the
+// commands.
 //
 // Exit codes are part of the tool's documented interface (lockctl --help,
 // README). `run` passes its command's exit status through; the tool's own
@@ -37,9 +40,25 @@ enum ExitCode : int {
 
 enum class Output { kText, kJson };
 
+// One command of lockctl: its name, its line in the help overview, and the
+// flags it takes besides the global ones (names without "--").
+struct CommandSpec {
+  std::string name;
+  std::string summary;
+  std::vector<std::string> flags;
+};
+
+// Every command, in help order.
+const std::vector<CommandSpec>& CommandTable();
+// The flags every command takes (connection, output, --help, --version).
+const std::vector<std::string>& GlobalFlags();
+// Flags that take no value (--tls, --unary, --help, --version).
+bool IsBoolFlag(absl::string_view flag);
+
 struct Invocation {
-  std::string command;  // acquire, release, renew, describe, list, run, force-release; "" with help
-  bool help = false;    // --help / -h / `help [command]`: print Usage(command)
+  std::string command;   // a CommandTable() name; "" with help or version
+  bool help = false;     // --help / -h / `help [command]`: print Usage(command)
+  bool version = false;  // --version: print VersionLine("lockctl")
 
   // Connection (global flags).
   std::string server;  // --server, $LOCKD_SERVER, default 127.0.0.1:7411
@@ -76,6 +95,13 @@ struct Invocation {
   absl::Duration kill_after = absl::Seconds(10);  // 0: never SIGKILL
   bool unary = false;  // --unary: no Session stream (ClientOptions::use_sessions = false)
   std::vector<std::string> argv;
+
+  // health --service: "" asks about the server as a whole (liveness);
+  // lockd.v1.LockService about its backend too (readiness).
+  std::string service;
+
+  // completion: bash or zsh.
+  std::string shell;
 };
 
 // Parses the arguments after the program name. `env` supplies LOCKD_SERVER,
@@ -111,6 +137,17 @@ int Execute(const Invocation& inv, std::ostream& out, std::ostream& err);
 
 // `run`: see Usage("run"). Writes diagnostics to `err` only.
 int RunCommand(const Invocation& inv, Client& client, std::ostream& err);
+
+// `health`: one grpc.health.v1.Health/Check of inv.service on inv.server.
+// Prints the status (SERVING, NOT_SERVING, ...; with --output json the
+// HealthCheckResponse) and returns kExitOk only for SERVING, kExitError for
+// any other status or a service the server does not know (NOT_FOUND), and
+// ExitCodeFor's code when the call fails (kExitUnavailable: no answer).
+int HealthCheck(const Invocation& inv, std::ostream& out, std::ostream& err);
+
+// `completion`: the completion script for `shell` ("bash" or "zsh"), built
+// from CommandTable() and GlobalFlags(). "" for another shell.
+std::string CompletionScript(absl::string_view shell);
 
 }  // namespace lockd::lockctl
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/lockctl/lockctl.h"
+#include "util/version.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -19,6 +20,10 @@ int main(int argc, char** argv) {
     std::cerr << "lockctl: " << inv.status().message() << "\n"
               << "Run `lockctl --help` for usage.\n";
     return lockd::lockctl::kExitUsage;
+  }
+  if (inv->version) {
+    std::cout << lockd::VersionLine("lockctl") << "\n";
+    return lockd::lockctl::kExitOk;
   }
   if (inv->help) {
     std::cout << lockd::lockctl::Usage(inv->command);

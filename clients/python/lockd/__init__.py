@@ -24,7 +24,7 @@ from lockd.client import (
     Unavailable,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the VERSION file's; lockd_python_wheel_test checks it
 
 __all__ = [
     "Client", "Lease", "LockInfo", "LockdError", "LockNotAcquired", "LockLost", "Unavailable",

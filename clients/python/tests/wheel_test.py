@@ -45,6 +45,10 @@ def main() -> int:
     parser.add_argument("--version", required=True, help="the CMake project's VERSION")
     args = parser.parse_args()
     client_src = os.path.join(args.source_dir, "clients", "python")
+    with open(os.path.join(args.source_dir, "VERSION")) as f:
+        version_file = f.read().strip()
+    if args.version != version_file:
+        fail("CMake's PROJECT_VERSION %s is not the VERSION file's %s" % (args.version, version_file))
 
     # Only the wheel and Debian's packages: no package index, no find-links,
     # no PYTHONPATH into a build tree.
@@ -68,7 +72,7 @@ def main() -> int:
         wheels = os.listdir(dist)
         expected = "lockd_client-%s-py3-none-any.whl" % args.version
         if wheels != [expected]:
-            fail("built %s, expected [%s] (pyproject/lockd.__version__ vs CMake VERSION)" %
+            fail("built %s, expected [%s] (lockd.__version__ vs the VERSION file)" %
                  (wheels, expected))
         wheel = os.path.join(dist, expected)
         with zipfile.ZipFile(wheel) as z:

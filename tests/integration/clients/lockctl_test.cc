@@ -1,8 +1,10 @@
 // lockctl end to end against a real lockd: every subcommand, the documented
-// exit codes, release/renew of the hold with a given fencing token, a --server list with a dead
-// address, `run` as a distributed flock (mutual exclusion between racing runs, exit status
-// pass-through, signals on loss, forwarding), and acquires whose reply never comes (through
-// StallProxy): undone automatically, or by hand with `release
+// exit codes, --output json as proto3 JSON (parsed back), health checks,
+// the completion script, --version of lockctl and lockd, release/renew of the hold with a given
+// fencing token, a --server list with a dead address, `run` as a distributed flock (mutual
+// exclusion between racing runs, exit status pass-through, signals on loss, forwarding), and
+// acquires whose reply never comes (through StallProxy): undone automatically, or by hand with
+// `release
 // --acquire-request-id` when even the undo gets no answer.
 
 #include <signal.h>
@@ -19,10 +21,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
+#include "lockd/v1/lock.pb.h"
 #include "tests/integration/clients/restartable_lockd.h"
 #include "tests/integration/clients/tls_server.h"
+#include "tests/support/lockd_process.h"
 #include "tests/support/process.h"
 #include "tests/support/stall_proxy.h"
 
@@ -55,6 +60,23 @@ std::string Field(const std::string& output, absl::string_view key) {
     if (absl::ConsumePrefix(&line, absl::StrCat(key, ": "))) return std::string(line);
   }
   return "";
+}
+
+// The one line of `output` that is a JSON object, parsed strictly (an
+// unknown field name fails) into Message.
+template <typename Message>
+Message JsonLine(const std::string& output) {
+  Message m;
+  google::protobuf::util::JsonParseOptions strict;
+  strict.ignore_unknown_fields = false;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(line, "{")) continue;
+    auto s = google::protobuf::util::JsonStringToMessage(std::string(line), &m, strict);
+    EXPECT_TRUE(s.ok()) << s << ": " << line;
+    return m;
+  }
+  ADD_FAILURE() << "no JSON line in: " << output;
+  return m;
 }
 
 class LockctlTest : public ::testing::Test {
@@ -135,17 +157,44 @@ TEST_F(LockctlTest, AcquireRenewDescribeReleaseRoundTrip) {
   EXPECT_EQ(other_json.code, kNotAcquired);
   EXPECT_THAT(other_json.output, HasSubstr("{\"acquired\":false"));
   EXPECT_THAT(other_json.output, HasSubstr("\"owner\":\"me\""));
+  v1::AcquireResponse not_acquired = JsonLine<v1::AcquireResponse>(other_json.output);
+  EXPECT_FALSE(not_acquired.acquired());
+  EXPECT_EQ(not_acquired.current().owner(), "me");
+  EXPECT_EQ(absl::StrCat(not_acquired.current().fencing_token()), token);
+
+  Result desc_json = Run({"describe", "--name", "orders/42", "--output", "json"});
+  ASSERT_EQ(desc_json.code, 0) << desc_json.output;
+  // proto3 JSON as grpcurl prints it: lowerCamelCase, uint64 as a string,
+  // durations in seconds.
+  EXPECT_THAT(desc_json.output, HasSubstr(absl::StrCat("\"fencingToken\":\"", token, "\"")));
+  EXPECT_THAT(desc_json.output,
+              ::testing::ContainsRegex("\"ttlRemaining\":\"[0-9]+(\\.[0-9]+)?s\""));
+  EXPECT_THAT(desc_json.output, ::testing::Not(HasSubstr("ttl_remaining")));
+  v1::LockInfo described = JsonLine<v1::LockInfo>(desc_json.output);
+  EXPECT_EQ(described.name(), "orders/42");
+  EXPECT_TRUE(described.held());
+  EXPECT_EQ(described.owner(), "me");
+  EXPECT_EQ(described.hold_count(), 1u);
+  EXPECT_GT(described.ttl_remaining().seconds(), 0);
+  EXPECT_LE(described.ttl_remaining().seconds(), 20);
+  EXPECT_EQ(described.backend(), "memory");
 
   Result renew = Run({"renew", "--name", "orders/42", "--owner", "me", "--ttl", "40s"});
   ASSERT_EQ(renew.code, 0) << renew.output;
   EXPECT_EQ(Field(renew.output, "ttl"), "40s");
   EXPECT_EQ(Field(renew.output, "fencing_token"), token);
+  Result renew_json =
+      Run({"renew", "--name", "orders/42", "--owner", "me", "--ttl", "40s", "--output", "json"});
+  ASSERT_EQ(renew_json.code, 0) << renew_json.output;
+  EXPECT_THAT(renew_json.output, HasSubstr("\"leaseTtl\":\"40s\""));
+  EXPECT_EQ(absl::StrCat(JsonLine<v1::RenewResponse>(renew_json.output).fencing_token()), token);
 
   Result wrong = Run({"release", "--name", "orders/42", "--owner", "other"});
   EXPECT_EQ(wrong.code, kLockLost) << wrong.output;
   Result rel = Run({"release", "--name", "orders/42", "--owner", "me", "--output", "json"});
   ASSERT_EQ(rel.code, 0) << rel.output;
-  EXPECT_THAT(rel.output, HasSubstr("{\"released\":true,\"hold_count\":0}"));
+  EXPECT_THAT(rel.output, HasSubstr("{\"released\":true,\"holdCount\":0}"));
+  EXPECT_TRUE(JsonLine<v1::ReleaseResponse>(rel.output).released());
   EXPECT_EQ(Field(Run({"describe", "--name", "orders/42"}).output, "held"), "false");
   EXPECT_EQ(Run({"renew", "--name", "orders/42", "--owner", "me"}).code, kLockLost);
 }
@@ -194,6 +243,12 @@ TEST_F(LockctlTest, ListShowsHeldLocksByPrefixAsTextAndJson) {
   ASSERT_EQ(json.code, 0) << json.output;
   EXPECT_THAT(json.output, HasSubstr("{\"locks\":[{\"namespace\":\"ops\",\"name\":\"jobs/a\""));
   EXPECT_THAT(json.output, ::testing::Not(HasSubstr("jobs/b")));
+  v1::ListResponse listed = JsonLine<v1::ListResponse>(json.output);
+  ASSERT_EQ(listed.locks_size(), 1);
+  EXPECT_EQ(listed.locks(0).namespace_(), "ops");
+  EXPECT_EQ(listed.locks(0).name(), "jobs/a");
+  EXPECT_TRUE(listed.locks(0).held());
+  EXPECT_TRUE(listed.locks(0).has_ttl_remaining());
 }
 
 TEST_F(LockctlTest, ExitCodesForUsageHelpAndUnavailableServer) {
@@ -207,6 +262,61 @@ TEST_F(LockctlTest, ExitCodesForUsageHelpAndUnavailableServer) {
   Result down = Run({"describe", "--name", "x", "--timeout", "1s"});
   EXPECT_EQ(down.code, kUnavailable) << down.output;
   EXPECT_EQ(Run({"run", "--name", "x", "--timeout", "1s", "--", "true"}).code, kUnavailable);
+}
+
+// `lockctl health` is a gRPC health check usable as a probe: exit 0 only
+// for SERVING.
+TEST_F(LockctlTest, HealthIsServingAgainstARunningLockdAndFailsOtherwise) {
+  Result live = Run({"health"});
+  EXPECT_EQ(live.code, 0) << live.output;
+  EXPECT_EQ(live.output, "SERVING\n");
+  Result ready = Run({"health", "--service", "lockd.v1.LockService", "--output", "json"});
+  EXPECT_EQ(ready.code, 0) << ready.output;
+  EXPECT_EQ(ready.output, "{\"status\":\"SERVING\"}\n");
+  Result unknown = Run({"health", "--service", "no.such.Service"});
+  EXPECT_EQ(unknown.code, 1) << unknown.output;
+  EXPECT_THAT(unknown.output, HasSubstr("no.such.Service"));
+  const std::string closed = absl::StrCat("127.0.0.1:", testing::FreePort());
+  Result down = Run({"--server", closed, "health", "--timeout", "2s"});
+  EXPECT_EQ(down.code, kUnavailable) << down.output;
+  EXPECT_THAT(down.output, HasSubstr("health check"));
+}
+
+// Both binaries print the one version (the VERSION file) and git revision,
+// which lockd's start log line also shows.
+TEST_F(LockctlTest, VersionAndCompletion) {
+  std::vector<std::string> versions;  // "0.1.0 (git REV)" of lockctl, then of lockd
+  for (const std::string& binary : {std::string(LOCKCTL_BINARY), testing::LockdBinary()}) {
+    absl::StatusOr<std::unique_ptr<Subprocess>> p =
+        Subprocess::Start({binary, "--version"}, Path(absl::StrCat("version-", ++runs_, ".log")));
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(ExitCode((*p)->Wait(absl::Seconds(20))), 0) << (*p)->Log();
+    const std::string program = binary == LOCKCTL_BINARY ? "lockctl" : "lockd";
+    std::string out = (*p)->Log();
+    EXPECT_THAT(out, ::testing::MatchesRegex(
+                         absl::StrCat(program, " [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [0-9a-z]+\\)\n")));
+    absl::string_view rest = out;
+    absl::ConsumePrefix(&rest, program + " ");
+    absl::ConsumeSuffix(&rest, "\n");
+    versions.emplace_back(rest);
+  }
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[0], versions[1]);
+  // "0.1.0 (git REV)" -> "version=0.1.0 revision=REV" in the start line.
+  std::vector<std::string> parts =
+      absl::StrSplit(versions[1], absl::ByAnyChar(" ()"), absl::SkipEmpty());
+  ASSERT_EQ(parts.size(), 3u) << versions[1];
+  absl::StatusOr<std::unique_ptr<testing::LockdProcess>> lockd =
+      testing::LockdProcess::Start({}, tmp_.path());
+  ASSERT_TRUE(lockd.ok()) << lockd.status();
+  EXPECT_THAT((*lockd)->process().Log(),
+              HasSubstr(absl::StrCat("version=", parts[0], " revision=", parts[2])));
+
+  Result bash = Run({"completion", "bash"});
+  EXPECT_EQ(bash.code, 0) << bash.output;
+  EXPECT_THAT(bash.output, HasSubstr("complete -o default -F _lockctl lockctl"));
+  EXPECT_THAT(bash.output, HasSubstr("force-release"));
+  EXPECT_EQ(Run({"completion", "fish"}).code, kUsage);
 }
 
 TEST_F(LockctlTest, ServerListWithADeadAddressStillWorks) {

@@ -140,7 +140,10 @@ class ReadmeExamplesTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("report ran with fencing token", out)
         self.assertIn('"name":"orders/42"', out)
+        self.assertIn('"ttlRemaining":"', out)  # proto3 JSON, not lockctl's own dialect
         self.assertIn("released: true", out)
+        self.assertIn("SERVING", out)
+        self.assertRegex(out, r"lockctl \d+\.\d+\.\d+ \(git \w+\)")
 
 
 if __name__ == "__main__":

@@ -233,6 +233,10 @@ class PrometheusTest(unittest.TestCase):
                    lambda v: v >= 21)
         self.value('lockd_backend_up{backend="memory"}', lambda v: v == 1)
         self.value('lockd_build_info{backend="memory"}', lambda v: v == 1)
+        with open(os.path.join(SOURCE_DIR, "VERSION")) as f:
+            version = f.read().strip()
+        self.value('lockd_build_info{backend="memory",version="%s",revision=~".+"}' % version,
+                   lambda v: v == 1)
         self.value('lockd_fencing_token_regressions_total', lambda v: v == 0)
 
     def test_held_locks_and_waiters_gauges(self):
@@ -272,7 +276,7 @@ class PrometheusTest(unittest.TestCase):
         labels = set(re.findall(r'(\w+)="', text))
         self.assertLessEqual(labels, {"backend", "namespace", "mode", "result", "ended",
                                       "operation", "permission", "code", "le", "version",
-                                      "quantile"})
+                                      "revision", "quantile"})
 
     def test_alert_rules_load_and_dashboard_queries_run(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.prom_port}/api/v1/rules") as r:

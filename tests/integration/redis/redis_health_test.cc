@@ -6,7 +6,10 @@
 // lockd.v1.LockService (readiness) is NOT_SERVING while Redis is away and
 // SERVING again when it returns. The chart's liveness window is 60 s
 // (periodSeconds 10 x failureThreshold 6); rather than wait that long, the
-// tests probe every 100 ms and require SERVING at every probe.
+// tests probe every 100 ms and require SERVING at every probe. `lockctl
+// health`, the probe an image HEALTHCHECK or exec probe runs, sees the same.
+
+#include <sys/wait.h>
 
 #include <memory>
 #include <string>
@@ -61,6 +64,18 @@ struct Probes {
     return true;
   }
 };
+
+// `lockctl health [--service S]` against `address`: its exit code and output.
+std::pair<int, std::string> LockctlHealth(const TempDir& tmp, const std::string& address,
+                                          const std::string& service) {
+  static int runs = 0;
+  absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(
+      {LOCKCTL_BINARY, "--server", address, "health", "--service", service, "--timeout", "5s"},
+      absl::StrCat(tmp.path(), "/lockctl-health-", ++runs, ".log"));
+  if (!p.ok()) return {-1, std::string(p.status().message())};
+  int status = (*p)->Wait(absl::Seconds(20));
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, (*p)->Log()};
+}
 
 TEST(RedisHealthTest, LivenessStaysServingThroughARedisOutageAndReadinessFollowsRedis) {
   TempDir tmp;
@@ -131,6 +146,10 @@ TEST(RedisHealthTest, LockdStartedWhileRedisIsDownIsLiveAndBecomesReadyWhenRedis
   // UNAVAILABLE.
   EXPECT_TRUE(probes.All("", kHealthServing));
   EXPECT_TRUE(probes.All(kLockService, kHealthNotServing));
+  EXPECT_EQ(LockctlHealth(tmp, (*lockd)->address(), ""),
+            std::make_pair(0, std::string("SERVING\n")));
+  EXPECT_EQ(LockctlHealth(tmp, (*lockd)->address(), kLockService),
+            std::make_pair(1, std::string("NOT_SERVING\n")));
   auto stub = v1::LockService::NewStub((*lockd)->NewChannel());
   v1::AcquireResponse resp;
   EXPECT_THAT(AcquireRpc(*stub, "early", "o", absl::Seconds(10), absl::ZeroDuration(),
@@ -142,6 +161,8 @@ TEST(RedisHealthTest, LockdStartedWhileRedisIsDownIsLiveAndBecomesReadyWhenRedis
   EXPECT_TRUE(WaitFor([&] { return probes.All(kLockService, kHealthServing); }, absl::Seconds(10)))
       << "readiness does not come when Redis does";
   EXPECT_TRUE(probes.All("", kHealthServing));
+  EXPECT_EQ(LockctlHealth(tmp, (*lockd)->address(), kLockService),
+            std::make_pair(0, std::string("SERVING\n")));
   grpc::Status s = AcquireRpc(*stub, "early", "o", absl::Seconds(10), absl::ZeroDuration(),
                               absl::Seconds(5), &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
