@@ -611,7 +611,10 @@ class MysqlBackend final : public Backend, private LockStrategy {
   WorkerPool pool_;
 };
 
+// The ranges are MysqlOptionSet()'s; these are the rules that relate
+// members or look inside strings.
 absl::Status CheckOptions(const MysqlOptions& o) {
+  if (absl::Status s = MysqlOptionSet().Check(o); !s.ok()) return s;
   auto bad = [](absl::string_view key, absl::string_view rule) {
     return absl::InvalidArgumentError(absl::StrCat("mysql.", key, ": ", rule));
   };
@@ -624,11 +627,6 @@ absl::Status CheckOptions(const MysqlOptions& o) {
       o.database.find_first_of(std::string("`\0/\\.", 5)) != std::string::npos) {
     return bad("database", "must be 1-64 characters without `, /, \\, . or NUL");
   }
-  if (o.pool_size < 1 || o.pool_size > 1024) return bad("pool_size", "must be in [1, 1024]");
-  if (o.sweep_interval <= absl::ZeroDuration()) return bad("sweep_interval", "must be positive");
-  if (o.connect_timeout <= absl::ZeroDuration()) return bad("connect_timeout", "must be positive");
-  if (o.read_timeout <= absl::ZeroDuration()) return bad("read_timeout", "must be positive");
-  if (o.write_timeout <= absl::ZeroDuration()) return bad("write_timeout", "must be positive");
   if (o.ssl_mode == MysqlSslMode::kVerifyIdentity && o.ssl_ca.empty()) {
     return bad("ssl_ca", "is required when mysql.ssl_mode is verify_identity");
   }
@@ -636,14 +634,8 @@ absl::Status CheckOptions(const MysqlOptions& o) {
     return bad(o.ssl_cert.empty() ? "ssl_cert" : "ssl_key",
                "mysql.ssl_cert and mysql.ssl_key must be set together");
   }
-  if (o.max_waiters == 0) return absl::InvalidArgumentError("max_waiters: must be positive");
   if (o.initial_retry <= absl::ZeroDuration() || o.max_retry < o.initial_retry) {
     return absl::InvalidArgumentError("mysql retry backoff: need 0 < initial_retry <= max_retry");
-  }
-  if (o.release_memory < absl::ZeroDuration() || o.fence_retention < absl::ZeroDuration() ||
-      o.fair_slice < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "mysql: release_memory, fence_retention and fair_slice must be >= 0");
   }
   return absl::OkStatus();
 }

@@ -434,12 +434,12 @@ class RedisBackend final : public Backend,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
+  absl::Status s = RedisOptionSet().Check(options);
+  if (!s.ok()) return s;
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
   if (!addresses.ok()) return addresses.status();
-  absl::Status s = redis::ValidateKeyPrefix(options.key_prefix);
+  s = redis::ValidateKeyPrefix(options.key_prefix);
   if (!s.ok()) return s;
-  if (options.pool_size < 1) return absl::InvalidArgumentError("redis.pool_size: must be >= 1");
-  if (options.db < 0) return absl::InvalidArgumentError("redis.db: must be >= 0");
   if (options.mode == RedisMode::kCluster && options.db != 0) {
     return absl::InvalidArgumentError(
         "redis.db: must be 0 in cluster mode (Redis Cluster has only database 0)");
@@ -448,16 +448,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
     return absl::InvalidArgumentError(
         "redis.username: an ACL user needs a password (redis.password_file or "
         "LOCKD_REDIS_PASSWORD)");
-  }
-  if (options.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("redis.connect_timeout: must be positive");
-  }
-  if (options.command_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("redis.command_timeout: must be positive");
-  }
-  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters: must be positive");
-  if (options.fence_retention < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("redis.fence_retention: must not be negative");
   }
 
   redis::ConnectionOptions connection;

@@ -378,6 +378,7 @@ absl::StatusOr<std::string> ConnectString(absl::string_view hosts) {
 
 absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
     const ZooKeeperOptions& options, zk::TransportFactory make_transport) {
+  if (absl::Status s = ZooKeeperOptionSet().Check(options); !s.ok()) return s;
   if (options.hosts.empty()) {
     return absl::InvalidArgumentError("zookeeper.hosts: must name at least one host:port");
   }
@@ -393,13 +394,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
           absl::StrCat("zookeeper.root: \"", options.root, "\" is not a usable znode path"));
     }
   }
-  if (options.session_timeout < absl::Milliseconds(100)) {
-    return absl::InvalidArgumentError("zookeeper.session_timeout: must be at least 100ms");
-  }
-  if (options.reap_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("zookeeper.reap_interval: must be positive");
-  }
-  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters must be positive");
   auto backend = std::make_unique<ZooKeeperBackend>(options, std::move(make_transport));
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
