@@ -278,17 +278,25 @@ class RedisBackend final : public Backend,
     return absl::StrCat(lease_ms + CeilMillis(options_.fence_retention));
   }
 
-  // The acquire script for `p`: mode 'n' may take a free lock, mode 'r' only
-  // re-enters (or replays) while others of this process wait in line.
+  // The acquire script for `p`: a first try or the head of the queue may
+  // take a free lock; a waiter behind others of this process only re-enters
+  // or replays (scripts.h: kMayTakeFree, kReenterOnly).
   Command AcquireCommand(const AcquireParams& p, TryKind kind) const {
-    char mode = kind == TryKind::kFirst || kind == TryKind::kHead ? 'n' : 'r';
+    const char* mode = kind == TryKind::kFirst || kind == TryKind::kHead ? redis::kMayTakeFree
+                                                                         : redis::kReenterOnly;
     redis::LockKeys k = keys_.KeysFor(p.key);
     int64_t ms = CeilMillis(p.ttl);
     Command cmd;
     cmd.script = &scripts_->acquire;
     cmd.num_keys = 3;
-    cmd.args = {std::move(k.lock),   std::move(k.fence), std::move(k.freed),   p.owner,
-                absl::StrCat(ms),    p.request_id,       std::string(1, mode), FenceTtl(ms),
+    cmd.args = {std::move(k.lock),
+                std::move(k.fence),
+                std::move(k.freed),
+                p.owner,
+                absl::StrCat(ms),
+                p.request_id,
+                mode,
+                FenceTtl(ms),
                 std::move(k.channel)};
     cmd.context = absl::StrCat("acquire of lock ", LockName(p.key));
     return cmd;
