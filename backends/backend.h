@@ -34,9 +34,16 @@
 // Growth: the interface is shaped so that later kinds of lock fit without a
 // rewrite. Shared (read-write) locks and N-permit semaphores add a `mode` /
 // `permits` field to AcquireParams and a holder list to LockState (the single
-// `owner` fields become the first holder); stream-bound sessions add a
-// `session` field to AcquireParams whose end releases every hold granted under
-// it. Backends that do not support a kind answer kUnimplemented for it.
+// `owner` fields become the first holder). Backends that do not support a
+// kind answer kUnimplemented for it.
+//
+// Sessions: a backend has no notion of a client session. The service's
+// Session stream is built on this interface alone: its acquires are
+// Acquire calls, it takes holds over with Describe and Renew, renews them
+// with RenewMany and, when the stream ends, releases them with Release (or
+// leaves them to their leases). The only sessions below this interface are
+// a backend's own connections to its server (ZooKeeper's), which no hold
+// depends on.
 
 #ifndef LOCKD_BACKENDS_BACKEND_H_
 #define LOCKD_BACKENDS_BACKEND_H_
@@ -267,8 +274,8 @@ class Backend {
   virtual void Renew(RenewParams params, Callback<RenewResult> done) = 0;
 
   // Renews several holds, each exactly as Renew would, in as few round trips
-  // to the backend server as the backend allows (a session renews all its
-  // holds this way). `done` is called once, with one result per element of
+  // to the backend server as the backend allows (the service's Session
+  // stream renews all its holds this way). `done` is called once, with one result per element of
   // `params`, in the same order. The default calls Renew for each.
   virtual void RenewMany(std::vector<RenewParams> params, RenewManyCallback done);
 

@@ -27,8 +27,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Start(const Config& config, Options opt
 
 absl::StatusOr<std::unique_ptr<Backend>> NewBackendFromConfig(const Config& config) {
   if (config.backend == "memory") {
-    static const auto* no_keys = new OptionSet<MemoryOptions>;
-    return Start(config, config.memory, *no_keys, NewMemoryBackend);
+    return Start(config, config.memory, MemoryOptionSet(), NewMemoryBackend);
   }
   if (config.backend == "redis") {
     return Start(config, config.redis, RedisOptionSet(), NewRedisBackend);

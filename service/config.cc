@@ -52,8 +52,7 @@ const OptionSet<Config>& ConfigOptions() {
     lease.Duration("lease.min", &LeaseBounds::min, "smallest lease_ttl accepted");
     lease.Duration("lease.max", &LeaseBounds::max, "largest lease_ttl accepted");
     s->Include(&C::lease, lease);
-    s->Int("max_waiters", &C::max_waiters, 1, 100000000,
-           "waiting Acquire calls allowed at once (more: RESOURCE_EXHAUSTED)");
+    BindMaxWaitersKey(*s, &C::max_waiters);
     s->OneOf("log_level", &C::log_level, {"debug", "info", "warning", "error"},
              "debug, info, warning or error");
     s->Duration("shutdown_grace", &C::shutdown_grace,

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backends/common/options.h"
+#include "backends/common/shared_options.h"
 #include "backends/memory/memory_options.h"
 #include "backends/mysql/mysql_options.h"
 #include "backends/redis/redis_options.h"

@@ -27,6 +27,7 @@ struct Job {
   std::string ns;
   std::vector<std::string> names;
   uint32_t page_size;
+  DescribeBatch batch;
   DescribeFn describe;
   Callback<ListResult> done;
   size_t next = 0;  // first name not described yet
@@ -68,7 +69,8 @@ void DescribeNext(std::shared_ptr<Job> job) {
     std::move(job->done)(PageOf(std::move(job->held), job->page_size));
     return;
   }
-  size_t n = std::min(want - job->held.size(), job->names.size() - job->next);
+  size_t n = std::clamp(want - job->held.size(), job->batch.min, job->batch.max);
+  n = std::min(n, job->names.size() - job->next);
   size_t first = job->next;
   job->next += n;
   {
@@ -88,11 +90,12 @@ void DescribeNext(std::shared_ptr<Job> job) {
 }  // namespace
 
 void ListByDescribing(std::string ns, std::vector<std::string> names, uint32_t page_size,
-                      DescribeFn describe, Callback<ListResult> done) {
+                      DescribeFn describe, Callback<ListResult> done, DescribeBatch batch) {
   auto job = std::make_shared<Job>();
   job->ns = std::move(ns);
   job->names = std::move(names);
   job->page_size = page_size;
+  job->batch = batch;
   job->describe = std::move(describe);
   job->done = std::move(done);
   DescribeNext(std::move(job));

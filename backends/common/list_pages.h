@@ -5,7 +5,9 @@
 #ifndef LOCKD_BACKENDS_COMMON_LIST_PAGES_H_
 #define LOCKD_BACKENDS_COMMON_LIST_PAGES_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -18,14 +20,22 @@ namespace lockd {
 // them: the extra one only says that another page follows).
 ListResult PageOf(std::vector<LockState> held, uint32_t page_size);
 
+// How many names ListByDescribing describes at once: as many as the page
+// still needs (plus one), but at least `min` (reading ahead past names of free
+// locks saves rounds) and at most `max` (a bound on the requests in flight).
+struct DescribeBatch {
+  size_t min = 1;
+  size_t max = std::numeric_limits<size_t>::max();
+};
+
 // For backends that can only list names and then look at each lock: describes
-// `names` (sorted, unique, all after the page token) in order, as many at a
-// time as the page still needs (plus one), until it is full or the names run
-// out, then calls `done` with PageOf(...) or the first error. `describe` may
-// answer on any thread; `done` is called exactly once.
+// `names` (sorted, unique, all after the page token) in order, a batch at a
+// time, until the page is full or the names run out, then calls `done` with
+// PageOf(...) or the first error of a batch. `describe` may answer on any
+// thread; `done` is called exactly once.
 using DescribeFn = absl::AnyInvocable<void(const LockKey& key, Callback<LockState> done)>;
 void ListByDescribing(std::string ns, std::vector<std::string> names, uint32_t page_size,
-                      DescribeFn describe, Callback<ListResult> done);
+                      DescribeFn describe, Callback<ListResult> done, DescribeBatch batch = {});
 
 }  // namespace lockd
 

@@ -8,8 +8,17 @@
 //   s->Duration("redis.command_timeout", &O::command_timeout, "Redis command timeout");
 //
 // Value syntax is the same for every key: integers in a stated range;
-// durations like 250ms, 30s, 5m or 1h (not negative, not infinite); booleans
-// `true` or `false`; enumerations one of their listed names.
+// durations like 250ms, 30s, 5m or 1h (finite; not negative, or positive, or
+// at least a stated minimum, as the binder says); booleans `true` or
+// `false`; enumerations one of their listed names.
+//
+// Ranges are declared once, in the binders: parsing a key checks its value,
+// and Check() checks a whole options struct (also one built in code, never
+// parsed), which is the first thing each backend's New*Backend does.
+// Members with a range but no key in a set (a value set in code or by a key
+// declared elsewhere) are bound with UnkeyedInt / UnkeyedDuration, which
+// only Check() sees. Members several backends share are bound once, in
+// backends/common/shared_options.h.
 //
 // Thread-compatible: an OptionSet is built once (usually into a function-local
 // static) and only read afterwards; reading from several threads is safe.
@@ -25,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -32,16 +42,23 @@
 
 namespace lockd {
 
-// Parked Acquire calls allowed at once unless configured otherwise (the
-// `max_waiters` key, which applies to whichever backend runs).
-inline constexpr size_t kDefaultMaxWaiters = 100000;
-
-// The value parsers behind every binding. Errors are kInvalidArgument saying
-// what was expected and what was given ("expected an integer in [1, 1024],
-// got \"x\""); the caller prefixes where the value came from.
+// The value parsers and range checks behind every binding. Errors are
+// kInvalidArgument saying what was expected and what was given ("expected an
+// integer in [1, 1024], got \"x\""); the caller prefixes where the value
+// came from (a key, a flag, a variable).
 absl::Status ParseIntOption(const std::string& text, int64_t min, int64_t max, int64_t* out);
-absl::Status ParseDurationOption(const std::string& text, absl::Duration* out);
 absl::Status ParseBoolOption(const std::string& text, bool* out);
+// A value outside [min, max]; `text` is the value as given.
+absl::Status IntRangeError(int64_t min, int64_t max, const std::string& text);
+
+// The durations a binding accepts: finite and at least `min`; `positive`
+// also refuses zero.
+struct DurationRange {
+  absl::Duration min = absl::ZeroDuration();
+  bool positive = false;
+};
+absl::Status ParseDurationOption(const std::string& text, DurationRange range, absl::Duration* out);
+absl::Status CheckDurationOption(absl::Duration d, DurationRange range);
 
 // The error of an enumeration that was given none of `names`.
 absl::Status NotOneOf(const std::vector<std::string>& names, const std::string& text);
@@ -86,7 +103,7 @@ class OptionSet {
   // An integer member of any integral type, accepted in [min, max].
   template <typename I>
   OptionSet& Int(std::string key, I T::*member, int64_t min, int64_t max, std::string help) {
-    static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool>, "use Bool");
+    UnkeyedInt(key, member, min, max);
     return Add(
         std::move(key), std::move(help), false,
         [=](T& t, const std::string& v) {
@@ -98,11 +115,37 @@ class OptionSet {
         [member](const T& t) { return absl::StrCat(t.*member); });
   }
 
+  // A duration member: not negative; PositiveDuration refuses zero too;
+  // DurationAtLeast refuses less than `min`.
   OptionSet& Duration(std::string key, absl::Duration T::*member, std::string help) {
-    return Add(
-        std::move(key), std::move(help), false,
-        [member](T& t, const std::string& v) { return ParseDurationOption(v, &(t.*member)); },
-        [member](const T& t) { return absl::FormatDuration(t.*member); });
+    return DurationIn(std::move(key), member, DurationRange{}, std::move(help));
+  }
+  OptionSet& PositiveDuration(std::string key, absl::Duration T::*member, std::string help) {
+    return DurationIn(std::move(key), member, DurationRange{absl::ZeroDuration(), true},
+                      std::move(help));
+  }
+  OptionSet& DurationAtLeast(std::string key, absl::Duration T::*member, absl::Duration min,
+                             std::string help) {
+    return DurationIn(std::move(key), member, DurationRange{min, false}, std::move(help));
+  }
+
+  // A member with a range but no key in this set, named `name` in Check()'s
+  // errors: Check() alone looks at it.
+  template <typename I>
+  OptionSet& UnkeyedInt(std::string name, I T::*member, int64_t min, int64_t max) {
+    static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool>, "use Bool");
+    checks_.push_back({std::move(name), [=](const T& t) {
+                         const absl::int128 n = t.*member;
+                         if (n >= min && n <= max) return absl::OkStatus();
+                         return IntRangeError(min, max, absl::StrCat(t.*member));
+                       }});
+    return *this;
+  }
+  OptionSet& UnkeyedDuration(std::string name, absl::Duration T::*member,
+                             DurationRange range = {}) {
+    checks_.push_back(
+        {std::move(name), [=](const T& t) { return CheckDurationOption(t.*member, range); }});
+    return *this;
   }
 
   OptionSet& Bool(std::string key, bool T::*member, std::string help) {
@@ -184,8 +227,8 @@ class OptionSet {
     return *this;
   }
 
-  // Adds the keys of `part`, an options struct held in T's member `member`.
-  // Resolve() of this set does not run `part`'s resolvers.
+  // Adds the keys and range checks of `part`, an options struct held in T's
+  // member `member`. Resolve() of this set does not run `part`'s resolvers.
   template <typename Part>
   OptionSet& Include(Part T::*member, const OptionSet<Part>& part) {
     for (const auto& b : part.bindings()) {
@@ -195,6 +238,10 @@ class OptionSet {
           b.key, b.help, b.secret,
           [member, set](T& t, const std::string& v) { return set(t.*member, v); },
           [member, get](const T& t) { return get(t.*member); });
+    }
+    for (const auto& c : part.checks_) {
+      auto check = c.check;
+      checks_.push_back({c.name, [member, check](const T& t) { return check(t.*member); }});
     }
     return *this;
   }
@@ -207,6 +254,17 @@ class OptionSet {
       if (b.key == key) return &b;
     }
     return nullptr;
+  }
+
+  // Checks every ranged member of `options` (Int, the Duration binders, the
+  // Unkeyed ones) against its range. Error: kInvalidArgument "<key>:
+  // expected ..., got \"<value>\"" for the first member out of range.
+  absl::Status Check(const T& options) const {
+    for (const RangeCheck& c : checks_) {
+      absl::Status s = c.check(options);
+      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(c.name, ": ", s.message()));
+    }
+    return absl::OkStatus();
   }
 
   // Reads the secret files that `options` names (Password, SecretFile) into
@@ -222,6 +280,23 @@ class OptionSet {
   }
 
  private:
+  template <typename>
+  friend class OptionSet;  // Include() reads the part's checks_
+
+  struct RangeCheck {
+    std::string name;  // the key, or an unkeyed member's name
+    std::function<absl::Status(const T&)> check;
+  };
+
+  OptionSet& DurationIn(std::string key, absl::Duration T::*member, DurationRange range,
+                        std::string help) {
+    UnkeyedDuration(key, member, range);
+    return Add(
+        std::move(key), std::move(help), false,
+        [=](T& t, const std::string& v) { return ParseDurationOption(v, range, &(t.*member)); },
+        [member](const T& t) { return absl::FormatDuration(t.*member); });
+  }
+
   OptionSet& Add(std::string key, std::string help, bool secret,
                  std::function<absl::Status(T&, const std::string&)> set,
                  std::function<std::string(const T&)> get) {
@@ -243,6 +318,7 @@ class OptionSet {
   }
 
   std::vector<Binding> bindings_;
+  std::vector<RangeCheck> checks_;
   std::vector<std::function<absl::Status(T&)>> resolvers_;
 };
 

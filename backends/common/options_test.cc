@@ -82,5 +82,87 @@ TEST(OptionSetTest, MalformedValuesAreErrorsAndLeaveTheMemberAlone) {
   EXPECT_EQ(o.inner.wait, absl::Milliseconds(200));
 }
 
+struct Ranged {
+  int count = 4;
+  size_t limit = 8;
+  absl::Duration any = absl::Seconds(1);
+  absl::Duration timeout = absl::Seconds(1);
+  absl::Duration session = absl::Seconds(1);
+  absl::Duration memory = absl::Seconds(1);
+};
+
+const OptionSet<Ranged>& RangedKeys() {
+  static const auto* keys = [] {
+    auto* s = new OptionSet<Ranged>;
+    s->Int("count", &Ranged::count, 1, 10, "a count");
+    s->UnkeyedInt("limit", &Ranged::limit, 1, 100);
+    s->Duration("any", &Ranged::any, "any duration");
+    s->PositiveDuration("timeout", &Ranged::timeout, "a positive duration");
+    s->DurationAtLeast("session", &Ranged::session, absl::Milliseconds(100), "at least 100ms");
+    s->UnkeyedDuration("memory", &Ranged::memory);
+    return s;
+  }();
+  return *keys;
+}
+
+TEST(OptionSetTest, DurationBindersRefuseWhatTheirRangeExcludes) {
+  Ranged r;
+  auto set = [&](const std::string& key, const std::string& v) {
+    return std::string(RangedKeys().Find(key)->set(r, v).message());
+  };
+  EXPECT_EQ(set("any", "0s"), "");
+  EXPECT_THAT(set("timeout", "0s"), HasSubstr("expected a positive duration like"));
+  EXPECT_EQ(set("timeout", "1ms"), "");
+  EXPECT_THAT(set("session", "99ms"), HasSubstr("expected a duration of at least 100ms, like"));
+  EXPECT_EQ(set("session", "100ms"), "");
+  EXPECT_EQ(r.timeout, absl::Milliseconds(1));
+  EXPECT_EQ(r.session, absl::Milliseconds(100));
+}
+
+TEST(OptionSetTest, UnkeyedMembersHaveNoKeyButAreChecked) {
+  std::vector<std::string> keys;
+  for (const auto& b : RangedKeys().bindings()) keys.push_back(b.key);
+  EXPECT_THAT(keys, ::testing::ElementsAre("count", "any", "timeout", "session"));
+  EXPECT_TRUE(RangedKeys().Check(Ranged{}).ok());
+}
+
+TEST(OptionSetTest, CheckNamesTheFirstMemberOutOfItsRange) {
+  auto message = [](const Ranged& r) {
+    absl::Status s = RangedKeys().Check(r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    return std::string(s.message());
+  };
+  Ranged r;
+  r.count = 11;
+  EXPECT_EQ(message(r), "count: expected an integer in [1, 10], got \"11\"");
+  r = Ranged{};
+  r.limit = 0;
+  EXPECT_EQ(message(r), "limit: expected an integer in [1, 100], got \"0\"");
+  r = Ranged{};
+  r.any = -absl::Seconds(1);
+  EXPECT_EQ(message(r), "any: expected a duration like 250ms, 30s, 5m or 1h, got \"-1s\"");
+  r = Ranged{};
+  r.timeout = absl::ZeroDuration();
+  EXPECT_THAT(message(r), HasSubstr("timeout: expected a positive duration"));
+  r = Ranged{};
+  r.session = absl::Milliseconds(50);
+  EXPECT_THAT(message(r), HasSubstr("session: expected a duration of at least 100ms"));
+  r = Ranged{};
+  r.memory = absl::InfiniteDuration();
+  EXPECT_THAT(message(r), HasSubstr("memory: expected a duration"));
+}
+
+TEST(OptionSetTest, IncludedPartsKeepTheirChecks) {
+  struct Whole {
+    Ranged part;
+  };
+  OptionSet<Whole> whole;
+  whole.Include(&Whole::part, RangedKeys());
+  Whole w;
+  EXPECT_TRUE(whole.Check(w).ok());
+  w.part.limit = 101;
+  EXPECT_THAT(std::string(whole.Check(w).message()), HasSubstr("limit: expected an integer"));
+}
+
 }  // namespace
 }  // namespace lockd

@@ -487,7 +487,7 @@ class MemoryBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewMemoryBackend(const MemoryOptions& options) {
-  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters must be positive");
+  if (absl::Status s = MemoryOptionSet().Check(options); !s.ok()) return s;
   return std::make_unique<MemoryBackend>(options);
 }
 

@@ -16,20 +16,20 @@
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/mysql/mysql_client.h"
+#include "backends/mysql/mysql_connection.h"
 #include "backends/mysql/mysql_renew_many.h"
 #include "backends/mysql/mysql_schema.h"
-#include "backends/mysql/mysql_session.h"
 #include "backends/mysql/mysql_sweeper.h"
 #include "util/log.h"
 
 namespace lockd {
 namespace {
 
+using mysql::Connection;
 using mysql::DbHealth;
-using mysql::ForCaller;
 using mysql::Jitter;
 using mysql::ParseField;
-using mysql::Session;
+using mysql::UnavailableUnlessBug;
 using mysql::Unexpected;
 using mysql::WorkerPool;
 
@@ -72,7 +72,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
-    RunOnSession(std::move(done), [this, params = std::move(params)](Session& s) {
+    RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
       // This replica's first waiter, if any, is handed the lock in the
       // release's own transaction.
       std::optional<WaitEngine::Head> next = engine_.TakeHead(params.key);
@@ -107,7 +107,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
-    RunOnSession(std::move(done), [this, params = std::move(params)](Session& s) {
+    RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
       absl::StatusOr<ForceReleaseResult> r = DoForceRelease(s, params);
       if (r.ok() && r->released) Wake(params.key, /*yielded=*/false);
       return r;
@@ -115,8 +115,9 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
-    RunOnSession(std::move(done),
-                 [this, params = std::move(params)](Session& s) { return DoRenew(s, params); });
+    RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
+      return DoRenew(s, params);
+    });
   }
 
   // Coalesced with other calls' renewals into batches (mysql_renew_many.h).
@@ -129,13 +130,14 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
   void Describe(LockKey key, Callback<LockState> done) override {
-    RunOnSession(std::move(done),
-                 [this, key = std::move(key)](Session& s) { return DoDescribe(s, key); });
+    RunOnConnection(std::move(done),
+                    [this, key = std::move(key)](Connection& s) { return DoDescribe(s, key); });
   }
 
   void List(ListParams params, Callback<ListResult> done) override {
-    RunOnSession(std::move(done),
-                 [this, params = std::move(params)](Session& s) { return DoList(s, params); });
+    RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
+      return DoList(s, params);
+    });
   }
 
   absl::Status Health() const override {
@@ -177,16 +179,16 @@ class MysqlBackend final : public Backend, private LockStrategy {
     return shutdown_;
   }
 
-  // Answers `done` with `work` run on a pooled session, or with
+  // Answers `done` with `work` run on a pooled connection, or with
   // ShuttingDownError() once the backend is shut down (also when it shuts
-  // down before a session is free).
+  // down before a connection is free).
   template <typename T, typename Work>
-  void RunOnSession(Callback<T> done, Work work) {
+  void RunOnConnection(Callback<T> done, Work work) {
     if (IsShutdown()) {
       std::move(done)(ShuttingDownError());
       return;
     }
-    pool_.Submit([done = std::move(done), work = std::move(work)](Session* s) mutable {
+    pool_.Submit([done = std::move(done), work = std::move(work)](Connection* s) mutable {
       if (s == nullptr) {
         std::move(done)(ShuttingDownError());
         return;
@@ -206,7 +208,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // `poll`: the lock is probably held; look before locking its row.
   // `demand_us`: record this replica's demand for the lock for that long (0:
   // not now); `clear_demand`: a grant ends this replica's recorded demand.
-  TryResult TryAcquire(Session& s, const AcquireParams& p, bool may_take, bool poll,
+  TryResult TryAcquire(Connection& s, const AcquireParams& p, bool may_take, bool poll,
                        int64_t demand_us, bool clear_demand) {
     std::string sql = absl::StrCat(
         "CALL ", schema_.acquire_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
@@ -214,8 +216,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
         may_take ? 1 : 0, ",", poll ? 1 : 0, ",", SqlBytes(replica_), ",", demand_us, ",",
         clear_demand ? 1 : 0, ")");
     absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("acquire of lock ", LockName(p.key)), Session::kGrant);
-    if (!r.ok()) return TryResult{ForCaller(r.status())};
+        s.Run(sql, absl::StrCat("acquire of lock ", LockName(p.key)), Connection::kGrant);
+    if (!r.ok()) return TryResult{UnavailableUnlessBug(r.status())};
     int64_t outcome, hold, micros;
     uint64_t token;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
@@ -257,7 +259,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // Gives up one hold. If that frees the lock and `n` is not null, grants
   // it to n's owner in the same transaction, unless another replica's
   // waiters have waited longer than the fairness slice (then it yields).
-  absl::StatusOr<ReleaseResult> DoRelease(Session& s, const ReleaseParams& p,
+  absl::StatusOr<ReleaseResult> DoRelease(Connection& s, const ReleaseParams& p,
                                           const AcquireParams* n, bool clear_demand,
                                           ReleaseOutcome* out) {
     std::string sql = absl::StrCat(
@@ -268,8 +270,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
         SqlBytes(replica_), ",", absl::ToInt64Microseconds(options_.fair_slice), ",",
         n && clear_demand ? 1 : 0, ",", SqlBytes(p.acquire_request_id), ",", p.fencing_token, ")");
     absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("release of lock ", LockName(p.key)), Session::kWrite);
-    if (!r.ok()) return ForCaller(r.status());
+        s.Run(sql, absl::StrCat("release of lock ", LockName(p.key)), Connection::kWrite);
+    if (!r.ok()) return UnavailableUnlessBug(r.status());
     int64_t outcome, hold, yielded;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
         !ParseField(r->rows[0], 1, &hold) || !ParseField(r->rows[0], 2, &out->next_token) ||
@@ -298,13 +300,13 @@ class MysqlBackend final : public Backend, private LockStrategy {
     }
   }
 
-  absl::StatusOr<RenewResult> DoRenew(Session& s, const RenewParams& p) {
+  absl::StatusOr<RenewResult> DoRenew(Connection& s, const RenewParams& p) {
     std::string sql = absl::StrCat("CALL ", schema_.renew_proc(), "(", SqlBytes(p.key.ns), ",",
                                    SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",",
                                    absl::ToInt64Microseconds(p.ttl), ",", p.fencing_token, ")");
     absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("renew of lock ", LockName(p.key)), Session::kWrite);
-    if (!r.ok()) return ForCaller(r.status());
+        s.Run(sql, absl::StrCat("renew of lock ", LockName(p.key)), Connection::kWrite);
+    if (!r.ok()) return UnavailableUnlessBug(r.status());
     int64_t outcome;
     uint64_t token;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
@@ -345,7 +347,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // it), so a grant that slips in between is never the one freed; retried
   // when that happens. The lock's token counter is untouched, so the next
   // grant's token is larger.
-  absl::StatusOr<ForceReleaseResult> DoForceRelease(Session& s, const ForceReleaseParams& p) {
+  absl::StatusOr<ForceReleaseResult> DoForceRelease(Connection& s, const ForceReleaseParams& p) {
     for (int attempt = 0;; ++attempt) {
       absl::StatusOr<LockState> held = DoDescribe(s, p.key);
       if (!held.ok()) return held.status();
@@ -359,8 +361,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
           "DELETE FROM ", schema_.locks(), " WHERE ns = ", SqlBytes(p.key.ns),
           " AND name = ", SqlBytes(p.key.name), " AND token = ", out.previous.fencing_token);
       absl::StatusOr<MysqlResult> r =
-          s.Run(sql, absl::StrCat("force release of lock ", LockName(p.key)), Session::kWrite);
-      if (!r.ok()) return ForCaller(r.status());
+          s.Run(sql, absl::StrCat("force release of lock ", LockName(p.key)), Connection::kWrite);
+      if (!r.ok()) return UnavailableUnlessBug(r.status());
       if (r->affected_rows == 1) {
         out.released = true;
         return out;
@@ -369,14 +371,14 @@ class MysqlBackend final : public Backend, private LockStrategy {
     }
   }
 
-  absl::StatusOr<LockState> DoDescribe(Session& s, const LockKey& key) {
+  absl::StatusOr<LockState> DoDescribe(Connection& s, const LockKey& key) {
     std::string sql = absl::StrCat(
         "SELECT owner, hold_count, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM ",
         schema_.locks(), " WHERE ns = ", SqlBytes(key.ns), " AND name = ", SqlBytes(key.name),
         " AND expires_at > NOW(6)");
     absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("describe of lock ", LockName(key)), Session::kRead);
-    if (!r.ok()) return ForCaller(r.status());
+        s.Run(sql, absl::StrCat("describe of lock ", LockName(key)), Connection::kRead);
+    if (!r.ok()) return UnavailableUnlessBug(r.status());
     LockState state;
     state.key = key;
     if (r->rows.size() > 1 || (r->rows.size() == 1 && !ParseHolder(r->rows[0], 0, &state))) {
@@ -386,7 +388,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
     return state;
   }
 
-  absl::StatusOr<ListResult> DoList(Session& s, const ListParams& p) {
+  absl::StatusOr<ListResult> DoList(Connection& s, const ListParams& p) {
     std::string sql = absl::StrCat(
         "SELECT name, owner, hold_count, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)"
         " FROM ",
@@ -398,8 +400,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
     if (!p.page_token.empty()) absl::StrAppend(&sql, " AND name > ", SqlBytes(p.page_token));
     absl::StrAppend(&sql, " ORDER BY name LIMIT ", static_cast<uint64_t>(p.page_size) + 1);
     absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("list of namespace \"", p.ns, "\""), Session::kRead);
-    if (!r.ok()) return ForCaller(r.status());
+        s.Run(sql, absl::StrCat("list of namespace \"", p.ns, "\""), Connection::kRead);
+    if (!r.ok()) return UnavailableUnlessBug(r.status());
     std::vector<LockState> held;
     for (const MysqlRow& row : r->rows) {
       LockState state;
@@ -444,7 +446,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
     }
     // `params` lives until `done` is called.
     pool_.Submit([this, p = &params, may_take, poll = kind != TryKind::kFirst, head, demand_us,
-                  clear_demand, done = std::move(done)](Session* s) mutable {
+                  clear_demand, done = std::move(done)](Connection* s) mutable {
       if (s == nullptr) {
         std::move(done)(TryResult{ShuttingDownError()});
         return;
@@ -507,7 +509,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
   void Current(const LockKey& key, Callback<LockState> done) override {
-    pool_.Submit([this, key, done = std::move(done)](Session* s) mutable {
+    pool_.Submit([this, key, done = std::move(done)](Connection* s) mutable {
       if (s == nullptr) {
         std::move(done)(ShuttingDownError());
         return;
@@ -568,7 +570,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
         if (shutdown_) return;
         sweep_timer_ = 0;
       }
-      pool_.Submit([this](Session* s) {
+      pool_.Submit([this](Connection* s) {
         if (s == nullptr) return;
         sweeper_.Run(*s);
         absl::MutexLock l(&mu_);
@@ -611,7 +613,10 @@ class MysqlBackend final : public Backend, private LockStrategy {
   WorkerPool pool_;
 };
 
+// The ranges are MysqlOptionSet()'s; these are the rules that relate
+// members or look inside strings.
 absl::Status CheckOptions(const MysqlOptions& o) {
+  if (absl::Status s = MysqlOptionSet().Check(o); !s.ok()) return s;
   auto bad = [](absl::string_view key, absl::string_view rule) {
     return absl::InvalidArgumentError(absl::StrCat("mysql.", key, ": ", rule));
   };
@@ -624,11 +629,6 @@ absl::Status CheckOptions(const MysqlOptions& o) {
       o.database.find_first_of(std::string("`\0/\\.", 5)) != std::string::npos) {
     return bad("database", "must be 1-64 characters without `, /, \\, . or NUL");
   }
-  if (o.pool_size < 1 || o.pool_size > 1024) return bad("pool_size", "must be in [1, 1024]");
-  if (o.sweep_interval <= absl::ZeroDuration()) return bad("sweep_interval", "must be positive");
-  if (o.connect_timeout <= absl::ZeroDuration()) return bad("connect_timeout", "must be positive");
-  if (o.read_timeout <= absl::ZeroDuration()) return bad("read_timeout", "must be positive");
-  if (o.write_timeout <= absl::ZeroDuration()) return bad("write_timeout", "must be positive");
   if (o.ssl_mode == MysqlSslMode::kVerifyIdentity && o.ssl_ca.empty()) {
     return bad("ssl_ca", "is required when mysql.ssl_mode is verify_identity");
   }
@@ -636,14 +636,8 @@ absl::Status CheckOptions(const MysqlOptions& o) {
     return bad(o.ssl_cert.empty() ? "ssl_cert" : "ssl_key",
                "mysql.ssl_cert and mysql.ssl_key must be set together");
   }
-  if (o.max_waiters == 0) return absl::InvalidArgumentError("max_waiters: must be positive");
   if (o.initial_retry <= absl::ZeroDuration() || o.max_retry < o.initial_retry) {
     return absl::InvalidArgumentError("mysql retry backoff: need 0 < initial_retry <= max_retry");
-  }
-  if (o.release_memory < absl::ZeroDuration() || o.fence_retention < absl::ZeroDuration() ||
-      o.fair_slice < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "mysql: release_memory, fence_retention and fair_slice must be >= 0");
   }
   return absl::OkStatus();
 }

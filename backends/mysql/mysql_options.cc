@@ -17,15 +17,14 @@ const OptionSet<MysqlOptions>& MysqlOptionSet() {
     s->String("mysql.database", &O::database, "database (schema) holding lockd's tables");
     s->String("mysql.table_prefix", &O::table_prefix, "prefix of lockd's table names");
     s->Int("mysql.pool_size", &O::pool_size, 1, 1024, "database connections");
-    s->Duration("mysql.sweep_interval", &O::sweep_interval,
-                "how often expired lock rows are deleted");
-    s->Duration("mysql.fence_retention", &O::fence_retention,
-                "idle time before a token counter is collected (0: never)");
+    s->PositiveDuration("mysql.sweep_interval", &O::sweep_interval,
+                        "how often expired lock rows are deleted");
+    BindSharedOptions(*s, "mysql");
     s->Duration("mysql.fair_slice", &O::fair_slice,
                 "time one replica may keep a contended lock (0: no turns)");
-    s->Duration("mysql.connect_timeout", &O::connect_timeout, "database connect timeout");
-    s->Duration("mysql.read_timeout", &O::read_timeout, "database read timeout");
-    s->Duration("mysql.write_timeout", &O::write_timeout, "database write timeout");
+    s->PositiveDuration("mysql.connect_timeout", &O::connect_timeout, "database connect timeout");
+    s->PositiveDuration("mysql.read_timeout", &O::read_timeout, "database read timeout");
+    s->PositiveDuration("mysql.write_timeout", &O::write_timeout, "database write timeout");
     s->Enum("mysql.ssl_mode", &O::ssl_mode,
             {{"disabled", MysqlSslMode::kDisabled},
              {"required", MysqlSslMode::kRequired},

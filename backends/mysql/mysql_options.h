@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "backends/common/options.h"
+#include "backends/common/shared_options.h"
 
 namespace lockd {
 
@@ -17,7 +18,11 @@ enum class MysqlSslMode {
   kVerifyIdentity,  // TLS, certificate and host name verified (needs ssl_ca)
 };
 
-struct MysqlOptions {
+// max_waiters, release_memory and fence_retention: shared_options.h (a lock
+// name's counter row is deleted once no grant used it for fence_retention;
+// the next grant of that name continues above every collected counter, the
+// floor in <prefix>meta, so tokens still only grow).
+struct MysqlOptions : WaiterLimit, ReleaseMemory, FenceRetention {
   // Where the server is: `socket` (a Unix socket path) wins over host:port.
   std::string host = "127.0.0.1";
   int port = 3306;
@@ -49,8 +54,6 @@ struct MysqlOptions {
   std::string ssl_cert;  // client certificate file, for X.509 authentication
   std::string ssl_key;   // client key file
 
-  // Parked Acquire calls allowed at once; more get kResourceExhausted.
-  size_t max_waiters = kDefaultMaxWaiters;
   // Backoff of a parked waiter that polls the database: starts at
   // initial_retry, doubles up to max_retry, each delay jittered by +-25%.
   absl::Duration initial_retry = absl::Milliseconds(2);
@@ -61,14 +64,6 @@ struct MysqlOptions {
   // waiters hold back briefly, so the other replica gets it. Zero: replicas
   // do not take turns (a busy replica can keep a lock to itself).
   absl::Duration fair_slice = absl::Milliseconds(200);
-  // How long a Release that freed a lock is remembered for request_id
-  // retries.
-  absl::Duration release_memory = absl::Minutes(5);
-  // A lock name's fencing counter row is deleted once no grant used it for
-  // this long; the next grant of that name continues above every collected
-  // counter (the floor in <prefix>meta), so tokens still only grow. Zero
-  // keeps counters forever.
-  absl::Duration fence_retention = absl::Hours(24);
 };
 
 // The keys that configure MysqlOptions, for service/config.cc. Resolve()

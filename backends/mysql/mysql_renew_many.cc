@@ -31,7 +31,7 @@ std::string KeyPair(const LockKey& k) {
 
 // The rows of `keys` (absent keys have no row). Both SELECTs use the primary
 // key: MariaDB turns (ns, name) IN (...) into one range per pair.
-absl::StatusOr<Rows> ReadRows(Session& s, const MysqlSchema& schema,
+absl::StatusOr<Rows> ReadRows(Connection& s, const MysqlSchema& schema,
                               const std::vector<LockKey>& keys, absl::string_view context) {
   std::string sql = absl::StrCat("SELECT ns, name, owner, token, expires_at > NOW(6) FROM ",
                                  schema.locks(), " WHERE (ns, name) IN (");
@@ -39,8 +39,8 @@ absl::StatusOr<Rows> ReadRows(Session& s, const MysqlSchema& schema,
     absl::StrAppend(&sql, i == 0 ? "" : ",", KeyPair(keys[i]));
   }
   sql += ")";
-  absl::StatusOr<MysqlResult> r = s.Run(sql, context, Session::kRead);
-  if (!r.ok()) return ForCaller(r.status());
+  absl::StatusOr<MysqlResult> r = s.Run(sql, context, Connection::kRead);
+  if (!r.ok()) return UnavailableUnlessBug(r.status());
   Rows rows;
   for (const MysqlRow& row : r->rows) {
     Row out;
@@ -110,7 +110,7 @@ std::string UpdateSql(const MysqlSchema& schema, int64_t ttl_us,
 // granted twice, so a holding that ended between the two statements is not
 // revived, and the token each answer carries is the holding's whose lease
 // was extended.
-void RenewChunk(Session& s, const MysqlSchema& schema,
+void RenewChunk(Connection& s, const MysqlSchema& schema,
                 const std::vector<const RenewParams*>& params, absl::Span<const size_t> idx,
                 int64_t ttl_us, Results& out) {
   const std::string context = Context(params, idx);
@@ -143,9 +143,9 @@ void RenewChunk(Session& s, const MysqlSchema& schema,
   if (held.empty()) return;
 
   absl::StatusOr<MysqlResult> r =
-      s.Run(UpdateSql(schema, ttl_us, expect), context, Session::kWrite);
+      s.Run(UpdateSql(schema, ttl_us, expect), context, Connection::kWrite);
   if (!r.ok()) {
-    for (size_t i : held) out[i] = ForCaller(r.status());
+    for (size_t i : held) out[i] = UnavailableUnlessBug(r.status());
     return;
   }
   // The connection reports matched rows (CLIENT_FOUND_ROWS).
@@ -178,7 +178,7 @@ void RenewChunk(Session& s, const MysqlSchema& schema,
 
 }  // namespace
 
-std::vector<absl::StatusOr<RenewResult>> RenewBatch(Session& s, const MysqlSchema& schema,
+std::vector<absl::StatusOr<RenewResult>> RenewBatch(Connection& s, const MysqlSchema& schema,
                                                     const std::vector<const RenewParams*>& params) {
   Results out(params.size(), absl::InternalError("mysql renew: not run"));
   // One statement sets one lease length.
@@ -212,10 +212,10 @@ void RenewBatcher::Add(std::vector<RenewParams> params, RenewManyCallback done) 
       submit = true;
     }
   }
-  if (submit) pool_->SubmitFirst([this](Session* s) { Job(s); });
+  if (submit) pool_->SubmitFirst([this](Connection* s) { Job(s); });
 }
 
-void RenewBatcher::Job(Session* s) {
+void RenewBatcher::Job(Connection* s) {
   std::vector<Item> batch;
   {
     absl::MutexLock l(&mu_);
@@ -247,7 +247,7 @@ void RenewBatcher::Job(Session* s) {
   }
   // Queued again rather than looping on this thread: a job that runs
   // meanwhile gets its turn.
-  if (again) pool_->SubmitFirst([this](Session* s) { Job(s); });
+  if (again) pool_->SubmitFirst([this](Connection* s) { Job(s); });
 }
 
 }  // namespace lockd::mysql

@@ -16,7 +16,7 @@
 //                         renewal's fencing_token (when not 0).
 //   LockFreeError         nobody holds it (no row, or the lease had ended), or
 //                         the owner's holding ended and a new one began.
-//   kUnavailable, ...     (ForCaller) a statement failed; the holds whose
+//   kUnavailable, ...     (UnavailableUnlessBug) a statement failed; the holds whose
 //                         outcome it leaves unknown get its error.
 // A lease that had ended, or another owner's, is never extended.
 
@@ -33,8 +33,8 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/backend.h"
 #include "backends/common/renew_join.h"
+#include "backends/mysql/mysql_connection.h"
 #include "backends/mysql/mysql_schema.h"
-#include "backends/mysql/mysql_session.h"
 
 namespace lockd::mysql {
 
@@ -48,7 +48,7 @@ inline constexpr size_t kRenewChunk = 500;
 // UPDATE, and, only if the UPDATE matched fewer rows than the SELECT
 // promised (a concurrent change), a second SELECT to say which.
 // Blocks for those statements.
-std::vector<absl::StatusOr<RenewResult>> RenewBatch(Session& s, const MysqlSchema& schema,
+std::vector<absl::StatusOr<RenewResult>> RenewBatch(Connection& s, const MysqlSchema& schema,
                                                     const std::vector<const RenewParams*>& params);
 
 // Queues renewals and runs them through RenewBatch on the pool: one job takes
@@ -82,7 +82,7 @@ class RenewBatcher {
   // Takes a batch off the queue and renews it on `s` (or answers it with
   // ShuttingDownError() if `s` is null); queues itself again while renewals
   // are left.
-  void Job(Session* s);
+  void Job(Connection* s);
 
   WorkerPool* const pool_;
   const MysqlSchema* const schema_;

@@ -28,29 +28,29 @@ absl::Duration CollectInterval(const MysqlOptions& o) {
 
 }  // namespace
 
-void Sweeper::Run(Session& s) {
+void Sweeper::Run(Connection& s) {
   DeleteExpired(s);
   // Demand rows of waits that ended (a lapsed row is as good as none).
   absl::StatusOr<MysqlResult> d =
       s.Run(absl::StrCat("DELETE FROM ", schema_->demand(),
                          " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
-            "sweep: delete lapsed demand", Session::kWrite);
+            "sweep: delete lapsed demand", Connection::kWrite);
   if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
   if (options_->fence_retention > absl::ZeroDuration() && absl::Now() >= next_collect_) {
     next_collect_ = absl::Now() + CollectInterval(*options_);
     absl::StatusOr<MysqlResult> c = s.Run(
         absl::StrCat("CALL ", schema_->collect_proc(), "(",
                      absl::ToInt64Microseconds(options_->fence_retention), ",", kCollectBatch, ")"),
-        "collect idle fence counters", Session::kWrite);
+        "collect idle fence counters", Connection::kWrite);
     if (!c.ok()) LogWarning("mysql sweeper: ", c.status().message());
   }
 }
 
-void Sweeper::DeleteExpired(Session& s) {
+void Sweeper::DeleteExpired(Connection& s) {
   absl::StatusOr<MysqlResult> r =
       s.Run(absl::StrCat("SELECT ns, name, token FROM ", schema_->locks(),
                          " WHERE expires_at < NOW(6) ORDER BY expires_at LIMIT ", kSweepBatch),
-            "sweep: find expired locks", Session::kProbe);
+            "sweep: find expired locks", Connection::kProbe);
   if (!r.ok()) return;  // the health state has the reason
   uint64_t deleted = 0;
   for (size_t i = 0; i < r->rows.size(); i += kSweepDeleteChunk) {
@@ -68,7 +68,7 @@ void Sweeper::DeleteExpired(Session& s) {
     absl::StatusOr<MysqlResult> d =
         s.Run(absl::StrCat("DELETE FROM ", schema_->locks(), " WHERE expires_at < NOW(6) AND (",
                            absl::StrJoin(ids, " OR "), ")"),
-              "sweep: delete expired locks", Session::kWrite);
+              "sweep: delete expired locks", Connection::kWrite);
     if (!d.ok()) {
       LogWarning("mysql sweeper: ", d.status().message());
       return;

@@ -10,8 +10,8 @@
 
 #include "absl/time/time.h"
 #include "backends/mysql/mysql_backend.h"
+#include "backends/mysql/mysql_connection.h"
 #include "backends/mysql/mysql_schema.h"
-#include "backends/mysql/mysql_session.h"
 
 namespace lockd::mysql {
 
@@ -25,10 +25,10 @@ class Sweeper {
   // name, token) and re-checks `expires_at < NOW(6)` on the locked row, so a
   // lease renewed or re-granted after the SELECT survives. Failures are
   // logged (warnings) or left to the health state; never returned.
-  void Run(Session& s);
+  void Run(Connection& s);
 
  private:
-  void DeleteExpired(Session& s);
+  void DeleteExpired(Connection& s);
 
   const MysqlOptions* const options_;
   const MysqlSchema* const schema_;

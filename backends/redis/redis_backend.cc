@@ -278,17 +278,25 @@ class RedisBackend final : public Backend,
     return absl::StrCat(lease_ms + CeilMillis(options_.fence_retention));
   }
 
-  // The acquire script for `p`: mode 'n' may take a free lock, mode 'r' only
-  // re-enters (or replays) while others of this process wait in line.
+  // The acquire script for `p`: a first try or the head of the queue may
+  // take a free lock; a waiter behind others of this process only re-enters
+  // or replays (scripts.h: kMayTakeFree, kReenterOnly).
   Command AcquireCommand(const AcquireParams& p, TryKind kind) const {
-    char mode = kind == TryKind::kFirst || kind == TryKind::kHead ? 'n' : 'r';
+    const char* mode = kind == TryKind::kFirst || kind == TryKind::kHead ? redis::kMayTakeFree
+                                                                         : redis::kReenterOnly;
     redis::LockKeys k = keys_.KeysFor(p.key);
     int64_t ms = CeilMillis(p.ttl);
     Command cmd;
     cmd.script = &scripts_->acquire;
     cmd.num_keys = 3;
-    cmd.args = {std::move(k.lock),   std::move(k.fence), std::move(k.freed),   p.owner,
-                absl::StrCat(ms),    p.request_id,       std::string(1, mode), FenceTtl(ms),
+    cmd.args = {std::move(k.lock),
+                std::move(k.fence),
+                std::move(k.freed),
+                p.owner,
+                absl::StrCat(ms),
+                p.request_id,
+                mode,
+                FenceTtl(ms),
                 std::move(k.channel)};
     cmd.context = absl::StrCat("acquire of lock ", LockName(p.key));
     return cmd;
@@ -434,12 +442,12 @@ class RedisBackend final : public Backend,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& options) {
+  absl::Status s = RedisOptionSet().Check(options);
+  if (!s.ok()) return s;
   absl::StatusOr<std::vector<redis::Endpoint>> addresses = redis::ParseAddresses(options.addresses);
   if (!addresses.ok()) return addresses.status();
-  absl::Status s = redis::ValidateKeyPrefix(options.key_prefix);
+  s = redis::ValidateKeyPrefix(options.key_prefix);
   if (!s.ok()) return s;
-  if (options.pool_size < 1) return absl::InvalidArgumentError("redis.pool_size: must be >= 1");
-  if (options.db < 0) return absl::InvalidArgumentError("redis.db: must be >= 0");
   if (options.mode == RedisMode::kCluster && options.db != 0) {
     return absl::InvalidArgumentError(
         "redis.db: must be 0 in cluster mode (Redis Cluster has only database 0)");
@@ -448,16 +456,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewRedisBackend(const RedisOptions& opt
     return absl::InvalidArgumentError(
         "redis.username: an ACL user needs a password (redis.password_file or "
         "LOCKD_REDIS_PASSWORD)");
-  }
-  if (options.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("redis.connect_timeout: must be positive");
-  }
-  if (options.command_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("redis.command_timeout: must be positive");
-  }
-  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters: must be positive");
-  if (options.fence_retention < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("redis.fence_retention: must not be negative");
   }
 
   redis::ConnectionOptions connection;

@@ -26,10 +26,9 @@ const OptionSet<RedisOptions>& RedisOptionSet() {
     s->Int("redis.db", &O::db, 0, 1 << 20, "Redis database number (SELECT)");
     s->String("redis.key_prefix", &O::key_prefix, "prefix of every Redis key lockd writes");
     s->Int("redis.pool_size", &O::pool_size, 1, 1024, "Redis command connections");
-    s->Duration("redis.connect_timeout", &O::connect_timeout, "Redis connect timeout");
-    s->Duration("redis.command_timeout", &O::command_timeout, "Redis command timeout");
-    s->Duration("redis.fence_retention", &O::fence_retention,
-                "how long a fence key outlives its lock (0: forever)");
+    s->PositiveDuration("redis.connect_timeout", &O::connect_timeout, "Redis connect timeout");
+    s->PositiveDuration("redis.command_timeout", &O::command_timeout, "Redis command timeout");
+    BindSharedOptions(*s, "redis");
     return s;
   }();
   return *set;

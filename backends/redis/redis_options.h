@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "backends/common/options.h"
+#include "backends/common/shared_options.h"
 
 namespace lockd {
 
@@ -18,7 +19,10 @@ enum class RedisMode {
   kSentinel,    // a primary found through the Sentinels at `addresses`
 };
 
-struct RedisOptions {
+// max_waiters, release_memory and fence_retention: shared_options.h (a fence
+// key expires fence_retention after its lock's last lease; see
+// redis_backend.h).
+struct RedisOptions : WaiterLimit, ReleaseMemory, FenceRetention {
   RedisMode mode = RedisMode::kStandalone;
   // Comma-separated host:port ([v6addr]:port allowed). Connections use the
   // first address that accepts them; on failure the next one is tried.
@@ -42,13 +46,6 @@ struct RedisOptions {
   int pool_size = 4;
   absl::Duration connect_timeout = absl::Seconds(1);
   absl::Duration command_timeout = absl::Seconds(1);
-  // Parked Acquire calls allowed at once; more get kResourceExhausted.
-  size_t max_waiters = kDefaultMaxWaiters;
-  // How long the result of a Release (with a request_id) that freed a lock
-  // is remembered for retries.
-  absl::Duration release_memory = absl::Minutes(5);
-  // How long a fence key outlives its lock's last lease; zero: forever.
-  absl::Duration fence_retention = absl::Hours(24);
   // Reconnect backoff: doubles from min to max (with jitter).
   absl::Duration reconnect_backoff_min = absl::Milliseconds(50);
   absl::Duration reconnect_backoff_max = absl::Seconds(1);

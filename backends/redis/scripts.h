@@ -19,11 +19,19 @@
 
 namespace lockd::redis {
 
+// The acquire script's mode argument: whether the caller may take a free
+// lock. kMayTakeFree ('n', a new grant allowed): a first try, or the head of
+// this replica's waiters. kReenterOnly ('r'): a waiter behind others of this
+// replica; it must not jump that queue, so it only re-enters a lock its owner
+// holds (or replays a request_id) and leaves a free lock to the head.
+inline constexpr char kMayTakeFree[] = "n";
+inline constexpr char kReenterOnly[] = "r";
+
 // Grants, re-enters or reports a lock.
 // KEYS: lock, fence, freed.
-// ARGV: owner, lease_ms, request_id ('' = none), mode, fence_ttl_ms, channel.
-//   mode 'n': grant a free lock; 'r': only re-enter (a waiter that must not
-//   jump the local queue). fence_ttl_ms '0': the fence key never expires.
+// ARGV: owner, lease_ms, request_id ('' = none), mode (kMayTakeFree or
+//   kReenterOnly, above), fence_ttl_ms, channel. fence_ttl_ms '0': the fence
+//   key never expires.
 // Returns {granted, owner, hold_count, token, ms}:
 //   granted 1: ms is the lease in force; a repeat of the owner's last
 //   request_id returns that request's result and changes nothing.
@@ -51,6 +59,7 @@ local function remember(count)
   end
 end
 if not h[1] then
+  -- mode 'r' (re-enter only): a free lock is left to the head of the queue
   if mode == 'r' then return {0, '', 0, '0', -2} end
   local t = redis.call('TIME')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))

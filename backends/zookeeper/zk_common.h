@@ -1,7 +1,7 @@
-// Small pieces shared by the parts of the ZooKeeper backend: how a lock is
-// named in messages and in the tree, and the bound on retries when a lock
-// changes under a request (milliseconds: backends/common/millis.h). Not a
-// public interface.
+// Small pieces shared by the parts of the ZooKeeper backend: the clock they
+// time leases with, the bound on retries when a lock changes under a
+// request, a znode path's last segment, the Stat a version check compares,
+// and where each lock lives in the tree (Paths). Not a public interface.
 
 #ifndef LOCKD_BACKENDS_ZOOKEEPER_ZK_COMMON_H_
 #define LOCKD_BACKENDS_ZOOKEEPER_ZK_COMMON_H_

@@ -9,7 +9,8 @@
 //                        deadline, cancel, the drain (shared with WaitEngine)
 //   holder_writes.h      Release, Renew, ForceRelease
 //   renew_batch.h        RenewMany: known holds renewed in one multi
-// This file wires them together and answers Describe and List.
+// This file wires them together and answers Describe and List (paged by
+// backends/common/list_pages.h).
 
 #include "backends/zookeeper/zookeeper_backend.h"
 
@@ -28,6 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "backends/common/errors.h"
 #include "backends/common/host_ports.h"
+#include "backends/common/list_pages.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/waiter_registry.h"
 #include "backends/zookeeper/acquire_attempt.h"
@@ -122,6 +124,18 @@ class ZooKeeperBackend final : public Backend {
       std::move(done)(s);
       return;
     }
+    ReadState(key, std::move(done));
+  }
+
+  void List(ListParams params, Callback<ListResult> done) override;
+
+  absl::Status Health() const override { return session_->Usable(); }
+
+  void Shutdown() override;
+
+ private:
+  // Describe without the session check.
+  void ReadState(const LockKey& key, Callback<LockState> done) {
     leases_->ReadLock(key, false,
                       [this, key, done = std::move(done)](absl::StatusOr<zk::LockView> v) mutable {
                         if (!v.ok()) {
@@ -132,28 +146,6 @@ class ZooKeeperBackend final : public Backend {
                       });
   }
 
-  void List(ListParams params, Callback<ListResult> done) override;
-
-  absl::Status Health() const override { return session_->Usable(); }
-
-  void Shutdown() override;
-
- private:
-  struct ListOp {
-    ListParams params;
-    Callback<ListResult> done;
-    std::vector<std::string> names;  // candidates, sorted
-    size_t next = 0;
-    ListResult out;
-    // The chunk being read.
-    absl::Mutex mu;
-    std::vector<std::optional<LockState>> chunk ABSL_GUARDED_BY(mu);
-    size_t outstanding ABSL_GUARDED_BY(mu) = 0;
-    absl::Status error ABSL_GUARDED_BY(mu);
-  };
-
-  void ListNextChunk(const std::shared_ptr<ListOp>& op);
-  void ListChunkDone(const std::shared_ptr<ListOp>& op);
   void OnSessionLost();
   void OnWatch(uint64_t id, int type, absl::string_view path);
 
@@ -261,101 +253,41 @@ void ZooKeeperBackend::List(ListParams params, Callback<ListResult> done) {
     std::move(done)(s);
     return;
   }
-  auto op = std::make_shared<ListOp>();
-  op->params = std::move(params);
-  op->done = std::move(done);
+  std::string ns_path = paths_.Ns(params.ns);
   // A sync first: the names reflect every lock created anywhere before the
   // call (the lock reads below sync too).
   std::vector<zk::Op> ops;
-  ops.push_back(zk::Op::Sync(paths_.Ns(op->params.ns), [](zk::Result) {}));
-  ops.push_back(zk::Op::Children(paths_.Ns(op->params.ns), [this, op](zk::Result r) {
+  ops.push_back(zk::Op::Sync(ns_path, [](zk::Result) {}));
+  ops.push_back(zk::Op::Children(std::move(ns_path), [this, params = std::move(params),
+                                                      done =
+                                                          std::move(done)](zk::Result r) mutable {
     if (r.rc == ZNONODE) {
-      std::move(op->done)(ListResult{});
+      std::move(done)(ListResult{});
       return;
     }
     if (r.rc != ZOK) {
-      std::move(op->done)(
-          zk::ZkError(absl::StrCat("listing locks of namespace \"", op->params.ns, "\""), r.rc));
+      std::move(done)(
+          zk::ZkError(absl::StrCat("listing locks of namespace \"", params.ns, "\""), r.rc));
       return;
     }
-    const ListParams& p = op->params;
-    bool after_token = !p.page_token.empty() && p.page_token >= p.prefix;
+    bool after_token = !params.page_token.empty() && params.page_token >= params.prefix;
+    std::vector<std::string> names;
     for (const std::string& child : r.children) {
       std::string name;
       if (!zk::DecodeSegment(child, &name)) continue;
-      if (!absl::StartsWith(name, p.prefix)) continue;
-      if (after_token && name <= p.page_token) continue;
-      op->names.push_back(std::move(name));
+      if (!absl::StartsWith(name, params.prefix)) continue;
+      if (after_token && name <= params.page_token) continue;
+      names.push_back(std::move(name));
     }
-    std::sort(op->names.begin(), op->names.end());
-    ListNextChunk(op);
+    std::sort(names.begin(), names.end());
+    // At least 8 reads a round, so that names of free locks cost few rounds;
+    // at most 64 in flight.
+    ListByDescribing(
+        std::move(params.ns), std::move(names), params.page_size,
+        [this](const LockKey& key, Callback<LockState> done) { ReadState(key, std::move(done)); },
+        std::move(done), DescribeBatch{8, 64});
   }));
   zk_->Submit(std::move(ops));
-}
-
-// Reads the next few candidate locks at once and keeps the held ones, in
-// name order, until the page is full and one more held lock proves there is
-// a next page.
-void ZooKeeperBackend::ListNextChunk(const std::shared_ptr<ListOp>& op) {
-  size_t page = op->params.page_size;
-  size_t n =
-      std::min(op->names.size() - op->next, std::max<size_t>(page + 1 - op->out.locks.size(), 8));
-  n = std::min<size_t>(n, 64);
-  if (n == 0) {
-    std::move(op->done)(std::move(op->out));
-    return;
-  }
-  size_t first = op->next;
-  op->next += n;
-  {
-    absl::MutexLock l(&op->mu);
-    op->chunk.assign(n, std::nullopt);
-    op->outstanding = n;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    LockKey key{op->params.ns, op->names[first + i]};
-    leases_->ReadLock(key, false, [this, op, key, i](absl::StatusOr<zk::LockView> v) {
-      std::optional<LockState> state;
-      absl::Status error;
-      if (v.ok()) {
-        state = leases_->StateOf(key, *v);
-      } else {
-        error = v.status();
-      }
-      bool last;
-      {
-        absl::MutexLock l(&op->mu);
-        if (!error.ok() && op->error.ok()) op->error = error;
-        op->chunk[i] = std::move(state);
-        last = --op->outstanding == 0;
-      }
-      if (last) ListChunkDone(op);
-    });
-  }
-}
-
-void ZooKeeperBackend::ListChunkDone(const std::shared_ptr<ListOp>& op) {
-  std::vector<std::optional<LockState>> chunk;
-  absl::Status error;
-  {
-    absl::MutexLock l(&op->mu);
-    chunk.swap(op->chunk);
-    error = op->error;
-  }
-  if (!error.ok()) {
-    std::move(op->done)(error);
-    return;
-  }
-  for (auto& s : chunk) {
-    if (!s.has_value() || !s->held) continue;
-    if (op->out.locks.size() == op->params.page_size) {
-      op->out.next_page_token = op->out.locks.back().key.name;
-      std::move(op->done)(std::move(op->out));
-      return;
-    }
-    op->out.locks.push_back(std::move(*s));
-  }
-  ListNextChunk(op);
 }
 
 // The connect string `hosts` ("host:port[,host:port...][/chroot]") with
@@ -378,6 +310,7 @@ absl::StatusOr<std::string> ConnectString(absl::string_view hosts) {
 
 absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
     const ZooKeeperOptions& options, zk::TransportFactory make_transport) {
+  if (absl::Status s = ZooKeeperOptionSet().Check(options); !s.ok()) return s;
   if (options.hosts.empty()) {
     return absl::InvalidArgumentError("zookeeper.hosts: must name at least one host:port");
   }
@@ -393,13 +326,6 @@ absl::StatusOr<std::unique_ptr<Backend>> NewZooKeeperBackendOn(
           absl::StrCat("zookeeper.root: \"", options.root, "\" is not a usable znode path"));
     }
   }
-  if (options.session_timeout < absl::Milliseconds(100)) {
-    return absl::InvalidArgumentError("zookeeper.session_timeout: must be at least 100ms");
-  }
-  if (options.reap_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("zookeeper.reap_interval: must be positive");
-  }
-  if (options.max_waiters == 0) return absl::InvalidArgumentError("max_waiters must be positive");
   auto backend = std::make_unique<ZooKeeperBackend>(options, std::move(make_transport));
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;

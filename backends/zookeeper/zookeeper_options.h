@@ -9,10 +9,12 @@
 
 #include "absl/time/time.h"
 #include "backends/common/options.h"
+#include "backends/common/shared_options.h"
 
 namespace lockd {
 
-struct ZooKeeperOptions {
+// max_waiters: shared_options.h.
+struct ZooKeeperOptions : WaiterLimit {
   // Connect string: "host:port[,host:port...]" (an ensemble).
   std::string hosts = "127.0.0.1:2181";
   // Absolute path of lockd's root znode, created (with its parents) on start.
@@ -37,9 +39,6 @@ struct ZooKeeperOptions {
   // How long NewZooKeeperBackend() waits for the first session before it
   // returns a backend that is still connecting (Health() then reports it).
   absl::Duration connect_wait = absl::Seconds(10);
-  // Acquire calls waiting at once (as the common WaitEngine counts them);
-  // one more gets kResourceExhausted (TooManyWaitersError).
-  size_t max_waiters = kDefaultMaxWaiters;
   // How many locks the periodic reaper reads at once.
   int reap_parallelism = 32;
 };

@@ -146,7 +146,7 @@ class RedisDirectLocker final : public Locker {
                                      owner,
                                      absl::StrCat(lease_ms),
                                      "",
-                                     "n",
+                                     redis::kMayTakeFree,
                                      absl::StrCat(lease_ms + kFenceRetentionMs),
                                      k.channel};
     for (;;) {

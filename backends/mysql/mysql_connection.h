@@ -1,10 +1,11 @@
 // How the MySQL backend runs statements: a pool of worker threads, each with
-// one connection (a Session) that is made on first use and remade after a
-// failure, and the database's reachability as all of them see it (DbHealth).
-// Statements are plain text (values quoted by SqlBytes, mysql_client.h).
+// one Connection, which keeps a client connection (MysqlConnection,
+// mysql_client.h) made on first use and remade after a failure, and the
+// database's reachability as all of them see it (DbHealth). Statements are
+// plain text (values quoted by SqlBytes, mysql_client.h).
 
-#ifndef LOCKD_BACKENDS_MYSQL_MYSQL_SESSION_H_
-#define LOCKD_BACKENDS_MYSQL_MYSQL_SESSION_H_
+#ifndef LOCKD_BACKENDS_MYSQL_MYSQL_CONNECTION_H_
+#define LOCKD_BACKENDS_MYSQL_MYSQL_CONNECTION_H_
 
 #include <atomic>
 #include <cstdint>
@@ -28,9 +29,11 @@
 
 namespace lockd::mysql {
 
-// The codes the Backend contract allows: anything the database says that is
-// not a bug (kInternal) is a reason to retry later (kUnavailable).
-absl::Status ForCaller(absl::Status s);
+// A failed statement's status as the Backend contract reports it: kInternal
+// (a bug, such as an unexpected row) and kUnavailable as they are; anything
+// else the database said is a reason to retry later, so kUnavailable with
+// the same message. OK stays OK.
+absl::Status UnavailableUnlessBug(absl::Status s);
 
 // Parses column `i` of `row` into `out`; false if it is missing, NULL or not
 // a number.
@@ -73,10 +76,10 @@ class DbHealth {
 
 // One worker's connection: made on first use, remade after a failure.
 // Not thread-safe: owned by one worker thread.
-class Session {
+class Connection {
  public:
-  // `options` and `health` must outlive the session.
-  Session(const MysqlOptions* options, DbHealth* health) : options_(options), health_(health) {}
+  // `options` and `health` must outlive the connection.
+  Connection(const MysqlOptions* options, DbHealth* health) : options_(options), health_(health) {}
 
   struct Flags {
     // Also retry a duplicate-key error (a first grant racing another replica:
@@ -110,13 +113,13 @@ class Session {
   absl::Time last_used_;
 };
 
-// Worker threads, each with its own Session, running jobs in FIFO order.
+// Worker threads, each with its own Connection, running jobs in FIFO order.
 // Thread-safe: the queue is guarded by one mutex.
 class WorkerPool {
  public:
-  // Runs with the worker's session, or with nullptr if the pool closed
+  // Runs with the worker's connection, or with nullptr if the pool closed
   // before the job ran (the job must then finish with ShuttingDownError()).
-  using Job = absl::AnyInvocable<void(Session* session) &&>;
+  using Job = absl::AnyInvocable<void(Connection* connection) &&>;
 
   // Starts `n` threads. `options` and `health` must outlive the pool.
   WorkerPool(size_t n, const MysqlOptions* options, DbHealth* health);
@@ -148,4 +151,4 @@ class WorkerPool {
 
 }  // namespace lockd::mysql
 
-#endif  // LOCKD_BACKENDS_MYSQL_MYSQL_SESSION_H_
+#endif  // LOCKD_BACKENDS_MYSQL_MYSQL_CONNECTION_H_

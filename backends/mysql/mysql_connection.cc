@@ -1,4 +1,4 @@
-#include "backends/mysql/mysql_session.h"
+#include "backends/mysql/mysql_connection.h"
 
 #include <mysql.h>
 
@@ -24,7 +24,7 @@ constexpr absl::Duration kConnectBackoff = absl::Milliseconds(100);
 
 }  // namespace
 
-absl::Status ForCaller(absl::Status s) {
+absl::Status UnavailableUnlessBug(absl::Status s) {
   switch (s.code()) {
     case absl::StatusCode::kOk:
     case absl::StatusCode::kUnavailable:
@@ -83,8 +83,8 @@ std::optional<absl::Status> DbHealth::FailFast() const {
   return status_;
 }
 
-absl::StatusOr<MysqlResult> Session::Run(absl::string_view sql, absl::string_view context,
-                                         Flags flags) {
+absl::StatusOr<MysqlResult> Connection::Run(absl::string_view sql, absl::string_view context,
+                                            Flags flags) {
   for (int attempt = 0;; ++attempt) {
     absl::Status connected = EnsureConnected(flags.probe);
     if (!connected.ok()) return connected;
@@ -111,7 +111,7 @@ absl::StatusOr<MysqlResult> Session::Run(absl::string_view sql, absl::string_vie
   }
 }
 
-absl::Status Session::EnsureConnected(bool probe) {
+absl::Status Connection::EnsureConnected(bool probe) {
   if (conn_ != nullptr && generation_ != health_->generation()) conn_.reset();
   if (conn_ != nullptr && absl::Now() - last_used_ > kIdlePing) {
     MysqlOutcome o = conn_->Ping();
@@ -126,7 +126,7 @@ absl::Status Session::EnsureConnected(bool probe) {
       MysqlConnection::Connect(*options_, /*use_database=*/true);
   if (!c.ok()) {
     health_->OnConnectionFailure(c.status(), /*connect=*/true);
-    return ForCaller(c.status());
+    return UnavailableUnlessBug(c.status());
   }
   conn_ = *std::move(c);
   generation_ = generation;
@@ -173,7 +173,7 @@ void WorkerPool::Close() {
 
 void WorkerPool::Work(const MysqlOptions* options, DbHealth* health) {
   mysql_thread_init();
-  Session session(options, health);
+  Connection connection(options, health);
   while (true) {
     Job job;
     {
@@ -183,7 +183,7 @@ void WorkerPool::Work(const MysqlOptions* options, DbHealth* health) {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    std::move(job)(&session);
+    std::move(job)(&connection);
   }
   mysql_thread_end();
 }

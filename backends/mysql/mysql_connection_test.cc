@@ -1,4 +1,4 @@
-#include "backends/mysql/mysql_session.h"
+#include "backends/mysql/mysql_connection.h"
 
 #include <vector>
 
@@ -21,12 +21,12 @@ TEST(WorkerPoolTest, SubmitFirstRunsAheadOfQueuedJobs) {
   absl::Mutex mu;
   std::vector<int> order;
   auto record = [&](int n) {
-    return [&, n](Session*) {
+    return [&, n](Connection*) {
       absl::MutexLock l(&mu);
       order.push_back(n);
     };
   };
-  pool.Submit([&](Session*) {
+  pool.Submit([&](Connection*) {
     started.Notify();
     go.WaitForNotification();
   });
@@ -46,13 +46,13 @@ TEST(WorkerPoolTest, SubmitFirstRunsAheadOfQueuedJobs) {
   pool.Close();
 }
 
-TEST(WorkerPoolTest, SubmitFirstAfterCloseRunsInlineWithoutASession) {
+TEST(WorkerPoolTest, SubmitFirstAfterCloseRunsInlineWithoutAConnection) {
   MysqlOptions options;
   DbHealth health;
   WorkerPool pool(1, &options, &health);
   pool.Close();
   bool ran = false;
-  pool.SubmitFirst([&](Session* s) { ran = s == nullptr; });
+  pool.SubmitFirst([&](Connection* s) { ran = s == nullptr; });
   EXPECT_TRUE(ran);
 }
 
