@@ -14,6 +14,7 @@
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
 #include "backends/common/timer_queue.h"
+#include "backends/common/waiter_registry.h"
 #include "backends/common/waiter_table.h"
 
 namespace lockd {
@@ -49,20 +50,25 @@ absl::Time WallTimeOf(Clock::time_point t) {
   return wall - absl::FromChrono(Clock::now() - t);
 }
 
-// Waiting uses the WaiterTable directly, not the WaitEngine: the locks live
-// under this class's own mutex, so a release hands the lock to the first
-// waiter in the same critical section (no attempt to make, nothing in flight,
-// no retry timer). The engine's "try once, then retry the head" would add an
-// asynchronous round for nothing. The rules are the same: FIFO per lock,
-// max_waiters counts every waiting call, the same error texts (errors.h).
+// Waiting uses a WaiterTable and a WaiterRegistry directly, not the
+// WaitEngine: the locks live under this class's own mutex, so a release hands
+// the lock to the first waiter in the same critical section (no attempt to
+// make, nothing in flight, no retry timer). The engine's "try once, then
+// retry the head" would add an asynchronous round for nothing. The rules are
+// the same: FIFO per lock, max_waiters counts every waiting call, the same
+// error texts (errors.h). A call is registered from its park to the moment it
+// leaves the table, under mu_; the registry reports its deadline, cancel and
+// the shutdown drain to OnStop.
 class MemoryBackend final : public Backend {
  public:
   explicit MemoryBackend(const MemoryOptions& options)
       : options_(options),
         next_token_(static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
         timers_(std::make_unique<TimerQueue>()),
-        waiters_(timers_.get(), options.max_waiters,
-                 [this](WaiterTable::Waiter w) { OnWaitTimeout(std::move(w)); }) {}
+        registry_(timers_.get(), options.max_waiters,
+                  [this](const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
+                    OnStop(key, id, why);
+                  }) {}
 
   ~MemoryBackend() override { Shutdown(); }
 
@@ -92,7 +98,7 @@ class MemoryBackend final : public Backend {
         } else {
           Clock::time_point deadline = SteadyAfter(params.wait);
           WaiterTable::Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
-          absl::Status s = waiters_.Park(w);
+          absl::Status s = ParkLocked(w);
           if (s.ok()) {
             parked = true;
             ArmExpiry(key, it->second);
@@ -217,14 +223,23 @@ class MemoryBackend final : public Backend {
       if (shutdown_) return;
       shutdown_ = true;
     }
-    for (WaiterTable::Waiter& w : waiters_.Close()) {
-      std::move(w.done)(ShuttingDownError());
-    }
+    registry_.Close();  // answers every parked call ShuttingDownError() (OnStop)
     // Joins the timer thread; its callbacks see shutdown_ and return.
     timers_.reset();
   }
 
  private:
+  // Parks `w` (moved from) at the back of its lock's queue and returns OK;
+  // or returns why not (kCancelled, TooManyWaitersError) and leaves `w`.
+  absl::Status ParkLocked(WaiterTable::Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (w.cancelled()) return AcquireCancelledError();
+    absl::StatusOr<uint64_t> id = registry_.RegisterAdmitted(w.params.key, w.deadline, w.cancel);
+    if (!id.ok()) return id.status();
+    w.id = *id;
+    table_.Push(std::move(w));
+    return absl::OkStatus();
+  }
+
   AcquireResult Grant(const AcquireParams& p, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[p.key];
@@ -372,8 +387,9 @@ class MemoryBackend final : public Backend {
   // The lock is free: grants it to the first live waiter, if any.
   void HandOff(const LockKey& key, Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
-      if (w->cancel && w->cancel->cancelled()) {
+    while (std::optional<WaiterTable::Waiter> w = table_.PopFront(key)) {
+      registry_.Unregister(w->id, w->cancel);
+      if (w->cancelled()) {
         deferred.push_back(
             [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
         continue;
@@ -394,9 +410,10 @@ class MemoryBackend final : public Backend {
   void GrantOwnersWaiters(const LockKey& key, Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[key];
-    for (WaiterTable::Waiter& w : waiters_.PopOwner(key, lock.owner)) {
+    for (WaiterTable::Waiter& w : table_.PopOwner(key, lock.owner)) {
+      registry_.Unregister(w.id, w.cancel);
       absl::StatusOr<AcquireResult> r = AcquireCancelledError();
-      if (!w.cancel || !w.cancel->cancelled()) r = Reenter(lock, w.params, now);
+      if (!w.cancelled()) r = Reenter(lock, w.params, now);
       deferred.push_back([done = std::move(w.done), r = std::move(r)]() mutable {
         std::move(done)(std::move(r));
       });
@@ -406,7 +423,7 @@ class MemoryBackend final : public Backend {
   // While waiters are parked on a held lock, a timer at its lease end makes
   // sure they are served when the holder stops renewing.
   void ArmExpiry(const LockKey& key, Lock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (lock.expiry_timer != 0 || waiters_.Count(key) == 0) return;
+    if (lock.expiry_timer != 0 || table_.Count(key) == 0) return;
     lock.expiry_timer = timers_->ScheduleAt(lock.expires, [this, key] { OnExpiryTimer(key); });
   }
 
@@ -428,26 +445,33 @@ class MemoryBackend final : public Backend {
     RunAll(deferred);
   }
 
-  void OnWaitTimeout(WaiterTable::Waiter w) {
+  // The registry's StopFn: ends the wait of parked call `id` on `key`, if it
+  // is still parked.
+  void OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
+    std::optional<WaiterTable::Waiter> w;
     absl::StatusOr<AcquireResult> result;
     {
       absl::MutexLock l(&mu_);
-      if (shutdown_) {
+      w = table_.Remove(key, id);
+      if (!w.has_value()) return;
+      registry_.Unregister(id, w->cancel);
+      if (why == WaiterRegistry::StopReason::kCancelled) {
+        result = AcquireCancelledError();
+      } else if (why == WaiterRegistry::StopReason::kShutdown || shutdown_) {
         result = ShuttingDownError();
       } else {
-        Clock::time_point now = Clock::now();
-        auto it = locks_.find(w.params.key);
-        result = NotAcquired(w.params.key, it == locks_.end() ? nullptr : &it->second, now);
+        auto it = locks_.find(key);
+        result = NotAcquired(key, it == locks_.end() ? nullptr : &it->second, Clock::now());
       }
     }
-    std::move(w.done)(std::move(result));
+    std::move(w->done)(std::move(result));
   }
 
   LockState StateOf(const LockKey& key, const Lock* lock, Clock::time_point now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     LockState s;
     s.key = key;
-    s.waiters = static_cast<uint32_t>(waiters_.Count(key));
+    s.waiters = static_cast<uint32_t>(table_.Count(key));
     if (lock == nullptr || lock->expires <= now) return s;
     s.held = true;
     s.owner = lock->owner;
@@ -478,10 +502,14 @@ class MemoryBackend final : public Backend {
   std::map<LockKey, Lock> locks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<FreedKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
   uint64_t freed_inserts_ ABSL_GUARDED_BY(mu_) = 0;
-  // Reset (thread joined) by Shutdown(); the waiter table no longer uses it
-  // once closed.
+  // Reset (thread joined) by Shutdown(); the registry no longer uses it once
+  // closed.
   std::unique_ptr<TimerQueue> timers_;
-  WaiterTable waiters_;
+  WaiterTable table_ ABSL_GUARDED_BY(mu_);  // the parked calls, in order
+  // Every parked call: deadline, cancel hook, max_waiters, the shutdown
+  // drain. Declared last, so destroyed first: no stop reaches the state
+  // above once that is gone.
+  WaiterRegistry registry_;
 };
 
 }  // namespace
