@@ -114,89 +114,46 @@ class MemoryBackend final : public Backend {
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
-    Deferred deferred;
-    absl::StatusOr<ReleaseResult> result;
-    {
-      absl::MutexLock l(&mu_);
-      result = ReleaseLocked(params, deferred);
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+    OnLock(params.key, std::move(done), [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ReleaseLocked(params, at.it, at.now, at.deferred);
+    });
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
-    Deferred deferred;
-    absl::StatusOr<ForceReleaseResult> result;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        result = ShuttingDownError();
-      } else {
-        Clock::time_point now = Clock::now();
-        ExpireIfDue(params.key, now, deferred);
-        auto it = locks_.find(params.key);
-        ForceReleaseResult r;
-        if (it == locks_.end()) {
-          r.previous = StateOf(params.key, nullptr, now);
-          result = r;
-        } else if (params.fencing_token != 0 && it->second.token != params.fencing_token) {
-          result = FencingTokenMismatchError(params.key, params.fencing_token, it->second.token);
-        } else {
-          r.previous = StateOf(params.key, &it->second, now);
+    OnLock(
+        params.key, std::move(done),
+        [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<ForceReleaseResult> {
+          ForceReleaseResult r;
+          if (at.it == locks_.end()) {
+            r.previous = StateOf(params.key, nullptr, at.now);
+            return r;
+          }
+          if (params.fencing_token != 0 && at.it->second.token != params.fencing_token) {
+            return FencingTokenMismatchError(params.key, params.fencing_token, at.it->second.token);
+          }
+          r.previous = StateOf(params.key, &at.it->second, at.now);
           r.released = true;
-          Free(it);
-          HandOff(params.key, now, deferred);
-          result = r;
-        }
-      }
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+          Free(at.it);
+          HandOff(params.key, at.now, at.deferred);
+          return r;
+        });
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
-    Deferred deferred;
-    absl::StatusOr<RenewResult> result;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        result = ShuttingDownError();
-      } else {
-        Clock::time_point now = Clock::now();
-        ExpireIfDue(params.key, now, deferred);
-        auto it = locks_.find(params.key);
-        if (it == locks_.end()) {
-          result = LockFreeError(params.key);
-        } else if (it->second.owner != params.owner) {
-          result = HeldByOtherError(params.key);
-        } else if (!OfHold(it->second, params.fencing_token)) {
-          result = OtherHoldError(params.key);
-        } else {
-          it->second.expires = now + absl::ToChronoNanoseconds(params.ttl);
-          result = RenewResult{params.ttl, it->second.token};
-        }
-      }
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+    OnLock(params.key, std::move(done),
+           [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<RenewResult> {
+             if (at.it == locks_.end()) return LockFreeError(params.key);
+             if (at.it->second.owner != params.owner) return HeldByOtherError(params.key);
+             if (!OfHold(at.it->second, params.fencing_token)) return OtherHoldError(params.key);
+             at.it->second.expires = at.now + absl::ToChronoNanoseconds(params.ttl);
+             return RenewResult{params.ttl, at.it->second.token};
+           });
   }
 
   void Describe(LockKey key, Callback<LockState> done) override {
-    Deferred deferred;
-    absl::StatusOr<LockState> result;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        result = ShuttingDownError();
-      } else {
-        Clock::time_point now = Clock::now();
-        ExpireIfDue(key, now, deferred);
-        auto it = locks_.find(key);
-        result = StateOf(key, it == locks_.end() ? nullptr : &it->second, now);
-      }
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+    OnLock(key, std::move(done), [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return StateOf(key, at.it == locks_.end() ? nullptr : &at.it->second, at.now);
+    });
   }
 
   void List(ListParams params, Callback<ListResult> done) override {
@@ -229,6 +186,37 @@ class MemoryBackend final : public Backend {
   }
 
  private:
+  using LockIt = std::map<LockKey, Lock>::iterator;
+
+  // What an operation run by OnLock sees.
+  struct At {
+    LockIt it;              // the lock's entry in locks_, or end()
+    Clock::time_point now;  // its lease has been checked against this
+    Deferred& deferred;     // answers to waiters, run once mu_ is released
+  };
+
+  // One call on `key`: under mu_, frees the lock if its lease has ended
+  // (handing it to its first waiter) and runs `op(At)`; then, with mu_
+  // released, runs the answers `op` deferred and answers `done` with its
+  // result. After Shutdown(): ShuttingDownError(), without `op`.
+  template <typename T, typename Op>
+  void OnLock(const LockKey& key, Callback<T> done, Op op) {
+    Deferred deferred;
+    absl::StatusOr<T> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        const Clock::time_point now = Clock::now();
+        ExpireIfDue(key, now, deferred);
+        result = op(At{locks_.find(key), now, deferred});
+      }
+    }
+    RunAll(deferred);
+    std::move(done)(std::move(result));
+  }
+
   // Parks `w` (moved from) at the back of its lock's queue and returns OK;
   // or returns why not (kCancelled, TooManyWaitersError) and leaves `w`.
   absl::Status ParkLocked(WaiterTable::Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -299,12 +287,9 @@ class MemoryBackend final : public Backend {
     return r;
   }
 
-  absl::StatusOr<ReleaseResult> ReleaseLocked(const ReleaseParams& p, Deferred& deferred)
+  absl::StatusOr<ReleaseResult> ReleaseLocked(const ReleaseParams& p, LockIt it,
+                                              Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (shutdown_) return ShuttingDownError();
-    Clock::time_point now = Clock::now();
-    ExpireIfDue(p.key, now, deferred);
-    auto it = locks_.find(p.key);
     if (!p.acquire_request_id.empty()) return UndoLocked(p, it, now, deferred);
     if (it == locks_.end() || it->second.owner != p.owner) {
       if (!p.request_id.empty()) {
@@ -352,9 +337,8 @@ class MemoryBackend final : public Backend {
   }
 
   // Release with acquire_request_id (backend.h).
-  ReleaseResult UndoLocked(const ReleaseParams& p, std::map<LockKey, Lock>::iterator it,
-                           Clock::time_point now, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  ReleaseResult UndoLocked(const ReleaseParams& p, LockIt it, Clock::time_point now,
+                           Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (it == locks_.end() || it->second.owner != p.owner) return ReleaseResult{false, 0};
     Lock& lock = it->second;
     if (lock.last_kind != Lock::Kind::kAcquire || lock.last_request_id != p.acquire_request_id ||
@@ -369,7 +353,7 @@ class MemoryBackend final : public Backend {
     return ReleaseResult{true, 0};
   }
 
-  void Free(std::map<LockKey, Lock>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Free(LockIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (it->second.expiry_timer != 0 && timers_) timers_->Cancel(it->second.expiry_timer);
     locks_.erase(it);
   }
