@@ -79,9 +79,10 @@ class WaiterRegistry {
 
   // Tells the owner of call `id` (registered by RegisterAdmitted on `key`)
   // that its wait ends for `why`. Called with no registry lock held, on the
-  // TimerQueue thread (deadline, cancel) or Close()'s caller (shutdown); at
-  // most once per id and reason, and never after Close() but from it. May
-  // come after the call left the owner's table; it is then ignored.
+  // TimerQueue thread (deadline, cancel) or inside Close() (shutdown); at
+  // most once per id and reason, and not at all once Close() has returned.
+  // May come after the call left the owner's table (or was unregistered);
+  // it is then ignored.
   using StopFn = absl::AnyInvocable<void(const LockKey& key, uint64_t id, StopReason why) const>;
 
   // `timers` must outlive the registry, or at least Close(). max_waiters > 0.

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -21,28 +22,41 @@ using StopReason = WaiterRegistry::StopReason;
 const LockKey kKey{"default", "x"};
 const LockKey kOther{"default", "y"};
 
-// Records the Stop() calls it gets.
-class RecordingCall final : public WaiterRegistry::Call {
+// A list that one thread appends to and another awaits.
+template <typename T>
+class Recorded {
  public:
-  void Stop(StopReason why) override {
+  void Add(T t) {
     absl::MutexLock l(&mu_);
-    stops_.push_back(why);
+    items_.push_back(std::move(t));
   }
-  // Waits (up to 5 s) for a first Stop().
-  std::vector<StopReason> AwaitStops() {
+  // Waits (up to 5 s) until `n` items were added.
+  std::vector<T> Await(size_t n) {
     absl::MutexLock l(&mu_);
-    auto some = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !stops_.empty(); };
-    mu_.AwaitWithTimeout(absl::Condition(&some), absl::Seconds(5));
-    return stops_;
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return items_.size() >= n; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(5));
+    return items_;
   }
-  std::vector<StopReason> stops() {
+  std::vector<T> All() {
     absl::MutexLock l(&mu_);
-    return stops_;
+    return items_;
   }
 
  private:
   absl::Mutex mu_;
-  std::vector<StopReason> stops_ ABSL_GUARDED_BY(mu_);
+  std::vector<T> items_ ABSL_GUARDED_BY(mu_);
+};
+
+// Records the Stop() calls it gets.
+class RecordingCall final : public WaiterRegistry::Call {
+ public:
+  void Stop(StopReason why) override { stops_.Add(why); }
+  // Waits (up to 5 s) for a first Stop().
+  std::vector<StopReason> AwaitStops() { return stops_.Await(1); }
+  std::vector<StopReason> stops() { return stops_.All(); }
+
+ private:
+  Recorded<StopReason> stops_;
 };
 
 // What the registry's StopFn was told.
@@ -58,25 +72,15 @@ class StopRecorder {
  public:
   WaiterRegistry::StopFn Fn() {
     return [this](const LockKey& key, uint64_t id, StopReason why) {
-      absl::MutexLock l(&mu_);
-      told_.push_back(Told{key, id, why, std::this_thread::get_id()});
+      told_.Add(Told{key, id, why, std::this_thread::get_id()});
     };
   }
   // Waits (up to 5 s) until `n` stops were told.
-  std::vector<Told> Await(size_t n) {
-    absl::MutexLock l(&mu_);
-    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return told_.size() >= n; };
-    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(5));
-    return told_;
-  }
-  std::vector<Told> told() {
-    absl::MutexLock l(&mu_);
-    return told_;
-  }
+  std::vector<Told> Await(size_t n) { return told_.Await(n); }
+  std::vector<Told> told() { return told_.All(); }
 
  private:
-  absl::Mutex mu_;
-  std::vector<Told> told_ ABSL_GUARDED_BY(mu_);
+  Recorded<Told> told_;
 };
 
 class WaiterRegistryTest : public ::testing::Test {
