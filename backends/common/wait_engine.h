@@ -173,7 +173,9 @@ class WaitEngine {
   // Finishes every parked call with ShuttingDownError() and answers later
   // Acquires so. Attempts in flight still finish: a grant is delivered (the
   // service gives back grants it cannot use), anything else becomes
-  // ShuttingDownError(). Idempotent.
+  // ShuttingDownError(). Idempotent. Waits for a deadline or cancel that is
+  // being handled (which may be in LockStrategy::Current): call it with no
+  // mutex held that Current or a `done` takes.
   void Shutdown();
 
  private:
