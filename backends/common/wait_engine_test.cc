@@ -268,20 +268,22 @@ TEST_F(WaitEngineTest, AlreadyCancelledCallIsNotParked) {
 // The deadline of a call whose attempt is in flight waits for that attempt:
 // a grant is still delivered; a loss ends the wait then.
 TEST_F(WaitEngineTest, DeadlineDuringAnAttemptWaitsForItsResult) {
-  Slot* a = Park("a", absl::Milliseconds(30));
+  Slot* a = Park("a", absl::Milliseconds(200));
+  ASSERT_EQ(engine_->Waiting(kKey), 1u);
   engine_->Wake(kKey);
   ScriptedStrategy::Attempt head = strategy_.Next();
-  absl::SleepFor(absl::Milliseconds(100));
+  absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(a->done.HasBeenNotified());
   std::move(head.done)(Granted(5));
   ASSERT_TRUE(a->Wait());
   ASSERT_TRUE(a->result.ok());
   EXPECT_TRUE(a->result->acquired);
 
-  Slot* b = Park("b", absl::Milliseconds(30));
+  Slot* b = Park("b", absl::Milliseconds(200));
+  ASSERT_EQ(engine_->Waiting(kKey), 1u);
   engine_->Wake(kKey);
   head = strategy_.Next();
-  absl::SleepFor(absl::Milliseconds(100));
+  absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(b->done.HasBeenNotified());
   std::move(head.done)(HeldBy("holder"));
   ASSERT_TRUE(b->Wait());

@@ -242,11 +242,11 @@ TEST_F(WaiterRegistryTest, CancelTellsTheStopFnFromTheTimerThread) {
 TEST_F(WaiterRegistryTest, UnregisteredEntryHearsNeitherDeadlineNorCancel) {
   auto cancel = std::make_shared<CancelSignal>();
   absl::StatusOr<uint64_t> id =
-      registry_.RegisterAdmitted(kKey, SteadyAfter(absl::Milliseconds(20)), cancel);
+      registry_.RegisterAdmitted(kKey, SteadyAfter(absl::Milliseconds(50)), cancel);
   ASSERT_TRUE(id.ok());
   registry_.Unregister(*id, cancel);
   cancel->Cancel();
-  absl::SleepFor(absl::Milliseconds(60));
+  absl::SleepFor(absl::Milliseconds(100));
   EXPECT_TRUE(stops_.told().empty());
   EXPECT_FALSE(registry_.HasAdmitted(kKey));
 }
