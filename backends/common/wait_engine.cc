@@ -1,9 +1,7 @@
 #include "backends/common/wait_engine.h"
 
 #include <algorithm>
-#include <limits>
 #include <utility>
-#include <vector>
 
 #include "absl/time/clock.h"
 #include "backends/common/errors.h"
@@ -24,11 +22,10 @@ void StampLeaseStart(TryResult& r, absl::Time sent) {
 WaitEngine::WaitEngine(LockStrategy* strategy, TimerQueue* timers, size_t max_waiters)
     : strategy_(strategy),
       timers_(timers),
-      registry_(timers, max_waiters),
-      // Capacity is the engine's (parked plus in flight), so that a head
-      // that lost can always go back to the front.
-      table_(timers, std::numeric_limits<size_t>::max(),
-             [this](Waiter w) { OnTimeout(std::move(w)); }) {}
+      registry_(timers, max_waiters,
+                [this](const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
+                  OnStop(key, id, why);
+                }) {}
 
 WaitEngine::~WaitEngine() { Shutdown(); }
 
@@ -91,25 +88,25 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     Finish(key, std::move(w.done), std::move(r.result), deferred);
     return;
   }
-  // The max_waiters rule is the registry's; parked calls' deadlines and
-  // cancel hooks are the WaiterTable's (they move with the call).
-  const uint64_t id = registry_.Register(nullptr, key, std::nullopt, nullptr);
-  if (absl::Status admitted = registry_.Admit(id); !admitted.ok()) {
-    registry_.Unregister(id, nullptr);
-    Finish(key, std::move(w.done), std::move(admitted), deferred);
+  // Registered until answered: the registry keeps its deadline, cancel hook
+  // and place under max_waiters while it is parked or trying again.
+  absl::StatusOr<uint64_t> id = registry_.RegisterAdmitted(key, w.deadline, w.cancel);
+  if (!id.ok()) {
+    Finish(key, std::move(w.done), id.status(), deferred);
     return;
   }
+  w.id = *id;
   auto [it, inserted] = keys_.try_emplace(key);
   KeyState& k = it->second;
   if (inserted) strategy_->KeyActive(key);
   ObserveLocked(k, r);
   const bool first = !k.head_in_flight && table_.Count(key) == 0;
-  w.done = Admitted(key, id, std::move(w.done));
-  absl::Status parked = table_.Park(w);
-  if (!parked.ok()) {
-    Finish(key, std::move(w.done), parked, deferred);
+  w.done = Registered(w, std::move(w.done));
+  if (w.cancelled()) {
+    Finish(key, std::move(w.done), AcquireCancelledError(), deferred);
     return;
   }
+  table_.Push(std::move(w));
   if (k.head_in_flight) {
     // The head may have looked before the release this attempt saw.
     if (!r.result->current.held) k.wake_pending = true;
@@ -180,25 +177,21 @@ uint32_t WaitEngine::Waiting(const LockKey& key) const {
 }
 
 void WaitEngine::Shutdown() {
-  std::vector<Waiter> parked;
-  {
-    absl::MutexLock l(&mu_);
-    if (registry_.closed()) return;
-    registry_.Close();
-    for (auto& [key, k] : keys_) {
-      if (k.timer != 0) timers_->Cancel(k.timer);
-      k.timer = 0;
-    }
-    parked = table_.Close();
+  // Without mu_: every parked call is answered ShuttingDownError() through
+  // OnStop, before Close() returns.
+  registry_.Close();
+  absl::MutexLock l(&mu_);
+  for (auto& [key, k] : keys_) {
+    if (k.timer != 0) timers_->Cancel(k.timer);
+    k.timer = 0;
   }
-  for (Waiter& w : parked) std::move(w.done)(ShuttingDownError());
 }
 
 std::optional<WaiterTable::Waiter> WaitEngine::PopHeadLocked(const LockKey& key, KeyState& k,
                                                              Deferred& deferred) {
   if (k.head_in_flight) return std::nullopt;
   while (std::optional<Waiter> w = table_.PopFront(key)) {
-    if (w->cancel && w->cancel->cancelled()) {
+    if (w->cancelled()) {
       deferred.push_back(
           [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
       continue;
@@ -299,11 +292,21 @@ void WaitEngine::OnReentrantResult(Waiter w, TryResult r) {
 }
 
 bool WaitEngine::ReparkLocked(Waiter& w, Deferred& deferred) {
-  absl::Status parked = table_.Park(w, /*front=*/true);
-  if (parked.ok()) return true;
-  deferred.push_back(
-      [done = std::move(w.done), parked]() mutable { std::move(done)(std::move(parked)); });
-  return false;
+  if (w.cancelled()) {
+    deferred.push_back(
+        [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
+    return false;
+  }
+  // The registry's deadline timer may have fired while the call was out of
+  // the table (OnStop found nothing): it ends once back, unless the caller
+  // pops it again at once.
+  if (SteadyClock::now() >= w.deadline) {
+    deferred.push_back([this, key = w.params.key, id = w.id] {
+      OnStop(key, id, WaiterRegistry::StopReason::kDeadline);
+    });
+  }
+  table_.PushFront(std::move(w));
+  return true;
 }
 
 void WaitEngine::ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay) {
@@ -336,7 +339,7 @@ void WaitEngine::ReenterOwnerLocked(const LockKey& key, KeyState& k, const std::
                                     Deferred& deferred) {
   if (owner.empty()) return;
   for (Waiter& w : table_.PopOwner(key, owner)) {
-    if (w.cancel && w.cancel->cancelled()) {
+    if (w.cancelled()) {
       deferred.push_back(
           [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
       continue;
@@ -365,13 +368,12 @@ void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
   strategy_->KeyIdle(key);
 }
 
-Callback<AcquireResult> WaitEngine::Admitted(LockKey key, uint64_t id,
-                                             Callback<AcquireResult> done) {
-  return [this, key = std::move(key), id,
+Callback<AcquireResult> WaitEngine::Registered(const Waiter& w, Callback<AcquireResult> done) {
+  return [this, key = w.params.key, id = w.id, cancel = w.cancel,
           done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
     {
       absl::MutexLock l(&mu_);
-      registry_.Unregister(id, nullptr);
+      registry_.Unregister(id, cancel);
       ForgetIfIdleLocked(key);
     }
     std::move(done)(std::move(r));
@@ -388,6 +390,26 @@ void WaitEngine::Finish(const LockKey& key, Callback<AcquireResult> done,
   }
   deferred.push_back(
       [done = std::move(done), r = std::move(r)]() mutable { std::move(done)(std::move(r)); });
+}
+
+void WaitEngine::OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
+  std::optional<Waiter> w;
+  {
+    absl::MutexLock l(&mu_);
+    w = table_.Remove(key, id);
+  }
+  if (!w.has_value()) return;
+  switch (why) {
+    case WaiterRegistry::StopReason::kDeadline:
+      OnTimeout(*std::move(w));
+      return;
+    case WaiterRegistry::StopReason::kCancelled:
+      std::move(w->done)(AcquireCancelledError());
+      return;
+    case WaiterRegistry::StopReason::kShutdown:
+      std::move(w->done)(ShuttingDownError());
+      return;
+  }
 }
 
 void WaitEngine::OnTimeout(Waiter w) {

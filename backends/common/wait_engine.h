@@ -28,19 +28,25 @@
 //
 // Capacity, for every backend: at most `max_waiters` calls are waiting at
 // once, counting parked calls and calls whose retry is in flight; one more is
-// answered kResourceExhausted (TooManyWaitersError) when it would park. The
-// rule and the shutdown gate are WaiterRegistry's (waiter_registry.h), shared
-// with the ZooKeeper backend; a parked call's deadline and cancel hook are the
-// WaiterTable's.
+// answered kResourceExhausted (TooManyWaitersError) when it would park.
 //
-// Threading: thread-safe. One mutex (mu_) guards the per-lock state; the
-// WaiterTable and the WaiterRegistry have their own. Lock order: mu_, then
-// the WaiterTable's or the WaiterRegistry's. The
-// strategy's TryOnce and Current and every `done` are called with no engine
-// lock held; NextTry, KeyActive and KeyIdle are called with mu_ held (so a
-// lock's activations and idlings reach the strategy in order) and must not
-// call into the engine or block. Callbacks of TryOnce/Current may run on any
-// thread, inline included.
+// Bookkeeping: a call that parks is registered in the engine's
+// WaiterRegistry (waiter_registry.h) until it is answered; the registry owns
+// its deadline timer, cancel hook and place under max_waiters, and the
+// shutdown gate. The engine's WaiterTable (waiter_table.h) keeps only the
+// order of the parked ones. A deadline or cancel the registry reports while
+// the call's attempt is in flight is acted on when the attempt ends and the
+// call would go back to the table: a cancelled call is answered kCancelled,
+// one past its deadline is timed out unless it is the head tried again at
+// once.
+//
+// Threading: thread-safe. One mutex (mu_) guards the per-lock state and the
+// WaiterTable; the WaiterRegistry has its own. Lock order: mu_, then the
+// WaiterRegistry's. The strategy's TryOnce and Current and every `done` are
+// called with no engine lock held; NextTry, KeyActive and KeyIdle are called
+// with mu_ held (so a lock's activations and idlings reach the strategy in
+// order) and must not call into the engine or block. Callbacks of
+// TryOnce/Current may run on any thread, inline included.
 
 #ifndef LOCKD_BACKENDS_COMMON_WAIT_ENGINE_H_
 #define LOCKD_BACKENDS_COMMON_WAIT_ENGINE_H_
@@ -167,7 +173,9 @@ class WaitEngine {
   // Finishes every parked call with ShuttingDownError() and answers later
   // Acquires so. Attempts in flight still finish: a grant is delivered (the
   // service gives back grants it cannot use), anything else becomes
-  // ShuttingDownError(). Idempotent.
+  // ShuttingDownError(). Idempotent. Waits for a deadline or cancel that is
+  // being handled (which may be in LockStrategy::Current): call it with no
+  // mutex held that Current or a `done` takes.
   void Shutdown();
 
  private:
@@ -190,6 +198,9 @@ class WaitEngine {
   void OnHeadResult(Waiter w, TryResult r);
   void OnReentrantResult(Waiter w, TryResult r);
   void OnRetryTimer(const LockKey& key, uint64_t gen);
+  // The registry's StopFn: ends the wait of call `id` if it is parked;
+  // otherwise (in flight) its attempt's end decides (ReparkLocked).
+  void OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopReason why);
   void OnTimeout(Waiter w);
 
   // Pops the first live call of `key` (finishing cancelled ones) and marks it
@@ -198,8 +209,10 @@ class WaitEngine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartHeadLocked(const LockKey& key, KeyState& k, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Parks `w` at the front again; finishes it through `deferred` if that
-  // fails (deadline passed, cancelled). Returns whether it was parked.
+  // Parks `w` at the front again, or finishes it through `deferred` if it
+  // was cancelled meanwhile. Returns whether it was parked. One whose
+  // deadline passed meanwhile is timed out through `deferred` unless it is
+  // popped again first.
   bool ReparkLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -207,9 +220,10 @@ class WaitEngine {
                           Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveLocked(KeyState& k, const TryResult& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetIfIdleLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wraps the `done` of admitted call `id` (its registry id) so that
-  // finishing it frees its capacity and forgets an idle lock.
-  Callback<AcquireResult> Admitted(LockKey key, uint64_t id, Callback<AcquireResult> done);
+  // Wraps the `done` of registered call `w` so that finishing it
+  // unregisters it (frees its capacity, disarms its deadline and cancel
+  // hook) and forgets an idle lock.
+  Callback<AcquireResult> Registered(const Waiter& w, Callback<AcquireResult> done);
   // `done` with `current.waiters` filled for a not-granted result.
   void Finish(const LockKey& key, Callback<AcquireResult> done, absl::StatusOr<AcquireResult> r,
               Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -218,14 +232,14 @@ class WaitEngine {
   LockStrategy* const strategy_;
   TimerQueue* const timers_;
 
-  // Capacity (calls between first park and answer) and the shutdown gate,
-  // both changed under mu_ so that a closed engine parks nothing.
-  WaiterRegistry registry_;
-
   mutable absl::Mutex mu_;
   absl::flat_hash_map<LockKey, KeyState> keys_ ABSL_GUARDED_BY(mu_);
-  // Constructed after the above; its timeouts call OnTimeout.
-  WaiterTable table_;
+  WaiterTable table_ ABSL_GUARDED_BY(mu_);  // the parked calls, in order
+
+  // Every call from its first park to its answer: deadline, cancel hook,
+  // capacity, and the shutdown gate. Declared last, so destroyed first: no
+  // stop reaches the state above once that is gone.
+  WaiterRegistry registry_;
 };
 
 }  // namespace lockd

@@ -253,6 +253,46 @@ TEST_F(WaitEngineTest, CancelEndsTheWait) {
   EXPECT_EQ(s->result.status().code(), absl::StatusCode::kCancelled);
 }
 
+TEST_F(WaitEngineTest, AlreadyCancelledCallIsNotParked) {
+  auto cancel = std::make_shared<CancelSignal>();
+  Slot* s = Acquire("a", absl::Seconds(30), cancel);
+  ScriptedStrategy::Attempt first = strategy_.Next();
+  cancel->Cancel();  // while its first attempt is out
+  std::move(first.done)(HeldBy("holder"));
+  ASSERT_TRUE(s->Wait());
+  EXPECT_EQ(s->result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(engine_->Waiting(kKey), 0u);
+  EXPECT_EQ(strategy_.idle(), 1);
+}
+
+// The deadline of a call whose attempt is in flight waits for that attempt:
+// a grant is still delivered; a loss ends the wait then.
+TEST_F(WaitEngineTest, DeadlineDuringAnAttemptWaitsForItsResult) {
+  Slot* a = Park("a", absl::Milliseconds(200));
+  ASSERT_EQ(engine_->Waiting(kKey), 1u);
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt head = strategy_.Next();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(a->done.HasBeenNotified());
+  std::move(head.done)(Granted(5));
+  ASSERT_TRUE(a->Wait());
+  ASSERT_TRUE(a->result.ok());
+  EXPECT_TRUE(a->result->acquired);
+
+  Slot* b = Park("b", absl::Milliseconds(200));
+  ASSERT_EQ(engine_->Waiting(kKey), 1u);
+  engine_->Wake(kKey);
+  head = strategy_.Next();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(b->done.HasBeenNotified());
+  std::move(head.done)(HeldBy("holder"));
+  ASSERT_TRUE(b->Wait());
+  ASSERT_TRUE(b->result.ok());
+  EXPECT_FALSE(b->result->acquired);
+  EXPECT_EQ(b->result->current.owner, "holder");
+  EXPECT_EQ(engine_->Waiting(kKey), 0u);
+}
+
 TEST_F(WaitEngineTest, CapacityCountsParkedAndInFlightCalls) {
   Park("a");
   Park("b");

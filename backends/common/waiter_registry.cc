@@ -6,8 +6,11 @@
 
 namespace lockd {
 
-WaiterRegistry::WaiterRegistry(TimerQueue* timers, size_t max_waiters)
-    : max_waiters_(max_waiters), timers_(timers), anchor_(std::make_shared<Anchor>()) {
+WaiterRegistry::WaiterRegistry(TimerQueue* timers, size_t max_waiters, StopFn stop)
+    : max_waiters_(max_waiters),
+      timers_(timers),
+      stop_(std::move(stop)),
+      anchor_(std::make_shared<Anchor>()) {
   absl::MutexLock l(&anchor_->mu);
   anchor_->registry = this;
 }
@@ -17,46 +20,79 @@ WaiterRegistry::~WaiterRegistry() {
   anchor_->registry = nullptr;
 }
 
+absl::AnyInvocable<void() &&> WaiterRegistry::StopTask(std::shared_ptr<Anchor> anchor, uint64_t id,
+                                                       StopReason why) {
+  return [anchor = std::move(anchor), id, why] {
+    absl::ReaderMutexLock al(&anchor->mu);
+    if (anchor->registry != nullptr) anchor->registry->StopById(id, why);
+  };
+}
+
+uint64_t WaiterRegistry::AddLocked(std::shared_ptr<Call> call, const LockKey& key,
+                                   std::optional<SteadyClock::time_point> deadline) {
+  const uint64_t id = next_id_++;
+  Entry& e = live_[id];
+  e.call = std::move(call);
+  e.key = key;
+  if (deadline.has_value()) {
+    e.deadline_timer = timers_->ScheduleAt(*deadline, StopTask(anchor_, id, StopReason::kDeadline));
+  }
+  return id;
+}
+
 uint64_t WaiterRegistry::Register(std::shared_ptr<Call> call, const LockKey& key,
                                   std::optional<SteadyClock::time_point> deadline,
                                   const std::shared_ptr<CancelSignal>& cancel) {
-  const bool stoppable = call != nullptr;
   uint64_t id;
   {
     absl::MutexLock l(&mu_);
     if (closed_) return 0;
-    id = next_id_++;
-    Entry& e = live_[id];
-    e.call = std::move(call);
-    e.key = key;
-    if (stoppable && deadline.has_value()) {
-      e.deadline_timer = timers_->ScheduleAt(*deadline, [anchor = anchor_, id] {
-        absl::ReaderMutexLock al(&anchor->mu);
-        if (anchor->registry != nullptr) anchor->registry->StopById(id, StopReason::kDeadline);
-      });
-    }
+    id = AddLocked(std::move(call), key, deadline);
   }
   // Without mu_: a signal that already fired stops the call here.
-  if (stoppable && cancel != nullptr) {
-    const bool hooked = cancel->SetCallback([anchor = anchor_, id] {
-      absl::ReaderMutexLock al(&anchor->mu);
-      if (anchor->registry != nullptr) anchor->registry->StopById(id, StopReason::kCancelled);
-    });
-    if (!hooked) StopById(id, StopReason::kCancelled);
+  if (cancel != nullptr && !cancel->SetCallback(StopTask(anchor_, id, StopReason::kCancelled))) {
+    StopById(id, StopReason::kCancelled);
+  }
+  return id;
+}
+
+absl::StatusOr<uint64_t> WaiterRegistry::RegisterAdmitted(
+    const LockKey& key, SteadyClock::time_point deadline,
+    const std::shared_ptr<CancelSignal>& cancel) {
+  absl::MutexLock l(&mu_);
+  if (closed_) return ShuttingDownError();
+  if (admitted_ >= max_waiters_) return TooManyWaitersError(max_waiters_);
+  const uint64_t id = AddLocked(nullptr, key, deadline);
+  AdmitLocked(live_[id]);
+  // The stop goes to the timer thread, both from the hook and for a signal
+  // that already fired: the caller may hold the mutex StopFn takes.
+  if (cancel != nullptr && !cancel->SetCallback([anchor = anchor_, id] {
+        absl::ReaderMutexLock al(&anchor->mu);
+        if (anchor->registry == nullptr) return;
+        anchor->registry->timers_->Schedule(absl::ZeroDuration(),
+                                            StopTask(anchor, id, StopReason::kCancelled));
+      })) {
+    timers_->Schedule(absl::ZeroDuration(), StopTask(anchor_, id, StopReason::kCancelled));
   }
   return id;
 }
 
 void WaiterRegistry::StopById(uint64_t id, StopReason why) {
   std::shared_ptr<Call> call;
+  LockKey key;
   {
     absl::MutexLock l(&mu_);
     auto it = live_.find(id);
     if (it == live_.end()) return;
     if (why == StopReason::kDeadline) it->second.deadline_timer = 0;
     call = it->second.call;
+    if (call == nullptr) key = it->second.key;
   }
-  if (call != nullptr) call->Stop(why);
+  if (call != nullptr) {
+    call->Stop(why);
+  } else {
+    stop_(key, id, why);
+  }
 }
 
 void WaiterRegistry::Unregister(uint64_t id, const std::shared_ptr<CancelSignal>& cancel) {
@@ -85,10 +121,14 @@ absl::Status WaiterRegistry::Admit(uint64_t id) {
   Entry& e = it->second;
   if (e.admitted) return absl::OkStatus();
   if (admitted_ >= max_waiters_) return TooManyWaitersError(max_waiters_);
+  AdmitLocked(e);
+  return absl::OkStatus();
+}
+
+void WaiterRegistry::AdmitLocked(Entry& e) {
   e.admitted = true;
   ++admitted_;
   ++admitted_per_key_[e.key];
-  return absl::OkStatus();
 }
 
 void WaiterRegistry::Discharge(uint64_t id) {
@@ -131,6 +171,7 @@ void WaiterRegistry::Close() {
     anchor_->registry = nullptr;
   }
   std::vector<std::shared_ptr<Call>> calls;
+  std::vector<std::pair<LockKey, uint64_t>> entries;  // told through stop_
   {
     absl::MutexLock l(&mu_);
     if (closed_) return;
@@ -138,10 +179,15 @@ void WaiterRegistry::Close() {
     for (auto& [id, e] : live_) {
       if (e.deadline_timer != 0) timers_->Cancel(e.deadline_timer);
       e.deadline_timer = 0;
-      if (e.call != nullptr) calls.push_back(e.call);
+      if (e.call != nullptr) {
+        calls.push_back(e.call);
+      } else {
+        entries.emplace_back(e.key, id);
+      }
     }
   }
   for (const std::shared_ptr<Call>& c : calls) c->Stop(StopReason::kShutdown);
+  for (const auto& [key, id] : entries) stop_(key, id, StopReason::kShutdown);
 }
 
 }  // namespace lockd

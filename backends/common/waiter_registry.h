@@ -1,26 +1,41 @@
-// The bookkeeping of waiting Acquire calls that every backend shares, written
-// once: the max_waiters rule, each call's deadline timer and cancel hook, and
-// the drain at shutdown. The WaitEngine (wait_engine.h) takes its capacity
-// and its shutdown gate from here; the ZooKeeper backend, whose queue lives
-// on the server and whose calls wait behind their own predecessor watch
-// (backends/zookeeper/acquire_attempt.h), uses all of it.
+// The bookkeeping of live waiting Acquire calls, written once for every
+// backend: each call's deadline timer and cancel hook, the max_waiters rule,
+// the shutdown gate and drain. Nothing else keeps these: the WaitEngine
+// (wait_engine.h) and the memory backend keep only the order of their parked
+// calls (waiter_table.h, by registry id); the ZooKeeper backend, whose queue
+// lives on the server and whose calls wait behind their own predecessor
+// watch (backends/zookeeper/acquire_attempt.h), keeps none.
 //
-// A call is registered for as long as it is live (from its first attempt to
-// its answer) and admitted while it waits. The max_waiters rule: at most
-// `max_waiters` calls are admitted at once, counting calls parked and calls
-// whose retry is in flight; admitting one more fails with
-// TooManyWaitersError(max_waiters). A call keeps its admission until it is
-// discharged or unregistered, so a retry in flight never loses its place.
+// A call is registered for as long as it is live and admitted while it
+// waits. The max_waiters rule: at most `max_waiters` calls are admitted at
+// once, counting calls parked and calls whose retry is in flight; admitting
+// one more fails with TooManyWaitersError(max_waiters). A call keeps its
+// admission until it is discharged or unregistered, so a retry in flight
+// never loses its place.
 //
-// A registered call with a deadline or a cancel signal is told through
-// Call::Stop() when either fires; Close() tells every live call
-// (StopReason::kShutdown). Timers and cancel hooks look the call up by id, so
-// neither keeps an unregistered call alive, and Stop() may race with the call
-// finishing on its own: a call ignores a Stop() that comes after its answer.
+// Two kinds of call, by how they hear that their wait ends (their deadline
+// passed, their CancelSignal fired, or Close()):
+//   - A Call object (ZooKeeper's AcquireAttempt): Register(), then Admit()
+//     when it parks. Call::Stop() runs on the thread that fired: the timer
+//     thread, the canceller's (inline in Register() for a signal that has
+//     fired already), or Close()'s caller.
+//   - An entry of its owner's WaiterTable (the engine's, the memory
+//     backend's): RegisterAdmitted(), registered and admitted at once. The
+//     registry's StopFn is told (key, id, why), never inside a registry call
+//     other than Close(): a cancel is handed to the timer thread, so the hook
+//     only schedules work (a CancelSignal fires on a gRPC thread that must not
+//     block) and RegisterAdmitted() may be called under the mutex StopFn
+//     takes.
+// Timers and cancel hooks look the call up by id, so neither keeps an
+// unregistered call alive, and a stop may race with the call finishing on
+// its own: a Call ignores a Stop() that comes after its answer, a StopFn
+// one for a call that is no longer in its table.
 //
 // Thread-safe: all state is guarded by mu_. No callback runs with mu_ held,
 // so the registry may be used under a caller's mutex (lock order: the
-// caller's mutex, then mu_).
+// caller's mutex, then mu_). Close() and the destructor wait for a stop that
+// is being delivered to return: call them with no mutex held that Stop() or
+// StopFn takes.
 
 #ifndef LOCKD_BACKENDS_COMMON_WAITER_REGISTRY_H_
 #define LOCKD_BACKENDS_COMMON_WAITER_REGISTRY_H_
@@ -33,7 +48,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/backend.h"
 #include "backends/common/timer_queue.h"
@@ -60,28 +77,46 @@ class WaiterRegistry {
     virtual void Stop(StopReason why) = 0;
   };
 
+  // Tells the owner of call `id` (registered by RegisterAdmitted on `key`)
+  // that its wait ends for `why`. Called with no registry lock held, on the
+  // TimerQueue thread (deadline, cancel) or inside Close() (shutdown); at
+  // most once per id and reason, and not at all once Close() has returned.
+  // May come after the call left the owner's table (or was unregistered);
+  // it is then ignored.
+  using StopFn = absl::AnyInvocable<void(const LockKey& key, uint64_t id, StopReason why) const>;
+
   // `timers` must outlive the registry, or at least Close(). max_waiters > 0.
-  WaiterRegistry(TimerQueue* timers, size_t max_waiters);
+  // `stop` is required for RegisterAdmitted().
+  WaiterRegistry(TimerQueue* timers, size_t max_waiters, StopFn stop = nullptr);
   ~WaiterRegistry();
   WaiterRegistry(const WaiterRegistry&) = delete;
   WaiterRegistry& operator=(const WaiterRegistry&) = delete;
 
   size_t max_waiters() const { return max_waiters_; }
 
-  // Registers a live call on `key`, not admitted. `call` may be null (the
-  // caller then keeps deadlines, cancellation and the drain of its parked
-  // calls itself, and only counts capacity here); otherwise its deadline, if
-  // any, and `cancel`, if not null, call call->Stop(). Returns the call's id,
-  // never 0; or 0 after Close() (nothing registered).
+  // Registers live call `call` on `key`, not admitted; its deadline, if any,
+  // and `cancel`, if not null, call call->Stop(). Returns the call's id, never
+  // 0; or 0 after Close() (nothing registered).
+  // REQUIRES: call != nullptr.
   uint64_t Register(std::shared_ptr<Call> call, const LockKey& key,
                     std::optional<SteadyClock::time_point> deadline,
                     const std::shared_ptr<CancelSignal>& cancel);
+
+  // Registers and admits a call on `key` whose stops go to the StopFn: at
+  // `deadline` (kDeadline) and when `cancel`, if not null, fires (kCancelled,
+  // also when it has fired already). Returns its id, never 0;
+  // TooManyWaitersError(max_waiters) if max_waiters calls are admitted
+  // already; ShuttingDownError() after Close(). Nothing is registered on an
+  // error.
+  // REQUIRES: the registry was built with a StopFn.
+  absl::StatusOr<uint64_t> RegisterAdmitted(const LockKey& key, SteadyClock::time_point deadline,
+                                            const std::shared_ptr<CancelSignal>& cancel);
 
   // Forgets call `id`: discharges it, cancels its deadline timer and unhooks
   // `cancel` (the signal it was registered with, or null). Idempotent.
   void Unregister(uint64_t id, const std::shared_ptr<CancelSignal>& cancel);
 
-  // The live call `id` as registered, or null.
+  // The live Call `id` as registered, or null (also for a StopFn call).
   std::shared_ptr<Call> Find(uint64_t id) const;
 
   // Admits call `id` if it is not admitted yet. OK if admitted (now or
@@ -95,39 +130,51 @@ class WaiterRegistry {
   // Whether some call on `key` is admitted.
   bool HasAdmitted(const LockKey& key) const;
 
-  // Every live call registered with a non-null Call (to end them, e.g. when
-  // a backend's session ends).
+  // Every live Call object (to end them, e.g. when a backend's session
+  // ends).
   std::vector<std::shared_ptr<Call>> All() const;
 
   // Whether Close() was called.
   bool closed() const;
 
-  // The drain: refuses further Register() and Admit() calls, cancels every
-  // deadline timer and unhooks cancel signals, then calls
-  // Stop(StopReason::kShutdown) on every live call (with no lock held; the
-  // calls stay registered until they unregister). Idempotent.
+  // The gate and the drain: refuses further Register(), RegisterAdmitted()
+  // and Admit() calls, cancels every deadline timer and silences cancel
+  // hooks, then stops every live call with StopReason::kShutdown (with no
+  // lock held; the calls stay registered until they unregister). Idempotent.
   void Close();
 
  private:
   struct Entry {
-    std::shared_ptr<Call> call;
+    std::shared_ptr<Call> call;  // null: told through stop_
     LockKey key;
     bool admitted = false;
     TimerQueue::TimerId deadline_timer = 0;
   };
-  // Cancel hooks reach this object through the anchor, cleared by Close()
-  // and the destructor (a CancelSignal may fire after its call is gone).
+  // Timers and cancel hooks reach this object through the anchor, cleared
+  // by Close() and the destructor (a CancelSignal may fire after its call is
+  // gone); a stop is delivered with the anchor's lock held, so that clearing
+  // it waits for deliveries in progress.
   struct Anchor {
     absl::Mutex mu;
     WaiterRegistry* registry ABSL_GUARDED_BY(mu) = nullptr;
   };
+  // A callback that stops call `id` for `why`, if the registry is still open.
+  static absl::AnyInvocable<void() &&> StopTask(std::shared_ptr<Anchor> anchor, uint64_t id,
+                                                StopReason why);
 
+  uint64_t AddLocked(std::shared_ptr<Call> call, const LockKey& key,
+                     std::optional<SteadyClock::time_point> deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdmitLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DischargeLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopById(uint64_t id, StopReason why);
 
   // Constant after construction.
   const size_t max_waiters_;
-  TimerQueue* const timers_;  // used only with mu_ held and !closed_
+  // Used with mu_ held and !closed_, or by a hook holding the anchor's lock
+  // while it points here (Close() clears it first).
+  TimerQueue* const timers_;
+  const StopFn stop_;
   const std::shared_ptr<Anchor> anchor_;
 
   mutable absl::Mutex mu_;

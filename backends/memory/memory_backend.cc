@@ -14,6 +14,7 @@
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
 #include "backends/common/timer_queue.h"
+#include "backends/common/waiter_registry.h"
 #include "backends/common/waiter_table.h"
 
 namespace lockd {
@@ -49,20 +50,25 @@ absl::Time WallTimeOf(Clock::time_point t) {
   return wall - absl::FromChrono(Clock::now() - t);
 }
 
-// Waiting uses the WaiterTable directly, not the WaitEngine: the locks live
-// under this class's own mutex, so a release hands the lock to the first
-// waiter in the same critical section (no attempt to make, nothing in flight,
-// no retry timer). The engine's "try once, then retry the head" would add an
-// asynchronous round for nothing. The rules are the same: FIFO per lock,
-// max_waiters counts every waiting call, the same error texts (errors.h).
+// Waiting uses a WaiterTable and a WaiterRegistry directly, not the
+// WaitEngine: the locks live under this class's own mutex, so a release hands
+// the lock to the first waiter in the same critical section (no attempt to
+// make, nothing in flight, no retry timer). The engine's "try once, then
+// retry the head" would add an asynchronous round for nothing. The rules are
+// the same: FIFO per lock, max_waiters counts every waiting call, the same
+// error texts (errors.h). A call is registered from its park to the moment it
+// leaves the table, under mu_; the registry reports its deadline, cancel and
+// the shutdown drain to OnStop.
 class MemoryBackend final : public Backend {
  public:
   explicit MemoryBackend(const MemoryOptions& options)
       : options_(options),
         next_token_(static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
         timers_(std::make_unique<TimerQueue>()),
-        waiters_(timers_.get(), options.max_waiters,
-                 [this](WaiterTable::Waiter w) { OnWaitTimeout(std::move(w)); }) {}
+        registry_(timers_.get(), options.max_waiters,
+                  [this](const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
+                    OnStop(key, id, why);
+                  }) {}
 
   ~MemoryBackend() override { Shutdown(); }
 
@@ -92,7 +98,7 @@ class MemoryBackend final : public Backend {
         } else {
           Clock::time_point deadline = SteadyAfter(params.wait);
           WaiterTable::Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
-          absl::Status s = waiters_.Park(w);
+          absl::Status s = ParkLocked(w);
           if (s.ok()) {
             parked = true;
             ArmExpiry(key, it->second);
@@ -108,89 +114,46 @@ class MemoryBackend final : public Backend {
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
-    Deferred deferred;
-    absl::StatusOr<ReleaseResult> result;
-    {
-      absl::MutexLock l(&mu_);
-      result = ReleaseLocked(params, deferred);
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+    OnLock(params.key, std::move(done), [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ReleaseLocked(params, at.it, at.now, at.deferred);
+    });
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
-    Deferred deferred;
-    absl::StatusOr<ForceReleaseResult> result;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        result = ShuttingDownError();
-      } else {
-        Clock::time_point now = Clock::now();
-        ExpireIfDue(params.key, now, deferred);
-        auto it = locks_.find(params.key);
-        ForceReleaseResult r;
-        if (it == locks_.end()) {
-          r.previous = StateOf(params.key, nullptr, now);
-          result = r;
-        } else if (params.fencing_token != 0 && it->second.token != params.fencing_token) {
-          result = FencingTokenMismatchError(params.key, params.fencing_token, it->second.token);
-        } else {
-          r.previous = StateOf(params.key, &it->second, now);
+    OnLock(
+        params.key, std::move(done),
+        [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<ForceReleaseResult> {
+          ForceReleaseResult r;
+          if (at.it == locks_.end()) {
+            r.previous = StateOf(params.key, nullptr, at.now);
+            return r;
+          }
+          if (params.fencing_token != 0 && at.it->second.token != params.fencing_token) {
+            return FencingTokenMismatchError(params.key, params.fencing_token, at.it->second.token);
+          }
+          r.previous = StateOf(params.key, &at.it->second, at.now);
           r.released = true;
-          Free(it);
-          HandOff(params.key, now, deferred);
-          result = r;
-        }
-      }
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+          Free(at.it);
+          HandOff(params.key, at.now, at.deferred);
+          return r;
+        });
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
-    Deferred deferred;
-    absl::StatusOr<RenewResult> result;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        result = ShuttingDownError();
-      } else {
-        Clock::time_point now = Clock::now();
-        ExpireIfDue(params.key, now, deferred);
-        auto it = locks_.find(params.key);
-        if (it == locks_.end()) {
-          result = LockFreeError(params.key);
-        } else if (it->second.owner != params.owner) {
-          result = HeldByOtherError(params.key);
-        } else if (!OfHold(it->second, params.fencing_token)) {
-          result = OtherHoldError(params.key);
-        } else {
-          it->second.expires = now + absl::ToChronoNanoseconds(params.ttl);
-          result = RenewResult{params.ttl, it->second.token};
-        }
-      }
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+    OnLock(params.key, std::move(done),
+           [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<RenewResult> {
+             if (at.it == locks_.end()) return LockFreeError(params.key);
+             if (at.it->second.owner != params.owner) return HeldByOtherError(params.key);
+             if (!OfHold(at.it->second, params.fencing_token)) return OtherHoldError(params.key);
+             at.it->second.expires = at.now + absl::ToChronoNanoseconds(params.ttl);
+             return RenewResult{params.ttl, at.it->second.token};
+           });
   }
 
   void Describe(LockKey key, Callback<LockState> done) override {
-    Deferred deferred;
-    absl::StatusOr<LockState> result;
-    {
-      absl::MutexLock l(&mu_);
-      if (shutdown_) {
-        result = ShuttingDownError();
-      } else {
-        Clock::time_point now = Clock::now();
-        ExpireIfDue(key, now, deferred);
-        auto it = locks_.find(key);
-        result = StateOf(key, it == locks_.end() ? nullptr : &it->second, now);
-      }
-    }
-    RunAll(deferred);
-    std::move(done)(std::move(result));
+    OnLock(key, std::move(done), [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return StateOf(key, at.it == locks_.end() ? nullptr : &at.it->second, at.now);
+    });
   }
 
   void List(ListParams params, Callback<ListResult> done) override {
@@ -217,14 +180,54 @@ class MemoryBackend final : public Backend {
       if (shutdown_) return;
       shutdown_ = true;
     }
-    for (WaiterTable::Waiter& w : waiters_.Close()) {
-      std::move(w.done)(ShuttingDownError());
-    }
+    registry_.Close();  // answers every parked call ShuttingDownError() (OnStop)
     // Joins the timer thread; its callbacks see shutdown_ and return.
     timers_.reset();
   }
 
  private:
+  using LockIt = std::map<LockKey, Lock>::iterator;
+
+  // What an operation run by OnLock sees.
+  struct At {
+    LockIt it;              // the lock's entry in locks_, or end()
+    Clock::time_point now;  // its lease has been checked against this
+    Deferred& deferred;     // answers to waiters, run once mu_ is released
+  };
+
+  // One call on `key`: under mu_, frees the lock if its lease has ended
+  // (handing it to its first waiter) and runs `op(At)`; then, with mu_
+  // released, runs the answers `op` deferred and answers `done` with its
+  // result. After Shutdown(): ShuttingDownError(), without `op`.
+  template <typename T, typename Op>
+  void OnLock(const LockKey& key, Callback<T> done, Op op) {
+    Deferred deferred;
+    absl::StatusOr<T> result;
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) {
+        result = ShuttingDownError();
+      } else {
+        const Clock::time_point now = Clock::now();
+        ExpireIfDue(key, now, deferred);
+        result = op(At{locks_.find(key), now, deferred});
+      }
+    }
+    RunAll(deferred);
+    std::move(done)(std::move(result));
+  }
+
+  // Parks `w` (moved from) at the back of its lock's queue and returns OK;
+  // or returns why not (kCancelled, TooManyWaitersError) and leaves `w`.
+  absl::Status ParkLocked(WaiterTable::Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (w.cancelled()) return AcquireCancelledError();
+    absl::StatusOr<uint64_t> id = registry_.RegisterAdmitted(w.params.key, w.deadline, w.cancel);
+    if (!id.ok()) return id.status();
+    w.id = *id;
+    table_.Push(std::move(w));
+    return absl::OkStatus();
+  }
+
   AcquireResult Grant(const AcquireParams& p, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[p.key];
@@ -284,12 +287,9 @@ class MemoryBackend final : public Backend {
     return r;
   }
 
-  absl::StatusOr<ReleaseResult> ReleaseLocked(const ReleaseParams& p, Deferred& deferred)
+  absl::StatusOr<ReleaseResult> ReleaseLocked(const ReleaseParams& p, LockIt it,
+                                              Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (shutdown_) return ShuttingDownError();
-    Clock::time_point now = Clock::now();
-    ExpireIfDue(p.key, now, deferred);
-    auto it = locks_.find(p.key);
     if (!p.acquire_request_id.empty()) return UndoLocked(p, it, now, deferred);
     if (it == locks_.end() || it->second.owner != p.owner) {
       if (!p.request_id.empty()) {
@@ -337,9 +337,8 @@ class MemoryBackend final : public Backend {
   }
 
   // Release with acquire_request_id (backend.h).
-  ReleaseResult UndoLocked(const ReleaseParams& p, std::map<LockKey, Lock>::iterator it,
-                           Clock::time_point now, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  ReleaseResult UndoLocked(const ReleaseParams& p, LockIt it, Clock::time_point now,
+                           Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (it == locks_.end() || it->second.owner != p.owner) return ReleaseResult{false, 0};
     Lock& lock = it->second;
     if (lock.last_kind != Lock::Kind::kAcquire || lock.last_request_id != p.acquire_request_id ||
@@ -354,7 +353,7 @@ class MemoryBackend final : public Backend {
     return ReleaseResult{true, 0};
   }
 
-  void Free(std::map<LockKey, Lock>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Free(LockIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (it->second.expiry_timer != 0 && timers_) timers_->Cancel(it->second.expiry_timer);
     locks_.erase(it);
   }
@@ -372,8 +371,9 @@ class MemoryBackend final : public Backend {
   // The lock is free: grants it to the first live waiter, if any.
   void HandOff(const LockKey& key, Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (std::optional<WaiterTable::Waiter> w = waiters_.PopFront(key)) {
-      if (w->cancel && w->cancel->cancelled()) {
+    while (std::optional<WaiterTable::Waiter> w = table_.PopFront(key)) {
+      registry_.Unregister(w->id, w->cancel);
+      if (w->cancelled()) {
         deferred.push_back(
             [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
         continue;
@@ -394,9 +394,10 @@ class MemoryBackend final : public Backend {
   void GrantOwnersWaiters(const LockKey& key, Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[key];
-    for (WaiterTable::Waiter& w : waiters_.PopOwner(key, lock.owner)) {
+    for (WaiterTable::Waiter& w : table_.PopOwner(key, lock.owner)) {
+      registry_.Unregister(w.id, w.cancel);
       absl::StatusOr<AcquireResult> r = AcquireCancelledError();
-      if (!w.cancel || !w.cancel->cancelled()) r = Reenter(lock, w.params, now);
+      if (!w.cancelled()) r = Reenter(lock, w.params, now);
       deferred.push_back([done = std::move(w.done), r = std::move(r)]() mutable {
         std::move(done)(std::move(r));
       });
@@ -406,7 +407,7 @@ class MemoryBackend final : public Backend {
   // While waiters are parked on a held lock, a timer at its lease end makes
   // sure they are served when the holder stops renewing.
   void ArmExpiry(const LockKey& key, Lock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (lock.expiry_timer != 0 || waiters_.Count(key) == 0) return;
+    if (lock.expiry_timer != 0 || table_.Count(key) == 0) return;
     lock.expiry_timer = timers_->ScheduleAt(lock.expires, [this, key] { OnExpiryTimer(key); });
   }
 
@@ -428,26 +429,33 @@ class MemoryBackend final : public Backend {
     RunAll(deferred);
   }
 
-  void OnWaitTimeout(WaiterTable::Waiter w) {
+  // The registry's StopFn: ends the wait of parked call `id` on `key`, if it
+  // is still parked.
+  void OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
+    std::optional<WaiterTable::Waiter> w;
     absl::StatusOr<AcquireResult> result;
     {
       absl::MutexLock l(&mu_);
-      if (shutdown_) {
+      w = table_.Remove(key, id);
+      if (!w.has_value()) return;
+      registry_.Unregister(id, w->cancel);
+      if (why == WaiterRegistry::StopReason::kCancelled) {
+        result = AcquireCancelledError();
+      } else if (why == WaiterRegistry::StopReason::kShutdown || shutdown_) {
         result = ShuttingDownError();
       } else {
-        Clock::time_point now = Clock::now();
-        auto it = locks_.find(w.params.key);
-        result = NotAcquired(w.params.key, it == locks_.end() ? nullptr : &it->second, now);
+        auto it = locks_.find(key);
+        result = NotAcquired(key, it == locks_.end() ? nullptr : &it->second, Clock::now());
       }
     }
-    std::move(w.done)(std::move(result));
+    std::move(w->done)(std::move(result));
   }
 
   LockState StateOf(const LockKey& key, const Lock* lock, Clock::time_point now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     LockState s;
     s.key = key;
-    s.waiters = static_cast<uint32_t>(waiters_.Count(key));
+    s.waiters = static_cast<uint32_t>(table_.Count(key));
     if (lock == nullptr || lock->expires <= now) return s;
     s.held = true;
     s.owner = lock->owner;
@@ -478,10 +486,14 @@ class MemoryBackend final : public Backend {
   std::map<LockKey, Lock> locks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<FreedKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
   uint64_t freed_inserts_ ABSL_GUARDED_BY(mu_) = 0;
-  // Reset (thread joined) by Shutdown(); the waiter table no longer uses it
-  // once closed.
+  // Reset (thread joined) by Shutdown(); the registry no longer uses it once
+  // closed.
   std::unique_ptr<TimerQueue> timers_;
-  WaiterTable waiters_;
+  WaiterTable table_ ABSL_GUARDED_BY(mu_);  // the parked calls, in order
+  // Every parked call: deadline, cancel hook, max_waiters, the shutdown
+  // drain. Declared last, so destroyed first: no stop reaches the state
+  // above once that is gone.
+  WaiterRegistry registry_;
 };
 
 }  // namespace
