@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "protos/proto_duration.h"
-#include "service/lock_service.h"
+#include "service/acquire_call.h"
 #include "service/session_reactor.h"
 #include "service/status_mapping.h"
 #include "service/validation.h"
@@ -30,6 +30,13 @@ v1::SessionResponse ErrorResult(uint64_t op_id, const grpc::Status& s) {
   v1::SessionResponse resp;
   resp.mutable_result()->set_op_id(op_id);
   *resp.mutable_result()->mutable_status() = ToRpcStatus(s);
+  return resp;
+}
+
+v1::SessionResponse OkResult(uint64_t op_id) {
+  v1::SessionResponse resp;
+  resp.mutable_result()->set_op_id(op_id);
+  resp.mutable_result()->mutable_status();  // code 0: OK
   return resp;
 }
 
@@ -182,7 +189,7 @@ void Session::HandleOpen(const v1::SessionOpen& open) {
     }
     identity = *std::move(id);
   }
-  if (p->owner.empty()) p->owner = authz != nullptr ? authz->NewOwnerFor(identity) : NewOwnerId();
+  if (p->owner.empty()) p->owner = DefaultOwner(authz, identity);
   {
     absl::MutexLock l(&mu_);
     owner_ = p->owner;
@@ -256,78 +263,44 @@ void Session::HandleAcquire(v1::SessionAcquire& a) {
   SetProtoDuration(ttl_, req.mutable_lease_ttl());
   absl::StatusOr<AcquireParams> params = ToAcquireParams(req, hub_->lease_);
   if (!Admit(op_id, params)) return;
-  if (params->request_id.empty()) params->request_id = absl::StrCat("\x01", NewOwnerId());
   auto cancel = std::make_shared<CancelSignal>();
   if (!StartOp(op_id, cancel)) return;
-  LockKey key = params->key;
-  std::string request_id = params->request_id;
-  backend_->Acquire(
-      *std::move(params), cancel,
-      [ref = NewRef(), op_id, key = std::move(key), request_id = std::move(request_id),
-       sent = absl::Now()](absl::StatusOr<AcquireResult> r) mutable {
-        ref->OnAcquired(op_id, key, request_id, sent, std::move(r));
-      });
+  AcquireCall::Start(backend_, *std::move(params), cancel,
+                     [ref = NewRef(), op_id, sent = absl::Now()](const AcquireCall& call,
+                                                                 absl::StatusOr<AcquireResult> r) {
+                       ref->OnAcquired(op_id, call, sent, r);
+                     });
 }
 
-void Session::OnAcquired(uint64_t op_id, const LockKey& key, const std::string& request_id,
-                         absl::Time sent, absl::StatusOr<AcquireResult> r) {
-  bool give_back = false;
+void Session::OnAcquired(uint64_t op_id, const AcquireCall& call, absl::Time sent,
+                         const absl::StatusOr<AcquireResult>& r) {
+  AcquireCall::Delivery delivery = AcquireCall::Delivery::kDeliver;
   {
     absl::MutexLock l(&mu_);
     auto it = ops_.find(op_id);
     bool cancelled = it != ops_.end() && it->second != nullptr && it->second->cancelled();
     if (it != ops_.end()) ops_.erase(it);
-    if (r.ok() && r->acquired) {
-      if (cancelled || end_ != End::kNone) {
-        give_back = true;
-      } else {
-        // The lease runs from the grant, however long the acquire waited:
-        // from the backend's lower bound of that moment, else from the call.
-        Hold& h = holds_[key];
-        h.token = r->fencing_token;
-        h.expires = (r->lease_start != absl::InfinitePast() ? r->lease_start : sent) + ttl_;
-        ScheduleRenewalLocked(ttl_ / 3);
-      }
+    if (cancelled || end_ != End::kNone) {
+      delivery = AcquireCall::Delivery::kCancelled;
+    } else if (r.ok() && r->acquired) {
+      // The lease runs from the grant, however long the acquire waited:
+      // from the backend's lower bound of that moment, else from the call.
+      Hold& h = holds_[call.key()];
+      h.token = r->fencing_token;
+      h.expires = (r->lease_start != absl::InfinitePast() ? r->lease_start : sent) + ttl_;
+      ScheduleRenewalLocked(ttl_ / 3);
     }
   }
-  v1::SessionResponse resp;
-  if (give_back) {
-    GiveBack(key, request_id, r->fencing_token);
-    resp = ErrorResult(op_id, grpc::Status(grpc::StatusCode::CANCELLED,
-                                           "acquire cancelled; the grant was released"));
-  } else if (!r.ok()) {
-    resp = ErrorResult(op_id, BackendToGrpcStatus(r.status()));
+  v1::AcquireResponse answer;
+  grpc::Status status = call.Answer(r, delivery, &answer);
+  if (!status.ok()) {
+    Send(ErrorResult(op_id, status));
   } else {
-    v1::SessionResult* result = resp.mutable_result();
-    result->set_op_id(op_id);
-    result->mutable_status();  // code 0: OK
-    v1::AcquireResponse* a = result->mutable_acquire();
-    a->set_acquired(r->acquired);
-    a->set_owner(owner_);
-    if (r->acquired) {
-      a->set_fencing_token(r->fencing_token);
-      a->set_hold_count(r->hold_count);
-      SetProtoDuration(r->ttl, a->mutable_lease_ttl());
-    } else {
-      ToLockInfo(r->current, backend_->name(), a->mutable_current());
-    }
+    v1::SessionResponse resp = OkResult(op_id);
+    *resp.mutable_result()->mutable_acquire() = std::move(answer);
+    Send(std::move(resp));
   }
-  Send(std::move(resp));
   ContinueEnd();
-}
-
-void Session::GiveBack(const LockKey& key, const std::string& request_id, uint64_t token) {
-  ReleaseParams undo;
-  undo.key = key;
-  undo.owner = owner_;
-  undo.acquire_request_id = request_id;
-  undo.fencing_token = token;
-  backend_->Release(std::move(undo), [ref = NewRef(), key](absl::StatusOr<ReleaseResult> rr) {
-    if (!rr.ok()) {
-      LogWarning("session: could not give back a cancelled grant of lock \"", key.name, "\" in ",
-                 key.ns, ": ", rr.status().ToString(), "; its lease will end it");
-    }
-  });
 }
 
 void Session::HandleRelease(v1::SessionRelease& rel) {
@@ -360,17 +333,14 @@ void Session::OnReleased(uint64_t op_id, const LockKey& key, absl::StatusOr<Rele
       }
     }
   }
-  v1::SessionResponse resp;
   if (!r.ok()) {
-    resp = ErrorResult(op_id, BackendToGrpcStatus(r.status()));
+    Send(ErrorResult(op_id, BackendToGrpcStatus(r.status())));
   } else {
-    v1::SessionResult* result = resp.mutable_result();
-    result->set_op_id(op_id);
-    result->mutable_status();
-    result->mutable_release()->set_released(r->released);
-    result->mutable_release()->set_hold_count(r->hold_count);
+    v1::SessionResponse resp = OkResult(op_id);
+    resp.mutable_result()->mutable_release()->set_released(r->released);
+    resp.mutable_result()->mutable_release()->set_hold_count(r->hold_count);
+    Send(std::move(resp));
   }
-  Send(std::move(resp));
   ContinueEnd();
 }
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "protos/proto_duration.h"
-#include "service/lock_service.h"
+#include "service/acquire_call.h"
 #include "service/session_reactor.h"
 #include "util/log.h"
 

@@ -25,6 +25,7 @@
 #include "backends/backend.h"
 #include "backends/common/timer_queue.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "service/acquire_call.h"
 #include "service/session.h"
 #include "service/validation.h"
 
@@ -101,11 +102,8 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   template <typename Params>
   bool Admit(uint64_t op_id, const absl::StatusOr<Params>& params);
   void HandleAcquire(v1::SessionAcquire& a);
-  void OnAcquired(uint64_t op_id, const LockKey& key, const std::string& request_id,
-                  absl::Time sent, absl::StatusOr<AcquireResult> r);
-  // Gives back the grant of the Acquire `request_id` (fencing token `token`)
-  // whose result will never reach the client; a later hold is left alone.
-  void GiveBack(const LockKey& key, const std::string& request_id, uint64_t token);
+  void OnAcquired(uint64_t op_id, const AcquireCall& call, absl::Time sent,
+                  const absl::StatusOr<AcquireResult>& r);
   void HandleRelease(v1::SessionRelease& rel);
   void OnReleased(uint64_t op_id, const LockKey& key, absl::StatusOr<ReleaseResult> r);
   void HandleCancel(uint64_t op_id);
