@@ -42,12 +42,12 @@ v1::SessionResponse OkResult(uint64_t op_id) {
 
 }  // namespace
 
-Session::Session(SessionHub* hub, grpc::CallbackServerContext* ctx)
+SessionReactor::SessionReactor(SessionHub* hub, grpc::CallbackServerContext* ctx)
     : hub_(hub), backend_(hub->backend_), ctx_(ctx) {
   hub_->in_flight_->fetch_add(1, std::memory_order_relaxed);
 }
 
-void Session::Begin() {
+void SessionReactor::Begin() {
   if (!hub_->Add(this)) {
     BeginEnd(End::kShutdown, ShutdownStatus());
     return;
@@ -55,7 +55,7 @@ void Session::Begin() {
   Read();
 }
 
-grpc::Status Session::ShutdownStatus() {
+grpc::Status SessionReactor::ShutdownStatus() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       "lockd is shutting down; the session's holds are kept to their lease "
                       "(resume them on another replica)");
@@ -63,18 +63,18 @@ grpc::Status Session::ShutdownStatus() {
 
 // --- Reference counting ---------------------------------------------------
 
-void Session::Unref() {
+void SessionReactor::Unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
-Session::Ref Session::NewRef() {
+SessionReactor::Ref SessionReactor::NewRef() {
   refs_.fetch_add(1, std::memory_order_relaxed);
   return Ref(this);
 }
 
 // --- Reading --------------------------------------------------------------
 
-void Session::Read() {
+void SessionReactor::Read() {
   {
     absl::MutexLock l(&mu_);
     if (end_ != End::kNone || finish_called_) return;
@@ -84,7 +84,7 @@ void Session::Read() {
   Started();
 }
 
-void Session::Started() {
+void SessionReactor::Started() {
   {
     absl::MutexLock l(&mu_);
     --starting_;
@@ -92,7 +92,7 @@ void Session::Started() {
   MaybeFinish();
 }
 
-void Session::OnReadDone(bool ok) {
+void SessionReactor::OnReadDone(bool ok) {
   if (!ok) {
     ReadFailed();
     return;
@@ -122,7 +122,7 @@ void Session::OnReadDone(bool ok) {
   Read();
 }
 
-void Session::ReadFailed() {
+void SessionReactor::ReadFailed() {
   bool grace = false;
   {
     absl::MutexLock l(&mu_);
@@ -143,7 +143,7 @@ void Session::ReadFailed() {
   });
 }
 
-bool Session::RequireOpen() {
+bool SessionReactor::RequireOpen() {
   {
     absl::MutexLock l(&mu_);
     if (opened_) return true;
@@ -152,14 +152,14 @@ bool Session::RequireOpen() {
   return false;
 }
 
-void Session::ProtocolError(absl::string_view what) {
+void SessionReactor::ProtocolError(absl::string_view what) {
   BeginEnd(End::kProtocolError,
            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(what)));
 }
 
 // --- Opening --------------------------------------------------------------
 
-void Session::HandleOpen(const v1::SessionOpen& open) {
+void SessionReactor::HandleOpen(const v1::SessionOpen& open) {
   bool again;
   {
     absl::MutexLock l(&mu_);
@@ -201,7 +201,7 @@ void Session::HandleOpen(const v1::SessionOpen& open) {
   Resume(std::move(p->resume));  // sends `opened` and reads on when done
 }
 
-void Session::SendOpened(std::vector<v1::LockInfo> resumed) {
+void SessionReactor::SendOpened(std::vector<v1::LockInfo> resumed) {
   v1::SessionResponse resp;
   v1::SessionOpened* opened = resp.mutable_opened();
   opened->set_owner(owner_);
@@ -213,7 +213,7 @@ void Session::SendOpened(std::vector<v1::LockInfo> resumed) {
 
 // --- Operations -----------------------------------------------------------
 
-bool Session::CheckOwnerAndNamespace(uint64_t op_id, std::string* owner, std::string* ns) {
+bool SessionReactor::CheckOwnerAndNamespace(uint64_t op_id, std::string* owner, std::string* ns) {
   if (!owner->empty() && *owner != owner_) {
     Send(ErrorResult(op_id, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                          absl::StrCat("owner: must be empty or the session's "
@@ -229,7 +229,7 @@ bool Session::CheckOwnerAndNamespace(uint64_t op_id, std::string* owner, std::st
 // Ends the stream (a protocol error) if `op_id` is in flight. Only the
 // reader adds operations, so an op_id checked here is still free when the
 // operation starts.
-bool Session::InFlight(uint64_t op_id) {
+bool SessionReactor::InFlight(uint64_t op_id) {
   {
     absl::MutexLock l(&mu_);
     if (!ops_.contains(op_id)) return false;
@@ -240,7 +240,7 @@ bool Session::InFlight(uint64_t op_id) {
 
 // Registers the operation; false (and answered RESOURCE_EXHAUSTED) when the
 // session has too many in flight.
-bool Session::StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel) {
+bool SessionReactor::StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel) {
   {
     absl::MutexLock l(&mu_);
     if (ops_.size() < kMaxSessionOps) {
@@ -255,7 +255,7 @@ bool Session::StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel) {
   return false;
 }
 
-void Session::HandleAcquire(v1::SessionAcquire& a) {
+void SessionReactor::HandleAcquire(v1::SessionAcquire& a) {
   const uint64_t op_id = a.op_id();
   if (InFlight(op_id)) return;
   v1::AcquireRequest& req = *a.mutable_request();
@@ -272,8 +272,8 @@ void Session::HandleAcquire(v1::SessionAcquire& a) {
                      });
 }
 
-void Session::OnAcquired(uint64_t op_id, const AcquireCall& call, absl::Time sent,
-                         const absl::StatusOr<AcquireResult>& r) {
+void SessionReactor::OnAcquired(uint64_t op_id, const AcquireCall& call, absl::Time sent,
+                                const absl::StatusOr<AcquireResult>& r) {
   AcquireCall::Delivery delivery = AcquireCall::Delivery::kDeliver;
   {
     absl::MutexLock l(&mu_);
@@ -303,7 +303,7 @@ void Session::OnAcquired(uint64_t op_id, const AcquireCall& call, absl::Time sen
   ContinueEnd();
 }
 
-void Session::HandleRelease(v1::SessionRelease& rel) {
+void SessionReactor::HandleRelease(v1::SessionRelease& rel) {
   const uint64_t op_id = rel.op_id();
   v1::ReleaseRequest& req = *rel.mutable_request();
   if (InFlight(op_id)) return;
@@ -322,7 +322,8 @@ void Session::HandleRelease(v1::SessionRelease& rel) {
                     });
 }
 
-void Session::OnReleased(uint64_t op_id, const LockKey& key, absl::StatusOr<ReleaseResult> r) {
+void SessionReactor::OnReleased(uint64_t op_id, const LockKey& key,
+                                absl::StatusOr<ReleaseResult> r) {
   {
     absl::MutexLock l(&mu_);
     ops_.erase(op_id);
@@ -344,7 +345,7 @@ void Session::OnReleased(uint64_t op_id, const LockKey& key, absl::StatusOr<Rele
   ContinueEnd();
 }
 
-void Session::HandleCancel(uint64_t op_id) {
+void SessionReactor::HandleCancel(uint64_t op_id) {
   std::shared_ptr<CancelSignal> cancel;
   {
     absl::MutexLock l(&mu_);
@@ -355,14 +356,14 @@ void Session::HandleCancel(uint64_t op_id) {
 }
 
 template <typename Params>
-bool Session::Admit(uint64_t op_id, const absl::StatusOr<Params>& params) {
+bool SessionReactor::Admit(uint64_t op_id, const absl::StatusOr<Params>& params) {
   absl::Status s = params.ok() ? Authorize(params->key) : params.status();
   if (s.ok()) return true;
   Send(ErrorResult(op_id, ToGrpcStatus(s)));
   return false;
 }
 
-absl::Status Session::Authorize(const LockKey& key) {
+absl::Status SessionReactor::Authorize(const LockKey& key) {
   const Authorizer* authz = hub_->authz_;
   if (authz == nullptr || !authz->enabled()) return absl::OkStatus();
   return authz->Authorize(*ctx_, Permission::kLock, key.ns, key.name, &owner_).status();
@@ -370,7 +371,7 @@ absl::Status Session::Authorize(const LockKey& key) {
 
 // --- Writing --------------------------------------------------------------
 
-void Session::Send(v1::SessionResponse resp) {
+void SessionReactor::Send(v1::SessionResponse resp) {
   {
     absl::MutexLock l(&mu_);
     if (finish_called_ || write_failed_) return;
@@ -383,7 +384,7 @@ void Session::Send(v1::SessionResponse resp) {
   StartWrite(&writing_now_);
 }
 
-void Session::OnWriteDone(bool ok) {
+void SessionReactor::OnWriteDone(bool ok) {
   bool next = false;
   {
     absl::MutexLock l(&mu_);
@@ -408,7 +409,7 @@ void Session::OnWriteDone(bool ok) {
 
 // --- Ending ---------------------------------------------------------------
 
-void Session::OnCancel() {
+void SessionReactor::OnCancel() {
   {
     absl::MutexLock l(&mu_);
     cancelled_ = true;
@@ -416,7 +417,7 @@ void Session::OnCancel() {
   BeginEnd(End::kBroken, grpc::Status(grpc::StatusCode::CANCELLED, "session stream broken"));
 }
 
-void Session::BeginEnd(End why, grpc::Status status) {
+void SessionReactor::BeginEnd(End why, grpc::Status status) {
   std::vector<std::shared_ptr<CancelSignal>> cancels;
   {
     absl::MutexLock l(&mu_);
@@ -433,7 +434,7 @@ void Session::BeginEnd(End why, grpc::Status status) {
   ContinueEnd();
 }
 
-void Session::ContinueEnd() {
+void SessionReactor::ContinueEnd() {
   std::vector<std::pair<LockKey, uint64_t>> release;  // key, token
   {
     absl::MutexLock l(&mu_);
@@ -457,7 +458,7 @@ void Session::ContinueEnd() {
   for (auto& [key, token] : release) ReleaseToZero(std::move(key), token);
 }
 
-void Session::MaybeFinish() {
+void SessionReactor::MaybeFinish() {
   grpc::Status status;
   {
     absl::MutexLock l(&mu_);
@@ -470,7 +471,7 @@ void Session::MaybeFinish() {
   Finish(status);
 }
 
-void Session::OnDone() {
+void SessionReactor::OnDone() {
   hub_->Remove(this);
   hub_->in_flight_->fetch_sub(1, std::memory_order_release);
   Unref();  // gRPC's reference

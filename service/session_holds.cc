@@ -15,7 +15,7 @@ namespace lockd {
 
 // --- Resume ---------------------------------------------------------------
 
-void Session::Resume(std::vector<SessionOpenParams::Resume> refs) {
+void SessionReactor::Resume(std::vector<SessionOpenParams::Resume> refs) {
   if (refs.empty()) {
     SendOpened({});
     return;
@@ -29,7 +29,7 @@ void Session::Resume(std::vector<SessionOpenParams::Resume> refs) {
 
 // Takes over one hold of the owner if it still has the token: Describe, then
 // Renew (which also proves the owner holds it). NotFound: not taken over.
-void Session::ResumeOne(SessionOpenParams::Resume ref) {
+void SessionReactor::ResumeOne(SessionOpenParams::Resume ref) {
   // Taking a hold over needs `lock` on its namespace, as any operation on it
   // does (the denial is audited); a refused entry is not taken over.
   if (!Authorize(ref.key).ok()) {
@@ -48,7 +48,7 @@ void Session::ResumeOne(SessionOpenParams::Resume ref) {
       return;
     }
     RenewParams renew{ref.key, self->owner_, self->ttl_, ref.fencing_token};
-    Session* s = self.operator->();
+    SessionReactor* s = self.operator->();
     s->backend_->Renew(std::move(renew), [self = std::move(self), state = *std::move(state),
                                           sent = absl::Now()](absl::StatusOr<RenewResult> r) {
       if (!r.ok()) {
@@ -73,7 +73,7 @@ void Session::ResumeOne(SessionOpenParams::Resume ref) {
   });
 }
 
-void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
+void SessionReactor::Resumed(absl::StatusOr<v1::LockInfo> info) {
   std::vector<v1::LockInfo> resumed;
   absl::Status error;
   {
@@ -102,7 +102,7 @@ void Session::Resumed(absl::StatusOr<v1::LockInfo> info) {
 
 // --- Renewal --------------------------------------------------------------
 
-void Session::ScheduleRenewalLocked(absl::Duration delay) {
+void SessionReactor::ScheduleRenewalLocked(absl::Duration delay) {
   ScheduleExpiryCheckLocked();
   if (renew_timer_ != 0 || renewing_ || holds_.empty() || end_ != End::kNone) return;
   renew_timer_ = hub_->timers_.Schedule(delay, [self = NewRef()] { self->RenewRound(); });
@@ -112,7 +112,7 @@ void Session::ScheduleRenewalLocked(absl::Duration delay) {
 // go; a healthy hold is renewed every ttl/3 and never comes this close.
 constexpr int kLostMarginDivisor = 10;  // kLostMargin = ttl / 10
 
-void Session::ScheduleExpiryCheckLocked() {
+void SessionReactor::ScheduleExpiryCheckLocked() {
   if (expiry_timer_ != 0 || holds_.empty() || end_ != End::kNone) return;
   absl::Time first = absl::InfiniteFuture();
   for (const auto& [key, hold] : holds_) first = std::min(first, hold.expires);
@@ -120,7 +120,7 @@ void Session::ScheduleExpiryCheckLocked() {
                                          [self = NewRef()] { self->CheckExpiry(); });
 }
 
-void Session::CheckExpiry() {
+void SessionReactor::CheckExpiry() {
   std::vector<std::pair<LockKey, uint64_t>> lost;
   {
     absl::MutexLock l(&mu_);
@@ -141,7 +141,7 @@ void Session::CheckExpiry() {
   for (const auto& [key, token] : lost) SendLost(key, token, "LEASE_EXPIRED");
 }
 
-void Session::RenewRound() {
+void SessionReactor::RenewRound() {
   std::vector<RenewParams> params;
   std::vector<uint64_t> tokens;
   const absl::Time sent = absl::Now();
@@ -165,8 +165,9 @@ void Session::RenewRound() {
                             });
 }
 
-void Session::OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint64_t>& tokens,
-                        absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results) {
+void SessionReactor::OnRenewed(const std::vector<LockKey>& keys,
+                               const std::vector<uint64_t>& tokens, absl::Time sent,
+                               const std::vector<absl::StatusOr<RenewResult>>& results) {
   std::vector<std::pair<size_t, absl::string_view>> lost;  // index, reason
   {
     absl::MutexLock l(&mu_);
@@ -193,7 +194,7 @@ void Session::OnRenewed(const std::vector<LockKey>& keys, const std::vector<uint
   for (const auto& [i, reason] : lost) SendLost(keys[i], tokens[i], reason);
 }
 
-void Session::SendLost(const LockKey& key, uint64_t token, absl::string_view reason) {
+void SessionReactor::SendLost(const LockKey& key, uint64_t token, absl::string_view reason) {
   v1::SessionResponse resp;
   v1::LockLost* lost = resp.mutable_lost();
   lost->set_namespace_(key.ns);
@@ -203,7 +204,7 @@ void Session::SendLost(const LockKey& key, uint64_t token, absl::string_view rea
   Send(std::move(resp));
 }
 
-void Session::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {
+void SessionReactor::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {
   {
     absl::MutexLock l(&mu_);
     if (!opened_ || owner != owner_) return;
@@ -219,7 +220,7 @@ void Session::ForceReleased(const LockKey& key, const std::string& owner, uint64
 // By the hold's token: a session cut off from its client ends late, after
 // its owner may have released and acquired the lock again through another
 // session; that hold has another token and LOCK_NOT_HELD leaves it alone.
-void Session::ReleaseToZero(LockKey key, uint64_t token) {
+void SessionReactor::ReleaseToZero(LockKey key, uint64_t token) {
   ReleaseParams p;
   p.key = key;
   p.owner = owner_;
@@ -239,7 +240,7 @@ void Session::ReleaseToZero(LockKey key, uint64_t token) {
   });
 }
 
-void Session::Released() {
+void SessionReactor::Released() {
   {
     absl::MutexLock l(&mu_);
     --releases_left_;
@@ -257,19 +258,19 @@ SessionHub::~SessionHub() = default;
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* SessionHub::Open(
     grpc::CallbackServerContext* ctx) {
-  auto* session = new Session(this, ctx);
+  auto* session = new SessionReactor(this, ctx);
   session->Begin();
   return session;
 }
 
-bool SessionHub::Add(Session* s) {
+bool SessionHub::Add(SessionReactor* s) {
   absl::MutexLock l(&mu_);
   if (ending_) return false;
   live_.insert(s);
   return true;
 }
 
-void SessionHub::Remove(Session* s) {
+void SessionHub::Remove(SessionReactor* s) {
   absl::MutexLock l(&mu_);
   live_.erase(s);
 }
@@ -279,12 +280,12 @@ void SessionHub::Remove(Session* s) {
 void SessionHub::EndAll() {
   absl::MutexLock l(&mu_);
   ending_ = true;
-  for (Session* s : live_) s->EndForShutdown();
+  for (SessionReactor* s : live_) s->EndForShutdown();
 }
 
 void SessionHub::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {
   absl::MutexLock l(&mu_);
-  for (Session* s : live_) s->ForceReleased(key, owner, token);
+  for (SessionReactor* s : live_) s->ForceReleased(key, owner, token);
 }
 
 size_t SessionHub::size() const {

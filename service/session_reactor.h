@@ -31,9 +31,10 @@
 
 namespace lockd {
 
-class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse> {
+class SessionReactor final
+    : public grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse> {
  public:
-  Session(SessionHub* hub, grpc::CallbackServerContext* ctx);
+  SessionReactor(SessionHub* hub, grpc::CallbackServerContext* ctx);
 
   // Registers with the hub and starts reading (or ends at once when the hub
   // is ending).
@@ -66,19 +67,19 @@ class Session final : public grpc::ServerBidiReactor<v1::SessionRequest, v1::Ses
   // backend callback holding it is dropped unrun).
   class Ref {
    public:
-    explicit Ref(Session* s) : s_(s) {}
+    explicit Ref(SessionReactor* s) : s_(s) {}
     Ref(Ref&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
     Ref& operator=(Ref&&) = delete;
     ~Ref() {
       if (s_ != nullptr) s_->Unref();
     }
-    Session* operator->() const { return s_; }
+    SessionReactor* operator->() const { return s_; }
 
    private:
-    Session* s_;
+    SessionReactor* s_;
   };
 
-  ~Session() = default;
+  ~SessionReactor() = default;
   Ref NewRef();
   void Unref();
   static grpc::Status ShutdownStatus();
