@@ -58,9 +58,11 @@
 //    keep_on_disconnect therefore waits kBreakGrace after a failed read
 //    before it takes the end for a half-close and releases.
 //
-// Thread-safety: each session's state is guarded by its own mutex; gRPC
-// reactions, backend callbacks and renewal timers may run on any thread.
-// No gRPC or backend call is made while a session's mutex is held.
+// Thread-safety: each session's state is guarded by its reactor's mutex and
+// those of its writer and its holds (session_reactor.h: the phases and the
+// lock order); gRPC reactions, backend callbacks and renewal timers may run
+// on any thread. No gRPC or backend call is made while one of these
+// mutexes is held.
 
 #ifndef LOCKD_SERVICE_SESSION_H_
 #define LOCKD_SERVICE_SESSION_H_

@@ -79,12 +79,14 @@ SessionReactor::Ref SessionReactor::NewRef() {
 // --- Reading --------------------------------------------------------------
 
 void SessionReactor::Read() {
+  v1::SessionRequest* into;
   {
     absl::MutexLock l(&mu_);
     if (phase_ >= Phase::kEnding) return;
     ++starting_;
+    into = &request_;
   }
-  StartRead(&request_);
+  StartRead(into);
   Started();
 }
 
@@ -101,8 +103,12 @@ void SessionReactor::OnReadDone(bool ok) {
     ReadFailed();
     return;
   }
-  v1::SessionRequest req = std::move(request_);
-  request_.Clear();
+  v1::SessionRequest req;
+  {
+    absl::MutexLock l(&mu_);
+    req = std::move(request_);
+    request_.Clear();
+  }
   if (req.kind_case() == v1::SessionRequest::kOpen) {
     HandleOpen(req.open());  // reads on once `opened` is queued
     return;

@@ -24,8 +24,7 @@
 // flight) and, once `open` is accepted, SessionHolds (session_holds.h: the
 // holds, renewal rounds and expiry timer), each with its own mutex. Lock
 // order: SessionHub's, then mu_, then SessionHolds', then SessionWriter's.
-// No gRPC or backend call is made with mu_ held, except Finish's
-// predecessor checks (CloseIfIdle takes only the writer's mutex).
+// No gRPC or backend call is made with mu_ held.
 //
 // Lifetime: reference counted. gRPC holds one reference until OnDone; every
 // backend call and timer of the session holds one until its callback has
@@ -160,12 +159,12 @@ class SessionReactor final
   grpc::CallbackServerContext* const ctx_;
   std::atomic<int> refs_{1};  // gRPC's
   SessionWriter writer_{this};
-  // The read in progress: gRPC fills it between StartRead and OnReadDone,
-  // and only one read is outstanding, so it is the reader's alone.
-  v1::SessionRequest request_;
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kAwaitOpen;
+  // The read in progress: gRPC fills it between StartRead and OnReadDone
+  // (one read outstanding); taken under mu_ at both ends.
+  v1::SessionRequest request_ ABSL_GUARDED_BY(mu_);
   // Set once, when `open` is accepted (kOpening to kResuming).
   std::unique_ptr<SessionHolds> holds_ ABSL_GUARDED_BY(mu_);
   size_t resumes_left_ ABSL_GUARDED_BY(mu_) = 0;  // open.resume entries being checked
