@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "service/audit.h"
-#include "service/lock_service.h"
 #include "service/metrics.h"
+#include "service/owner_id.h"
 
 namespace lockd {
 namespace {

@@ -66,12 +66,6 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   SessionHub sessions_;  // after in_flight_, which it counts in
 };
 
-// A random 128-bit owner id (32 hex digits).
-std::string NewOwnerId();
-
-// A backend's lock state as the API's LockInfo.
-void ToLockInfo(const LockState& s, absl::string_view backend, v1::LockInfo* out);
-
 }  // namespace lockd
 
 #endif  // LOCKD_SERVICE_LOCK_SERVICE_H_

@@ -12,7 +12,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "service/operations.h"
+#include "service/server_support.h"
 #include "util/log.h"
 
 namespace lockd {
@@ -31,15 +31,15 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   std::unique_ptr<LockdServer> s(new LockdServer());
-  absl::StatusOr<std::unique_ptr<Operations>> ops = Operations::Start(config, &backend);
-  if (!ops.ok()) {
+  absl::StatusOr<std::unique_ptr<ServerSupport>> support = ServerSupport::Start(config, &backend);
+  if (!support.ok()) {
     backend->Shutdown();
-    return ops.status();
+    return support.status();
   }
-  s->ops_ = *std::move(ops);
+  s->support_ = *std::move(support);
   s->backend_ = std::move(backend);
   s->service_ =
-      std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease, s->ops_->authorizer());
+      std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease, s->support_->authorizer());
 
   grpc::ServerBuilder builder;
   // Without this gRPC sets SO_REUSEPORT, and a second lockd on a taken port
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              Millis(kMinClientPingInterval));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  builder.AddListeningPort(config.listen, s->ops_->credentials(), &s->port_);
+  builder.AddListeningPort(config.listen, s->support_->credentials(), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
@@ -88,7 +88,7 @@ void LockdServer::WatchHealth(absl::Duration interval) {
       }
       server_->GetHealthCheckService()->SetServingStatus(kServiceName, now.ok());
     }
-    ops_->Tick(now.ok());
+    support_->Tick(now.ok());
     last = now;
     mu_.Lock();
   }
@@ -111,7 +111,7 @@ void LockdServer::Shutdown(absl::Duration grace) {
   }
   health_thread_.join();
   // Liveness and readiness turn NOT_SERVING (the health port closes).
-  ops_->StopHealth();
+  support_->StopHealth();
   server_->GetHealthCheckService()->Shutdown();
   // Stop accepting while parked waiters are answered; Server::Shutdown waits
   // for in-flight calls, so the backend must release its waiters meanwhile.
@@ -142,7 +142,7 @@ void LockdServer::Shutdown(absl::Duration grace) {
 
 LockdServer::~LockdServer() { Shutdown(); }
 
-int LockdServer::metrics_port() const { return ops_->metrics_port(); }
-int LockdServer::health_port() const { return ops_->health_port(); }
+int LockdServer::metrics_port() const { return support_->metrics_port(); }
+int LockdServer::health_port() const { return support_->health_port(); }
 
 }  // namespace lockd

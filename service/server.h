@@ -21,13 +21,13 @@
 
 namespace lockd {
 
-class Operations;
+class ServerSupport;
 
 class LockdServer {
  public:
   // Starts serving `config.listen` (port 0 picks a free port), with TLS,
   // authorization, metrics and the health port as `config` says (see
-  // service/operations.h). grpc.health.v1.Health: the whole server ("",
+  // service/server_support.h). grpc.health.v1.Health: the whole server ("",
   // liveness) is SERVING until Shutdown(), whatever the backend does;
   // lockd.v1.LockService (readiness) is SERVING while backend->Health() is
   // OK, checked every `health_interval`. Both are NOT_SERVING from Shutdown().
@@ -55,7 +55,7 @@ class LockdServer {
   LockdServer() = default;
   void WatchHealth(absl::Duration interval);
 
-  std::unique_ptr<Operations> ops_;  // outlives backend_ (a MetricsBackend uses it)
+  std::unique_ptr<ServerSupport> support_;  // outlives backend_ (a MetricsBackend uses it)
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

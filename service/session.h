@@ -3,7 +3,7 @@
 // stream is open, released when it ends.
 //
 // One SessionHub serves every Session call of a LockServiceImpl. Each call
-// gets a reactor (service/session.cc) that follows these rules:
+// gets a SessionReactor (service/session_reactor.h) that follows these rules:
 //
 //  * Authorization (with auth rules, tokens or owner_prefix): `open` needs
 //    `lock` on open.namespace (the default when empty) and an owner the
@@ -58,9 +58,11 @@
 //    keep_on_disconnect therefore waits kBreakGrace after a failed read
 //    before it takes the end for a half-close and releases.
 //
-// Thread-safety: each session's state is guarded by its own mutex; gRPC
-// reactions, backend callbacks and renewal timers may run on any thread.
-// No gRPC or backend call is made while a session's mutex is held.
+// Thread-safety: each session's state is guarded by its reactor's mutex and
+// those of its writer and its holds (session_reactor.h: the phases and the
+// lock order); gRPC reactions, backend callbacks and renewal timers may run
+// on any thread. No gRPC or backend call is made while one of these
+// mutexes is held.
 
 #ifndef LOCKD_SERVICE_SESSION_H_
 #define LOCKD_SERVICE_SESSION_H_
@@ -82,7 +84,7 @@
 
 namespace lockd {
 
-class Session;
+class SessionReactor;
 
 // How long a keep_on_disconnect session waits, after its read failed, for
 // gRPC to report a broken stream before it treats the end as a half-close.
@@ -120,10 +122,10 @@ class SessionHub {
   size_t size() const;
 
  private:
-  friend class Session;
+  friend class SessionReactor;
   // False after EndAll(): the session must end at once.
-  bool Add(Session* s);
-  void Remove(Session* s);
+  bool Add(SessionReactor* s);
+  void Remove(SessionReactor* s);
 
   Backend* const backend_;
   const LeaseBounds lease_;
@@ -133,7 +135,7 @@ class SessionHub {
 
   mutable absl::Mutex mu_;
   bool ending_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<Session*> live_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<SessionReactor*> live_ ABSL_GUARDED_BY(mu_);
   // Renewal rounds and break-grace waits. Last: destroyed first, so that
   // callbacks it drops unrun can still reach the hub.
   TimerQueue timers_;

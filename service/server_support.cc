@@ -1,4 +1,4 @@
-#include "service/operations.h"
+#include "service/server_support.h"
 
 #include <utility>
 
@@ -9,9 +9,9 @@
 
 namespace lockd {
 
-absl::StatusOr<std::unique_ptr<Operations>> Operations::Start(const Config& config,
-                                                              std::unique_ptr<Backend>* backend) {
-  std::unique_ptr<Operations> ops(new Operations());
+absl::StatusOr<std::unique_ptr<ServerSupport>> ServerSupport::Start(
+    const Config& config, std::unique_ptr<Backend>* backend) {
+  std::unique_ptr<ServerSupport> ops(new ServerSupport());
   ops->cert_file_ = config.tls.cert_file;
   ops->tls_interval_ = config.tls.reload_interval;
   ops->auth_interval_ = config.auth.reload_interval;
@@ -61,13 +61,13 @@ absl::StatusOr<std::unique_ptr<Operations>> Operations::Start(const Config& conf
   return ops;
 }
 
-Operations::~Operations() { StopHealth(); }
+ServerSupport::~ServerSupport() { StopHealth(); }
 
-void Operations::StopHealth() {
+void ServerSupport::StopHealth() {
   if (health_ != nullptr) health_->Shutdown();
 }
 
-void Operations::Tick(bool backend_up) {
+void ServerSupport::Tick(bool backend_up) {
   const absl::Time now = absl::Now();
   if (health_ != nullptr) health_->SetBackendUp(backend_up);
   if (metrics_ != nullptr) {

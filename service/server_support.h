@@ -1,5 +1,5 @@
-// The operational parts of a running lockd that sit beside the gRPC service
-// (README "Operations and security"): Prometheus metrics and their
+// ServerSupport: what a running lockd serves and checks beside the gRPC
+// LockService (README "Operations and security"): Prometheus metrics and their
 // endpoint, the authorizer with its bearer-token file, the TLS credentials
 // of the gRPC port, and the plaintext health port. LockdServer builds one
 // and calls Tick() from its health watcher.
@@ -7,8 +7,8 @@
 // Thread-safe: accessors return immutable objects; Tick() is called from one
 // thread.
 
-#ifndef LOCKD_SERVICE_OPERATIONS_H_
-#define LOCKD_SERVICE_OPERATIONS_H_
+#ifndef LOCKD_SERVICE_SERVER_SUPPORT_H_
+#define LOCKD_SERVICE_SERVER_SUPPORT_H_
 
 #include <memory>
 #include <string>
@@ -25,16 +25,16 @@
 
 namespace lockd {
 
-class Operations {
+class ServerSupport {
  public:
   // With metrics.listen set, replaces *backend by a MetricsBackend wrapping
   // it and serves /metrics; reads auth.tokens_file; checks the TLS files;
   // with health.listen set, starts the health port. Errors: kInvalidArgument
   // for unusable files (naming the option), kUnavailable when a port cannot
-  // be bound. The Operations must outlive *backend.
-  static absl::StatusOr<std::unique_ptr<Operations>> Start(const Config& config,
-                                                           std::unique_ptr<Backend>* backend);
-  ~Operations();
+  // be bound. It must outlive *backend.
+  static absl::StatusOr<std::unique_ptr<ServerSupport>> Start(const Config& config,
+                                                              std::unique_ptr<Backend>* backend);
+  ~ServerSupport();
 
   const Authorizer* authorizer() const { return authz_.get(); }
   const std::shared_ptr<grpc::ServerCredentials>& credentials() const { return creds_; }
@@ -53,7 +53,7 @@ class Operations {
   void StopHealth();
 
  private:
-  Operations() = default;
+  ServerSupport() = default;
 
   std::string cert_file_;
   absl::Duration tls_interval_;
@@ -70,4 +70,4 @@ class Operations {
 
 }  // namespace lockd
 
-#endif  // LOCKD_SERVICE_OPERATIONS_H_
+#endif  // LOCKD_SERVICE_SERVER_SUPPORT_H_
