@@ -72,7 +72,7 @@ class AcquireReactor final : public CountedReactor {
   // (bench/RESULTS.md). Both reactions are trivial and never block: OnDone
   // deletes the reactor (a give-back only starts an asynchronous Release);
   // OnCancel fires the CancelSignal, whose hooks only schedule work
-  // (WaiterTable's moves the waiter's removal to the timer thread; the
+  // (WaiterRegistry's hands the cancel to the timer thread; the
   // zookeeper backend's starts asynchronous node deletion).
   bool InternalInlineable() override { return true; }
 

@@ -340,7 +340,6 @@ void SessionReactor::OnAcquired(SessionHolds* holds, uint64_t op_id, const Acqui
     absl::MutexLock l(&mu_);
     auto it = ops_.find(op_id);
     bool cancelled = it != ops_.end() && it->second != nullptr && it->second->cancelled();
-    if (it != ops_.end()) ops_.erase(it);
     if (cancelled || phase_ >= Phase::kEnding) {
       delivery = AcquireCall::Delivery::kCancelled;
     } else if (r.ok() && r->acquired) {
@@ -361,7 +360,7 @@ void SessionReactor::OnAcquired(SessionHolds* holds, uint64_t op_id, const Acqui
     *resp.mutable_result()->mutable_acquire() = std::move(answer);
     writer_.Send(std::move(resp));
   }
-  ContinueEnd();
+  OpAnswered(op_id);
 }
 
 void SessionReactor::HandleRelease(SessionHolds* holds, v1::SessionRelease& rel) {
@@ -387,7 +386,6 @@ void SessionReactor::OnReleased(SessionHolds* holds, uint64_t op_id, const LockK
                                 absl::StatusOr<ReleaseResult> r) {
   {
     absl::MutexLock l(&mu_);
-    ops_.erase(op_id);
     holds->Released(key, r);
   }
   if (!r.ok()) {
@@ -397,6 +395,14 @@ void SessionReactor::OnReleased(SessionHolds* holds, uint64_t op_id, const LockK
     resp.mutable_result()->mutable_release()->set_released(r->released);
     resp.mutable_result()->mutable_release()->set_hold_count(r->hold_count);
     writer_.Send(std::move(resp));
+  }
+  OpAnswered(op_id);
+}
+
+void SessionReactor::OpAnswered(uint64_t op_id) {
+  {
+    absl::MutexLock l(&mu_);
+    ops_.erase(op_id);
   }
   ContinueEnd();
 }

@@ -9,7 +9,8 @@
 //   kGrace     ──kBreakGrace passes──▶ kEnding (half-close)
 //   kAwaitOpen … kGrace ──BeginEnd: half-close, OnCancel, protocol error,
 //                         refused, resume failed, shutdown──▶ kEnding
-//   kEnding    ──no operation in flight, no resume entry being checked──▶
+//   kEnding    ──no operation in flight (one leaves once its result is
+//                  queued), no resume entry being checked──▶
 //                  kReleasing (holds to release) or kFlushing (none, or kept)
 //   kReleasing ──the last hold released──▶ kFlushing
 //   kFlushing  ──no write in flight, no StartRead under way──▶ kFinished
@@ -149,6 +150,10 @@ class SessionReactor final
 
   // Ending.
   void BeginEnd(End why, grpc::Status status);
+  // The result of `op_id` is queued: the operation leaves ops_ (only now,
+  // so that an end in progress cannot close the writer before the result
+  // is queued), and the end continues if it waited for it.
+  void OpAnswered(uint64_t op_id);
   void ContinueEnd();
   void HoldReleased();
   void MaybeFinish();
