@@ -340,6 +340,8 @@ void SessionReactor::OnAcquired(SessionHolds* holds, uint64_t op_id, const Acqui
     absl::MutexLock l(&mu_);
     auto it = ops_.find(op_id);
     bool cancelled = it != ops_.end() && it->second != nullptr && it->second->cancelled();
+    if (it != ops_.end()) ops_.erase(it);
+    ++queuing_results_;
     if (cancelled || phase_ >= Phase::kEnding) {
       delivery = AcquireCall::Delivery::kCancelled;
     } else if (r.ok() && r->acquired) {
@@ -360,7 +362,7 @@ void SessionReactor::OnAcquired(SessionHolds* holds, uint64_t op_id, const Acqui
     *resp.mutable_result()->mutable_acquire() = std::move(answer);
     writer_.Send(std::move(resp));
   }
-  OpAnswered(op_id);
+  ResultQueued();
 }
 
 void SessionReactor::HandleRelease(SessionHolds* holds, v1::SessionRelease& rel) {
@@ -386,6 +388,8 @@ void SessionReactor::OnReleased(SessionHolds* holds, uint64_t op_id, const LockK
                                 absl::StatusOr<ReleaseResult> r) {
   {
     absl::MutexLock l(&mu_);
+    ops_.erase(op_id);
+    ++queuing_results_;
     holds->Released(key, r);
   }
   if (!r.ok()) {
@@ -396,13 +400,13 @@ void SessionReactor::OnReleased(SessionHolds* holds, uint64_t op_id, const LockK
     resp.mutable_result()->mutable_release()->set_hold_count(r->hold_count);
     writer_.Send(std::move(resp));
   }
-  OpAnswered(op_id);
+  ResultQueued();
 }
 
-void SessionReactor::OpAnswered(uint64_t op_id) {
+void SessionReactor::ResultQueued() {
   {
     absl::MutexLock l(&mu_);
-    ops_.erase(op_id);
+    --queuing_results_;
   }
   ContinueEnd();
 }
@@ -469,7 +473,9 @@ void SessionReactor::ContinueEnd() {
   SessionHolds* holds;
   {
     absl::MutexLock l(&mu_);
-    if (phase_ != Phase::kEnding || !ops_.empty() || resumes_left_ > 0) return;
+    if (phase_ != Phase::kEnding || !ops_.empty() || queuing_results_ > 0 || resumes_left_ > 0) {
+      return;
+    }
     holds = holds_.get();
     if (holds != nullptr) {
       // kShutdown and kResumeFailed keep the holds for a session that

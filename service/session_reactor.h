@@ -9,8 +9,8 @@
 //   kGrace     ──kBreakGrace passes──▶ kEnding (half-close)
 //   kAwaitOpen … kGrace ──BeginEnd: half-close, OnCancel, protocol error,
 //                         refused, resume failed, shutdown──▶ kEnding
-//   kEnding    ──no operation in flight (one leaves once its result is
-//                  queued), no resume entry being checked──▶
+//   kEnding    ──no operation in flight or with its result being queued,
+//                  no resume entry being checked──▶
 //                  kReleasing (holds to release) or kFlushing (none, or kept)
 //   kReleasing ──the last hold released──▶ kFlushing
 //   kFlushing  ──no write in flight, no StartRead under way──▶ kFinished
@@ -150,10 +150,9 @@ class SessionReactor final
 
   // Ending.
   void BeginEnd(End why, grpc::Status status);
-  // The result of `op_id` is queued: the operation leaves ops_ (only now,
-  // so that an end in progress cannot close the writer before the result
-  // is queued), and the end continues if it waited for it.
-  void OpAnswered(uint64_t op_id);
+  // An operation's result, counted in queuing_results_ since the operation
+  // left ops_, is queued: the end continues if it waited for it.
+  void ResultQueued();
   void ContinueEnd();
   void HoldReleased();
   void MaybeFinish();
@@ -177,6 +176,10 @@ class SessionReactor final
   std::vector<v1::LockInfo> resumed_ ABSL_GUARDED_BY(mu_);
   // Operations in flight; an acquire's CancelSignal, null for a release.
   absl::flat_hash_map<uint64_t, std::shared_ptr<CancelSignal>> ops_ ABSL_GUARDED_BY(mu_);
+  // Operations that left ops_ (their op_id may be used again) and whose
+  // result is not queued yet: the end waits for them, so that the writer
+  // does not close before the result is queued.
+  int queuing_results_ ABSL_GUARDED_BY(mu_) = 0;
   int starting_ ABSL_GUARDED_BY(mu_) = 0;      // StartRead calls under way
   End end_ ABSL_GUARDED_BY(mu_) = End::kNone;  // set on entering kEnding
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
