@@ -17,6 +17,7 @@
        triple-quoted string, in Python), resolved from the root or from a
        folder that holds the file (clients/python/tests/wheel_test.py may
        cite tests/test_client.py, its package's own folder).
+   A link's `#fragment` into a Markdown page must be one of its headings.
    A word continues over letters, digits, `_`, `.`, `-` and `/`, so a
    placeholder (`backends/<name>/<name>_options.cc`) or a glob
    (`ci/*-values.yaml`) is not a cited path.
@@ -32,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import unicodedata
 import unittest
 
 SOURCE = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
@@ -55,16 +57,30 @@ def cited_api_sections(text):
 
 
 def markdown_citations(text):
-    """(link targets, root-relative path words) cited in a Markdown text."""
+    """(link targets as (path, fragment), root-relative path words) cited in a
+    Markdown text. A link within the page has an empty path."""
     links = []
 
     def take(match):
-        target = match.group(1).split("#", 1)[0]
-        if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target):
-            links.append(target)
+        target = match.group(1)
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            path, _, fragment = target.partition("#")
+            links.append((path, fragment))
         return "]()"
     rest = LINK.sub(take, text)
     return links, [w.rstrip(".") for w in PATH_WORD.findall(rest)]
+
+
+def heading_anchors(text):
+    """The anchors mkdocs gives the headings of a Markdown text (the `toc`
+    extension's slugify), fenced code blocks left out."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    anchors = set()
+    for heading in re.findall(r"^#+ (.*?)\s*$", text, re.M):
+        slug = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode()
+        slug = re.sub(r"[^\w\s-]", "", slug).strip().lower()
+        anchors.add(re.sub(r"[-\s]+", "-", slug))
+    return anchors
 
 
 def code_comments(path, text):
@@ -97,9 +113,14 @@ def missing_citations(root):
         check_sections(page, text)
         links, words = markdown_citations(text)
         base = os.path.dirname(page)
-        for link in links:
-            if not os.path.exists(os.path.join(root, base, link)):
+        for link, fragment in links:
+            target = os.path.join(root, base, link) if link else os.path.join(root, page)
+            if not os.path.exists(target):
                 missing.append("%s: link to %s" % (page, link))
+            elif fragment and target.endswith(".md"):
+                with open(target, encoding="utf-8") as f:
+                    if fragment not in heading_anchors(f.read()):
+                        missing.append("%s: link to %s#%s" % (page, link, fragment))
         for word in words:
             if not os.path.exists(os.path.join(root, word)):
                 missing.append("%s: %s" % (page, word))
@@ -142,7 +163,10 @@ class DocsTest(unittest.TestCase):
             "See `service/validation.h`, [the API](api.md#sessions), "
             "[up](https://example.com/x.md), `backends/<name>/<name>_options.cc`, "
             "`deploy/helm/lockd/ci/*-values.yaml`, build/service/lockd and bench/RESULTS.md.")
-        self.assertEqual(links, ["api.md"])
+        self.assertEqual(links, [("api.md", "sessions")])
+        self.assertEqual(heading_anchors("# C++ client (`lockd::client`)\n"
+                                         "## Leases, fencing: rules\n```sh\n# not one\n```\n"),
+                         {"c-client-lockdclient", "leases-fencing-rules"})
         self.assertEqual(words, ["service/validation.h", "bench/RESULTS.md"])
         comments = code_comments("x.cc", '#include "service/a.h"\nint x;  // see util/log.h\n')
         self.assertEqual(PATH_WORD.findall(comments), ["util/log.h"])
