@@ -1,6 +1,6 @@
 // The contract every lock backend implements (memory, redis, mysql,
 // zookeeper). The gRPC service validates input, then calls exactly one of
-// these methods per RPC; all lock semantics of design/API.md live behind this
+// these methods per RPC; all lock semantics of docs/api.md live behind this
 // interface.
 //
 // Threading: every Backend is thread-safe; any method may be called from any

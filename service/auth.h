@@ -1,4 +1,4 @@
-// Who is calling, and may they (design/API.md "Identity", "Authorization").
+// Who is calling, and may they (docs/api.md "Identity", "Authorization").
 //
 // Identity: a bearer token (`authorization: Bearer TOKEN` metadata) found in
 // the tokens file names the caller; otherwise a verified TLS client

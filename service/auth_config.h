@@ -20,7 +20,7 @@
 
 namespace lockd {
 
-// What an RPC needs (design/API.md "Authorization").
+// What an RPC needs (docs/api.md "Authorization").
 enum class Permission : uint8_t {
   kLock = 1,   // Acquire, Release, Renew (and Session)
   kRead = 2,   // Describe, List

@@ -67,7 +67,7 @@ struct Config {
   MysqlOptions mysql;
   ZooKeeperOptions zookeeper;
 
-  // Operations and security (README "Operations and security").
+  // Operations and security (docs/operations/security.md).
   struct Metrics {
     std::string listen;                   // empty: no /metrics endpoint
     std::vector<std::string> namespaces;  // label values allowed; others are "_other"

@@ -7,7 +7,7 @@
 // histograms, prometheus-cpp's per-series mutex) with no map lookup beyond
 // the namespace's index.
 //
-// Families (README "Metrics" lists them with their meaning):
+// Families (docs/operations/monitoring.md lists them with their meaning):
 //   lockd_build_info{version,revision,backend}                gauge = 1
 //   lockd_acquire_requests_total{backend,namespace,mode,result}
 //       mode: try | wait; result: acquired | not_acquired | cancelled | error

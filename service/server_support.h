@@ -1,5 +1,5 @@
 // ServerSupport: what a running lockd serves and checks beside the gRPC
-// LockService (README "Operations and security"): Prometheus metrics and their
+// LockService (docs/operations/security.md): Prometheus metrics and their
 // endpoint, the authorizer with its bearer-token file, the TLS credentials
 // of the gRPC port, and the plaintext health port. LockdServer builds one
 // and calls Tick() from its health watcher.

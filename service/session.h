@@ -1,4 +1,4 @@
-// The Session stream of lockd.v1.LockService (design/API.md "Sessions"):
+// The Session stream of lockd.v1.LockService (docs/api.md "Sessions"):
 // locks bound to one bidirectional stream, renewed by the server while the
 // stream is open, released when it ends.
 //

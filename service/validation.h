@@ -1,4 +1,4 @@
-// Input validation for every RPC (design/API.md "Names", "Owner", "Lease",
+// Input validation for every RPC (docs/api.md "Names", "Owner", "Lease",
 // "Waiting", "Idempotency"). Each function turns a request into backend
 // parameters, or returns kInvalidArgument whose message starts with the
 // field's name and states the rule. Nothing is written when validation fails.

@@ -2,7 +2,7 @@
 // node names and their queue order, and the text kept in znode data. Pure
 // functions with no ZooKeeper dependency, so they are unit-tested alone.
 //
-// Layout (see README, "ZooKeeper"):
+// Layout (see docs/backends.md, "ZooKeeper"):
 //   <root>                          persistent, created on start
 //   <root>/<ns>                     container node, one per namespace
 //   <root>/<ns>/<name>              container node ("lock node"), one per lock;

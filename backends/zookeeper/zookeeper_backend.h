@@ -1,7 +1,7 @@
 // The ZooKeeper backend: every lock lives in a ZooKeeper ensemble, so any
 // number of lockd replicas can serve the same locks.
 //
-// Model (README, "ZooKeeper", has the operator's view):
+// Model (docs/backends.md, "ZooKeeper", has the operator's view):
 //   - One lock is the container node <root>/<ns>/<name> (names encoded by
 //     zk::EncodeSegment). Each Acquire that cannot be answered from the holder
 //     alone creates one persistent sequential contender node under it, named

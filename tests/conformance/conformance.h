@@ -1,4 +1,4 @@
-// The conformance suite's fixture: every rule of design/API.md is checked
+// The conformance suite's fixture: every rule of docs/api.md is checked
 // through the real gRPC service against one backend (chosen by the
 // <backend>_env.cc the binary links), by the *_test.cc files of this folder.
 // A backend is done when the suite is green against its real server.

@@ -1,4 +1,4 @@
-// ForceRelease (design/API.md "Operations and security") in the conformance
+// ForceRelease (docs/api.md "ForceRelease") in the conformance
 // suite: every backend, with one lockd and with three replicas (then the
 // operator's call goes to another replica than the holder's and waiter's).
 

@@ -1,4 +1,4 @@
-// A synchronous test client for LockService.Session (design/API.md
+// A synchronous test client for LockService.Session (docs/api.md
 // "Sessions"): one bidi stream, a reader thread that files every
 // SessionResponse (the `opened`, results by op_id, `lost` in arrival order),
 // and blocking helpers that wait for them with a timeout.

@@ -1,4 +1,4 @@
-// Sessions (design/API.md "Sessions (bidirectional stream)") in the
+// Sessions (docs/api.md "Sessions") in the
 // conformance suite: every backend, with one lockd and with three replicas
 // (then resumes, Describe checks and operators' calls go to another replica
 // than the session's where the test says so).

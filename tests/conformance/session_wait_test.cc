@@ -1,4 +1,4 @@
-// A Session acquire that waited (README, "Sessions"): the lease of a hold
+// A Session acquire that waited (docs/api.md "Sessions"): the lease of a hold
 // starts at its grant, however long the acquire waited for it. The session
 // renews the hold from then on and never reports it `lost` while the backend
 // still holds it. Every backend, with one lockd and with three replicas (the

@@ -1,5 +1,5 @@
-// Conformance: "Uncertain outcomes: no hold is ever left behind" of
-// design/API.md. Acquires cancelled or timed out at random moments around the
+// Conformance: "Uncertain outcomes" of docs/api.md (no hold is ever left
+// behind). Acquires cancelled or timed out at random moments around the
 // grant, undo by acquire_request_id, waiters of an owner that comes to hold
 // the lock, release retries after a hand-off, and a shutdown that does not
 // wait for idle connections. Run with one lockd and with three replicas.
@@ -45,7 +45,7 @@ grpc::Status AcquireCancelledAfter(LockService::Stub* stub, const v1::AcquireReq
 }
 
 // Sends try-once Acquires of free locks, each cancelled 0-3 ms after it was
-// sent, and does what API.md asks of a client: it releases what it learned it
+// sent, and does what docs/api.md asks of a client: it releases what it learned it
 // got, and undoes (acquire_request_id) every Acquire whose outcome it did not
 // learn. Then every lock must become free: a hold left behind would stay for
 // its 30 s lease. The server gives back grants whose reply it could not

@@ -45,12 +45,11 @@ def render(release, values, strings=()):
     return [d for d in yaml.safe_load_all(out) if d and d["kind"] in KINDS]
 
 
-def readme_grpcurl_calls():
-    """(JSON body, method) of each grpcurl line in README's "Deploy on Kubernetes"."""
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
-        readme = f.read()
-    section = readme.split("\n## Deploy on Kubernetes\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:7411 (\S+)$", section, re.M)
+def documented_grpcurl_calls():
+    """(JSON body, method) of each grpcurl line of docs/kubernetes.md."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "kubernetes.md")) as f:
+        page = f.read()
+    return re.findall(r"^grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:7411 (\S+)$", page, re.M)
 
 
 def adapt_for_podman(objects):
@@ -131,8 +130,8 @@ class KubePlayTest(unittest.TestCase):
             networks = json.loads(podman("inspect", infra))[0]["NetworkSettings"]["Networks"]
         return networks[network]["IPAddress"]
 
-    def test_0_readme_grpcurl_requests_answer_through_each_pod(self):
-        # The grpcurl lines of README's "Deploy on Kubernetes", sent as grpcurl
+    def test_0_documented_grpcurl_requests_answer_through_each_pod(self):
+        # The grpcurl lines of docs/kubernetes.md, sent as grpcurl
         # sends them (the JSON body parsed into the method's request message)
         # to each pod, which stands in for the port-forward.
         import grpc
@@ -140,7 +139,7 @@ class KubePlayTest(unittest.TestCase):
         import health_pb2_grpc
         from google.protobuf import json_format
         from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
-        calls = readme_grpcurl_calls()
+        calls = documented_grpcurl_calls()
         self.assertEqual([m for _, m in calls], ["grpc.health.v1.Health/Check",
                                                  "lockd.v1.LockService/Acquire",
                                                  "lockd.v1.LockService/Release"])

@@ -31,7 +31,7 @@ namespace status_internal {
 struct StatusView {
   int code = 0;
   std::string message;
-  bool lock_not_held = false;  // LOCK_NOT_HELD as API.md defines it
+  bool lock_not_held = false;  // LOCK_NOT_HELD as docs/api.md defines it
 };
 
 StatusView ViewOf(const absl::Status& s);
@@ -94,7 +94,7 @@ template <typename Code>
       status_internal::StatusIsMatcher(static_cast<int>(code), std::move(message)));
 }
 
-// Matches LOCK_NOT_HELD (design/API.md): FAILED_PRECONDITION carrying the
+// Matches LOCK_NOT_HELD (docs/api.md "Errors"): FAILED_PRECONDITION carrying the
 // reason LOCK_NOT_HELD, as the lockd::LockNotHeldError payload on an
 // absl::Status or as google.rpc.ErrorInfo{reason: "LOCK_NOT_HELD", domain:
 // "lockd"} in a grpc::Status's details.

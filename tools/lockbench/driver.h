@@ -71,7 +71,7 @@ void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels
                      const std::string& ns, const std::vector<ClientLogic*>& logics,
                      absl::Duration lease, int threads, const StartFn& start);
 
-// The same over lockd's Session stream (API.md "Sessions"): each logic opens
+// The same over lockd's Session stream (docs/api.md "Sessions"): each logic opens
 // one stream on channels[i] (owner = its owner, lease_ttl = `lease`,
 // namespace `ns`), all opened before `start`; then each op is a
 // SessionAcquire/SessionRelease with increasing op_ids, one outstanding per

@@ -1,4 +1,4 @@
-// lockbench over lockd's Session stream (design/API.md "Sessions"): the
+// lockbench over lockd's Session stream (docs/api.md "Sessions"): the
 // messages a client writes and how it reads the answers, shared by the
 // blocking Locker, the event-loop driver and the waiters scenario.
 //

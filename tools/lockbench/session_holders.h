@@ -1,6 +1,6 @@
 // The holders scenario's streams: N Session streams, each the session of its
 // own owner holding ONE lock of its own, kept open (the server renews the
-// hold each lease/3, API.md "Sessions") until Close() half-closes them all.
+// hold each lease/3, docs/api.md "Sessions") until Close() half-closes them all.
 // Callback API, so N streams need no N threads on this side.
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_SESSION_HOLDERS_H_

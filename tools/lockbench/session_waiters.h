@@ -1,5 +1,5 @@
 // The waiters scenario over Session streams: many waiting acquires share one
-// stream (API.md "Sessions": a waiting acquire never delays the others), each
+// stream (docs/api.md "Sessions": a waiting acquire never delays the others), each
 // released on its stream as soon as it is granted; a stream half-closes once
 // all of its waiters are done. Callback API, so W waiters need no W threads.
 

@@ -6,7 +6,7 @@
 // commands.
 //
 // Exit codes are part of the tool's documented interface (lockctl --help,
-// README). `run` passes its command's exit status through; the tool's own
+// docs/clients/lockctl.md). `run` passes its command's exit status through; the tool's own
 // codes come from the sysexits(3) range so that they rarely collide with a
 // command's.
 

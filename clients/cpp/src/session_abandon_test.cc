@@ -125,7 +125,7 @@ TEST_F(SessionAbandonTest, GrantAfterTheCallerGaveUpIsGivenBackOverTheStream) {
       .WillRepeatedly(::testing::Invoke(
           [&](grpc::ClientContext*, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
             // The undo reaches lockd while the acquire still waits: nothing
-            // to give back (API.md: OK with the current hold count).
+            // to give back (docs/api.md: OK with the current hold count).
             EXPECT_FALSE(req.acquire_request_id().empty());
             ++undos;
             resp->set_released(false);

@@ -500,7 +500,7 @@ void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
   ops_.erase(it);
   if (op->abandoned) {
     if (!granted) return;
-    // API.md acquire_request_id: gives back exactly this grant (its token),
+    // docs/api.md acquire_request_id: gives back exactly this grant (its token),
     // and is a no-op if the caller's undo already did. Its result is ignored.
     const v1::AcquireRequest& a = op->req.acquire().request();
     v1::SessionRequest undo;

@@ -1,4 +1,4 @@
-// Internal: the one Session stream of a Client (design/API.md "Sessions"),
+// Internal: the one Session stream of a Client (docs/api.md "Sessions"),
 // over which its holds are taken, renewed by the server and released.
 //
 // Lifecycle: opened lazily by the first Acquire, with open.owner = the

@@ -1,4 +1,4 @@
-"""The Session stream of one lockd.Client (design/API.md "Sessions"): locks
+"""The Session stream of one lockd.Client (docs/api.md "Sessions"): locks
 bound to one bidirectional stream, renewed by the server while it is open.
 Private to the lockd package; lockd.client routes acquire()/release() here.
 

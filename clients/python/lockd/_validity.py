@@ -1,6 +1,6 @@
 """How long the client may trust a lease: the lease-validity formulas, the
 only place they are written. Every client language computes the same
-values; tests/test_validity.py checks these functions against the shared
+values; tests/test_lease_validity.py checks these functions against the shared
 vectors in clients/testdata/lease_validity.json.
 
 Times are seconds on the time.monotonic() clock. ``drift`` is the clock

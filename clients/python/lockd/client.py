@@ -6,7 +6,7 @@
     with client.lock("orders/42", ttl=10, wait=5) as lease:
         charge(order, fencing_token=lease.fencing_token)
 
-Sessions (the default, ``use_sessions=True``; design/API.md "Sessions"): a
+Sessions (the default, ``use_sessions=True``; docs/api.md "Sessions"): a
 Client binds its locks to one Session stream per lease ttl it uses (normally
 one), opened by the first acquire, with open.owner = the Client's owner and
 keep_on_disconnect (the ``keep_on_disconnect`` argument, default True).
@@ -72,7 +72,7 @@ send-time validity apply to leases of the unary path):
   UNAVAILABLE or another transport error after the request may have been
   sent), it undoes that attempt before it retries or raises: a Release with
   the same owner and ``acquire_request_id`` = the attempt's request_id
-  (design/API.md, "Uncertain outcomes"), which gives back the hold that
+  (docs/api.md, "Uncertain outcomes"), which gives back the hold that
   attempt added, if any, and nothing else. The undo is bounded by
   min(rpc_timeout, release_timeout), retried on UNAVAILABLE within that, and
   runs even when the caller's deadline has passed. A retry after a confirmed

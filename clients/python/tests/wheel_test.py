@@ -3,7 +3,7 @@
 
 Builds the wheel from a copy of clients/python and protos/ (the repository's
 layout, so the source tree gets no build/ or *.egg-info) with the offline
-command of the README, installs it into a fresh
+command of docs/clients/python.md, installs it into a fresh
 `python3 -m venv --system-site-packages` (grpcio and protobuf come from
 Debian's python3-grpcio and python3-protobuf, which must satisfy the wheel's
 declared dependencies: pip checks them, no --no-deps), and runs

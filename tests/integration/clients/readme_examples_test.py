@@ -1,23 +1,27 @@
-"""Runs the client examples of README.md, so that the README cannot drift.
+"""Runs the client examples of the documentation, so that it cannot drift.
 
-Each example is the fenced block that follows a `<!-- readme-test: NAME -->`
-marker in README.md. The only change made to a block is that the address
-127.0.0.1:7411 is replaced by that of the lockd this test starts.
+Each example is the fenced block that follows a `<!-- doc-test: NAME -->`
+marker in README.md or a page of docs/ (docs/clients/cpp.md,
+docs/clients/python.md, docs/clients/lockctl.md today); a NAME may be used
+once. The only change made to a block is that the address 127.0.0.1:7411 is
+replaced by that of the lockd this test starts.
 
   cpp + cpp-cmake  the C++ client is installed with
                    `cmake --install <build> --component lockd_client` into a
                    temporary prefix; the C++ example is built against it by a
-                   fresh CMake project whose CMakeLists.txt is the README's
+                   fresh CMake project whose CMakeLists.txt is the documented
                    snippet (find_package(lockd)), then run.
   python           run with /usr/bin/python3 and the assembled package.
   lockctl          run with bash -e, lockctl on PATH, in a directory with a
                    ./report.sh.
 
-Environment (set by tests/integration/clients/CMakeLists.txt): README,
-LOCKD_BUILD_DIR, LOCKD_BINARY, LOCKCTL_DIR, LOCKD_PYTHON_PKG, CMAKE_COMMAND,
-CMAKE_GENERATOR, CXX_COMPILER, CXX_LAUNCHER, SANITIZER_FLAGS.
+Environment (set by tests/integration/clients/CMakeLists.txt):
+LOCKD_SOURCE_DIR, LOCKD_BUILD_DIR, LOCKD_BINARY, LOCKCTL_DIR,
+LOCKD_PYTHON_PKG, CMAKE_COMMAND, CMAKE_GENERATOR, CXX_COMPILER, CXX_LAUNCHER,
+SANITIZER_FLAGS.
 """
 
+import glob
 import os
 import re
 import shutil
@@ -30,13 +34,22 @@ import unittest
 DEFAULT_ADDRESS = "127.0.0.1:7411"
 
 
-def readme_blocks():
-    with open(os.environ["README"]) as f:
-        text = f.read()
+def documented_blocks():
+    """{NAME: block} of every `<!-- doc-test: NAME -->` block in README.md and
+    docs/**/*.md; a NAME marked twice raises."""
+    source = os.environ["LOCKD_SOURCE_DIR"]
+    files = [os.path.join(source, "README.md")] + sorted(
+        glob.glob(os.path.join(source, "docs", "**", "*.md"), recursive=True))
     blocks = {}
-    pattern = re.compile(r"<!-- readme-test: ([\w-]+) -->\s*\n```[\w]*\n(.*?)\n```", re.DOTALL)
-    for name, body in pattern.findall(text):
-        blocks[name] = body + "\n"
+    pattern = re.compile(r"<!-- doc-test: ([\w-]+) -->\s*\n```[\w]*\n(.*?)\n```", re.DOTALL)
+    for path in files:
+        with open(path) as f:
+            text = f.read()
+        for name, body in pattern.findall(text):
+            if name in blocks:
+                raise ValueError("<!-- doc-test: %s --> is marked twice (again in %s)"
+                                 % (name, path))
+            blocks[name] = body + "\n"
     return blocks
 
 
@@ -55,7 +68,7 @@ def run(cmd, timeout=300, **kwargs):
 class ReadmeExamplesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.blocks = readme_blocks()
+        cls.blocks = documented_blocks()
         cls.tmp = tempfile.mkdtemp(prefix="lockd-readme-test-")
         cls.address = "127.0.0.1:%d" % free_port()
         cls.log = open(os.path.join(cls.tmp, "lockd.log"), "wb")
@@ -78,7 +91,8 @@ class ReadmeExamplesTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def block(self, name, talks_to_lockd=True):
-        self.assertIn(name, self.blocks, "README.md has no <!-- readme-test: %s --> block" % name)
+        self.assertIn(name, self.blocks,
+                      "no <!-- doc-test: %s --> block in README.md or docs/" % name)
         body = self.blocks[name]
         if talks_to_lockd:
             self.assertIn(DEFAULT_ADDRESS, body)

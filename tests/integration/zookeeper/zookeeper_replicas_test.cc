@@ -184,7 +184,7 @@ TEST(ZooKeeperReplicasTest, WaiterOfACutOffReplicaDoesNotStallTheLock) {
   EXPECT_EQ((*r1)->process().Stop(), 0) << (*r1)->process().Log();
 }
 
-// API.md "Reentrant waiters", across replicas: A holds x; O waits through r0,
+// docs/api.md "Waiting" (reentrant waiters), across replicas: A holds x; O waits through r0,
 // then B and O again through r1. When A releases, O's first call is granted
 // through r0, and O's second call (behind B) must be granted at once as a
 // reentrant acquire, not wait behind B for O itself.

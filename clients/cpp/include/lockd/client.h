@@ -7,7 +7,7 @@
 //   if (lease.ok()) Charge(order, lease->fencing_token());  // released when `lease` dies
 //
 // Sessions (the default, ClientOptions::use_sessions). A Client holds its
-// locks over ONE Session stream (design/API.md "Sessions"), opened on its
+// locks over ONE Session stream (docs/api.md "Sessions"), opened on its
 // first Acquire with the Client's owner. What changes for session holds:
 //  * No watchdog: the server renews every hold while the stream is up; a
 //    Lease stays valid() (valid_until() is time_point::max()) until the
@@ -45,7 +45,7 @@
 //    every call when use_sessions is false or the server has no Session
 //    stream (UNIMPLEMENTED). Everything below then applies as written.
 //
-// What this library adds over the raw stubs (design/API.md has the contract):
+// What this library adds over the raw stubs (docs/api.md has the contract):
 //  * Validity from the send time. A Lease's client-side validity deadline is
 //    `send_time + ttl - drift` where send_time is when the granting request
 //    (Acquire or Renew) was sent, never when its reply arrived: the server's
@@ -77,7 +77,7 @@
 //    another transport error after the request may have been sent), it
 //    undoes that attempt before it retries or reports the failure: a Release
 //    with the same owner and acquire_request_id = the attempt's request_id
-//    (design/API.md, "Uncertain outcomes"), which gives back the hold the
+//    (docs/api.md, "Uncertain outcomes"), which gives back the hold the
 //    attempt added, if any, and nothing else. The undo is bounded by
 //    min(rpc_timeout, release_timeout), retried on UNAVAILABLE within that,
 //    and runs even when the caller's deadline has passed. A retry after a

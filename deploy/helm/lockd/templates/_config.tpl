@@ -1,8 +1,8 @@
 {{/*
-lockd's configuration file (README "Configuration"): the chart's values mapped
-to lockd's own keys. Only the selected backend's section is written; numbers
-go through int so that YAML never holds 1e+06 for lockd to refuse; secrets
-appear only as file paths.
+lockd's configuration file (docs/operations/configuration.md): the chart's
+values mapped to lockd's own keys. Only the selected backend's section is
+written; numbers go through int so that YAML never holds 1e+06 for lockd to
+refuse; secrets appear only as file paths.
 */}}
 {{- define "lockd.config" -}}
 {{- $v := .Values -}}
