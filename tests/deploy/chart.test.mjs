@@ -249,9 +249,9 @@ test('NOTES.txt shows grpcurl through a port-forward to the release\'s Service',
   const calls = [...notes.matchAll(/^ {2}grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:7411 (\S+)$/gm)];
   assert.deepEqual(calls.map((m) => m[2]), ['grpc.health.v1.Health/Check',
     'lockd.v1.LockService/Acquire', 'lockd.v1.LockService/Release']);
-  // The same requests as README's "Deploy on Kubernetes", which the kube play test sends.
-  const readme = readFileSync(join(CHART, '..', '..', '..', 'README.md'), 'utf8');
-  for (const m of calls) assert.ok(readme.includes(`grpcurl -plaintext -d '${m[1]}' 127.0.0.1:7411 ${m[2]}`), m[0]);
+  // The same requests as docs/kubernetes.md, which the kube play test sends.
+  const guide = readFileSync(join(CHART, '..', '..', '..', 'docs', 'kubernetes.md'), 'utf8');
+  for (const m of calls) assert.ok(guide.includes(`grpcurl -plaintext -d '${m[1]}' 127.0.0.1:7411 ${m[2]}`), m[0]);
   assert.match(notes, /exec deploy\/locks-lockd -- lockctl describe/);
   const tls = renderNotes(['tls.enabled=true', 'tls.existingSecret=t']);
   assert.doesNotMatch(tls, /grpcurl -plaintext/);
