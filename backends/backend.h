@@ -31,12 +31,46 @@
 // Input has been validated by the caller; backends need not re-check it
 // (REQUIRES clauses below) and never return kInvalidArgument.
 //
-// Growth: the interface is shaped so that later kinds of lock fit without a
-// rewrite. Shared (read-write) locks and N-permit semaphores add a `mode` /
-// `permits` field to AcquireParams and a holder list to LockState (the single
-// `owner` fields become the first holder). Backends that do not support a
-// kind answer kUnimplemented for it.
-//
+// Kinds (docs/api.md "Shared locks, semaphores and all-or-nothing
+// acquires"): a name is a *lock*, held EXCLUSIVE by one owner or SHARED by
+// any number of owners, or a *semaphore* of `limit` permits, held by owners
+// whose permits add up to at most `limit`. Its holders decide its kind; a
+// name without holders takes the kind of its next grant. Every backend
+// implements all of it natively, with these rules:
+//   - Each holder is on its own: its own hold count, lease (backend clock),
+//     fencing token and permits. Release, Renew and RenewMany act on the
+//     caller's hold only; ReleaseResult::released is true when the caller's
+//     count reached zero, whatever other holders remain. A holder whose
+//     lease ends loses only its own hold.
+//   - Fencing: every first grant to an owner, in any mode, takes a token
+//     strictly greater than every token granted before on that name (one
+//     counter per name, as for exclusive locks).
+//   - Kind mismatch: while a name has holders, an acquire of another kind (a
+//     semaphore acquire of a held lock, a lock acquire of a held semaphore,
+//     a semaphore acquire with another limit) fails at once, whatever its
+//     wait, with LockKindMismatchError; nothing changes. SHARED and
+//     EXCLUSIVE are one kind.
+//   - Queueing is FIFO across modes, across every replica sharing the
+//     backend server: an acquire that cannot be granted at once, or that
+//     finds anyone waiting ahead of it, waits behind them (a SHARED acquire
+//     behind a waiting EXCLUSIVE one: writers never starve). SHARED acquires
+//     at the head are granted together. A semaphore acquire is granted when
+//     its permits fit beside those held and nothing waits ahead of it (no
+//     barging). A backend whose waiters may sit on several replicas keeps
+//     the queue on its server, each entry with a lifetime its replica
+//     extends while the call waits, so a dead replica's entries drop out.
+//   - Reentrancy: an acquire in the mode the owner holds is reentrant (count
+//     + 1, same token, lease reset; a semaphore acquire must ask the permits
+//     held, else PermitsMismatchError). An EXCLUSIVE holder asking SHARED
+//     gets a reentrant exclusive hold. A SHARED holder asking EXCLUSIVE (an
+//     upgrade) is granted at once when it is the only holder and nobody
+//     waits: its hold becomes exclusive with count + 1 and a new, larger
+//     token; otherwise UpgradeWouldBlockError and nothing changes.
+//   - ForceRelease frees every holder, or with a fencing_token only the
+//     holder with that token.
+// AcquireAll (several locks at once) is built by the service on Acquire and
+// Release; backends know nothing of it.
+
 // Sessions: a backend has no notion of a client session. The service's
 // Session stream is built on this interface alone: its acquires are
 // Acquire calls, it takes holds over with Describe and Renew, renews them
@@ -51,6 +85,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -83,19 +118,41 @@ struct LockKey {
   }
 };
 
-// A lock's state as seen by the backend. For a free lock only `key`, `held`
+enum class LockMode { kExclusive = 0, kShared = 1 };
+
+// One owner's hold of a name.
+struct HolderState {
+  std::string owner;
+  LockMode mode = LockMode::kExclusive;  // kExclusive for a semaphore holder
+  uint32_t hold_count = 0;
+  uint32_t permits = 0;  // semaphore permits held; 0 for a lock
+  uint64_t fencing_token = 0;
+  absl::Duration ttl_remaining = absl::ZeroDuration();
+};
+
+// A name's state as seen by the backend. For a free name only `key`, `held`
 // (false) and `waiters` are meaningful.
 struct LockState {
   LockKey key;
-  bool held = false;
+  bool held = false;  // !holders.empty()
+  // The single-holder fields: the holder of an exclusive lock; for a shared
+  // lock or a semaphore, the newest holder (largest token).
   std::string owner;
   uint32_t hold_count = 0;
   uint64_t fencing_token = 0;
   absl::Duration ttl_remaining = absl::ZeroDuration();
-  // Acquires parked on this lock that the backend can see: this process's
+  // Acquires parked on this name that the backend can see: this process's
   // waiters, or every replica's where the backend keeps waiters centrally.
   uint32_t waiters = 0;
+  LockMode mode = LockMode::kExclusive;  // kShared while held shared
+  uint32_t limit = 0;                    // non-zero: held as a semaphore
+  std::vector<HolderState> holders;      // by fencing token, oldest first
 };
+
+// Fills the single-holder fields of `s` from `s.holders` (which must be in
+// token order) and sets `held`, `mode` is left as is. For backends that
+// build the holder list first.
+void FillNewestHolder(LockState& s);
 
 struct AcquireParams {
   LockKey key;
@@ -104,6 +161,12 @@ struct AcquireParams {
   // How long to wait for a held lock, measured from the call. Zero: try once.
   absl::Duration wait = absl::ZeroDuration();
   std::string request_id;  // Empty, or at most 128 bytes.
+  // The kind asked for (validated by the service): a lock when limit is 0
+  // (mode kExclusive or kShared, permits 0); a semaphore of `limit`
+  // permits (1-10,000) otherwise (mode kExclusive, permits 1..limit).
+  LockMode mode = LockMode::kExclusive;
+  uint32_t limit = 0;
+  uint32_t permits = 0;
 };
 
 struct AcquireResult {
@@ -320,6 +383,26 @@ inline constexpr absl::string_view kLockNotHeldReason = "LOCK_NOT_HELD";
 absl::Status FencingTokenMismatchError(const LockKey& key, uint64_t expected, uint64_t actual);
 bool IsFencingTokenMismatch(const absl::Status& status);
 inline constexpr absl::string_view kFencingTokenMismatchReason = "FENCING_TOKEN_MISMATCH";
+
+// kFailedPrecondition, reason LOCK_KIND_MISMATCH: an acquire of another kind
+// than the name's holders (see "Kinds" above). `held_limit` is the holders'
+// limit: 0 when the name is held as a lock.
+absl::Status LockKindMismatchError(const LockKey& key, uint32_t held_limit);
+inline constexpr absl::string_view kLockKindMismatchReason = "LOCK_KIND_MISMATCH";
+// kFailedPrecondition, reason UPGRADE_WOULD_BLOCK: a SHARED holder asked
+// EXCLUSIVE while another owner holds or waits.
+absl::Status UpgradeWouldBlockError(const LockKey& key);
+inline constexpr absl::string_view kUpgradeWouldBlockReason = "UPGRADE_WOULD_BLOCK";
+// kFailedPrecondition, reason PERMITS_MISMATCH: a semaphore holder asked
+// again with other permits than it holds.
+absl::Status PermitsMismatchError(const LockKey& key, uint32_t held, uint32_t asked);
+inline constexpr absl::string_view kPermitsMismatchReason = "PERMITS_MISMATCH";
+
+// The reason attached by one of the error constructors above ("" if none),
+// and its ErrorInfo metadata (for LOCK_KIND_MISMATCH: `kind` = lock or
+// semaphore and, for a semaphore, `limit`), as (key, value) pairs.
+std::string ErrorReasonOf(const absl::Status& status);
+std::vector<std::pair<std::string, std::string>> ErrorMetadataOf(const absl::Status& status);
 
 // The error for calls made after Shutdown().
 absl::Status ShuttingDownError();

@@ -27,6 +27,24 @@ void ToLockInfo(const LockState& s, absl::string_view backend, v1::LockInfo* out
   out->set_hold_count(s.hold_count);
   out->set_fencing_token(s.fencing_token);
   SetProtoDuration(s.ttl_remaining, out->mutable_ttl_remaining());
+  out->set_mode(s.mode == LockMode::kShared ? v1::LOCK_MODE_SHARED : v1::LOCK_MODE_EXCLUSIVE);
+  out->set_limit(s.limit);
+  for (const HolderState& h : s.holders) {
+    v1::Holder* ph = out->add_holders();
+    ph->set_owner(h.owner);
+    ph->set_mode(h.mode == LockMode::kShared ? v1::LOCK_MODE_SHARED : v1::LOCK_MODE_EXCLUSIVE);
+    ph->set_hold_count(h.hold_count);
+    ph->set_permits(h.permits);
+    ph->set_fencing_token(h.fencing_token);
+    SetProtoDuration(h.ttl_remaining, ph->mutable_ttl_remaining());
+  }
+  if (s.holders.empty()) {  // a backend that reports an exclusive holder only
+    v1::Holder* ph = out->add_holders();
+    ph->set_owner(s.owner);
+    ph->set_hold_count(s.hold_count);
+    ph->set_fencing_token(s.fencing_token);
+    SetProtoDuration(s.ttl_remaining, ph->mutable_ttl_remaining());
+  }
 }
 
 bool TooLateToDeliver(absl::Time started, absl::Time deadline, absl::Time now) {

@@ -14,18 +14,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // absl and gRPC share the canonical code numbers.
   auto code = static_cast<grpc::StatusCode>(status.code());
   std::string message(status.message());
-  absl::string_view reason;
-  if (IsLockNotHeld(status)) {
-    reason = kLockNotHeldReason;
-  } else if (IsFencingTokenMismatch(status)) {
-    reason = kFencingTokenMismatchReason;
-  } else {
-    return grpc::Status(code, message);
-  }
+  const std::string reason = ErrorReasonOf(status);
+  if (reason.empty()) return grpc::Status(code, message);
 
   google::rpc::ErrorInfo info;
-  info.set_reason(std::string(reason));
+  info.set_reason(reason);
   info.set_domain("lockd");
+  for (auto& [key, value] : ErrorMetadataOf(status)) (*info.mutable_metadata())[key] = value;
   google::rpc::Status details;
   details.set_code(static_cast<int32_t>(code));
   details.set_message(message);

@@ -8,11 +8,12 @@
 
 namespace lockd {
 
-// Same code and message. A LockNotHeldError (or FencingTokenMismatchError:
-// reason FENCING_TOKEN_MISMATCH) additionally carries a
-// serialized google.rpc.Status with google.rpc.ErrorInfo{reason:
-// LOCK_NOT_HELD, domain: lockd} as binary error details, which gRPC sends in
-// the `grpc-status-details-bin` trailer.
+// Same code and message. A status built by one of backends/backend.h's
+// error constructors (LockNotHeldError, FencingTokenMismatchError,
+// LockKindMismatchError, UpgradeWouldBlockError, PermitsMismatchError)
+// additionally carries a serialized google.rpc.Status with
+// google.rpc.ErrorInfo{reason, domain: lockd, metadata} as binary error
+// details, which gRPC sends in the `grpc-status-details-bin` trailer.
 // For statuses about the caller's request (validation, authentication,
 // authorization): a kUnauthenticated here means the caller's credentials.
 grpc::Status ToGrpcStatus(const absl::Status& status);

@@ -84,6 +84,40 @@ absl::StatusOr<LockKey> CheckKey(const std::string& ns, const std::string& name)
 
 }  // namespace
 
+absl::StatusOr<LockKind> CheckKind(v1::LockMode mode, uint32_t limit, uint32_t permits,
+                                   absl::string_view field_prefix) {
+  auto field = [&](absl::string_view f) { return absl::StrCat(field_prefix, f); };
+  LockKind k;
+  if (mode == v1::LOCK_MODE_SHARED) {
+    k.mode = LockMode::kShared;
+  } else if (mode != v1::LOCK_MODE_EXCLUSIVE) {
+    return Invalid(field("mode"), "must be LOCK_MODE_EXCLUSIVE or LOCK_MODE_SHARED",
+                   absl::StrCat(static_cast<int>(mode)));
+  }
+  if (limit == 0) {
+    if (permits != 0) {
+      return Invalid(field("permits"), "must be 0 unless limit is set (a semaphore)",
+                     absl::StrCat(permits));
+    }
+    return k;
+  }
+  if (k.mode == LockMode::kShared) {
+    return Invalid(field("limit"), "must be 0 with mode LOCK_MODE_SHARED (a semaphore has no mode)",
+                   absl::StrCat(limit));
+  }
+  if (limit > kMaxSemaphoreLimit) {
+    return Invalid(field("limit"), absl::StrCat("must be at most ", kMaxSemaphoreLimit),
+                   absl::StrCat(limit));
+  }
+  if (permits > limit) {
+    return Invalid(field("permits"), absl::StrCat("must be at most limit (", limit, ")"),
+                   absl::StrCat(permits));
+  }
+  k.limit = limit;
+  k.permits = permits == 0 ? 1 : permits;
+  return k;
+}
+
 bool IsCleanUtf8(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -140,6 +174,11 @@ absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
   }
   if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
   p.request_id = req.request_id();
+  absl::StatusOr<LockKind> kind = CheckKind(req.mode(), req.limit(), req.permits());
+  if (!kind.ok()) return kind.status();
+  p.mode = kind->mode;
+  p.limit = kind->limit;
+  p.permits = kind->permits;
   return p;
 }
 

@@ -28,6 +28,20 @@ inline constexpr uint32_t kMaxPageSize = 1000;
 // U+007F-U+009F).
 bool IsCleanUtf8(absl::string_view s);
 
+// A lock's kind as an acquire asks it (docs/api.md "Shared locks,
+// semaphores"): limit 0 is a lock (mode exclusive or shared, permits 0);
+// otherwise a semaphore (mode exclusive, permits 1..limit, 0 asked means 1).
+inline constexpr uint32_t kMaxSemaphoreLimit = 10000;
+struct LockKind {
+  LockMode mode = LockMode::kExclusive;
+  uint32_t limit = 0;
+  uint32_t permits = 0;
+};
+// `field_prefix` is put before the field names in messages (e.g.
+// "locks[2].").
+absl::StatusOr<LockKind> CheckKind(v1::LockMode mode, uint32_t limit, uint32_t permits,
+                                   absl::string_view field_prefix = "");
+
 // AcquireParams::owner is left empty when the request's owner is empty; the
 // service generates one.
 absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,

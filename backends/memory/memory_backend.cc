@@ -76,6 +76,10 @@ class MemoryBackend final : public Backend {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
+    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
     Deferred deferred;
     absl::StatusOr<AcquireResult> result;
     bool parked = false;

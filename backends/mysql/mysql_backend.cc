@@ -68,6 +68,10 @@ class MysqlBackend final : public Backend, private LockStrategy {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
+    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
     engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
   }
 

@@ -120,6 +120,10 @@ class RedisBackend final : public Backend,
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
+    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
     engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
   }
 

@@ -65,6 +65,10 @@ class ZooKeeperBackend final : public Backend {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
+    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
+      std::move(done)(s);
+      return;
+    }
     if (absl::Status s = session_->Usable(); !s.ok()) {
       std::move(done)(s);
       return;
