@@ -112,12 +112,13 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
   const AcquireMode mode =
       params.wait > absl::ZeroDuration() ? AcquireMode::kWait : AcquireMode::kTry;
   const int ns = metrics_->NamespaceIndex(params.key.ns);
+  const KindLabel kind = KindLabelOf(params);
   const absl::Time start = Now();
   if (mode == AcquireMode::kWait) metrics_->waiters().Increment();
   const size_t key = KeyHash(params.key);
   const size_t owner = OwnerHash(params.owner);
   inner_->Acquire(std::move(params), std::move(cancel),
-                  [this, mode, ns, start, key, owner,
+                  [this, kind, mode, ns, start, key, owner,
                    done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
                     const absl::Time now = Now();
                     AcquireLabel outcome = AcquireLabel::kError;
@@ -133,7 +134,7 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
                       metrics_->BackendRequest(BackendOp::kAcquire, BackendResultOf(r.status()),
                                                now - start);
                     }
-                    metrics_->AcquireDone(ns, mode, outcome, now - start);
+                    metrics_->AcquireDone(ns, kind, mode, outcome, now - start);
                     std::move(done)(std::move(r));
                   });
 }

@@ -28,9 +28,10 @@ inline constexpr uint32_t kMaxPageSize = 1000;
 // U+007F-U+009F).
 bool IsCleanUtf8(absl::string_view s);
 
-// A lock's kind as an acquire asks it (docs/api.md "Shared locks,
-// semaphores"): limit 0 is a lock (mode exclusive or shared, permits 0);
-// otherwise a semaphore (mode exclusive, permits 1..limit, 0 asked means 1).
+// A lock's kind as an acquire asks it: limit 0 is a lock (mode exclusive or
+// shared, permits 0); otherwise a semaphore (mode exclusive, permits
+// 1..limit, 0 asked means 1). See
+// docs/api.md "Shared locks, semaphores and all-or-nothing acquires".
 inline constexpr uint32_t kMaxSemaphoreLimit = 10000;
 struct LockKind {
   LockMode mode = LockMode::kExclusive;
