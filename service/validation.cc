@@ -89,6 +89,23 @@ absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
 }
 
+// The fields an Acquire and an AcquireAll share: owner (may be empty),
+// lease_ttl, wait_timeout and request_id, into `p`.
+template <typename Request, typename Params>
+absl::Status CheckAcquireFields(const Request& req, const LeaseBounds& lease, Params& p) {
+  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/true); !s.ok()) return s;
+  p.owner = req.owner();
+  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
+  if (!ttl.ok()) return ttl.status();
+  p.ttl = *ttl;
+  absl::StatusOr<absl::Duration> wait = CheckWait(req.has_wait_timeout(), req.wait_timeout());
+  if (!wait.ok()) return wait.status();
+  p.wait = *wait;
+  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
+  p.request_id = req.request_id();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LockKey> CheckKey(const std::string& ns, const std::string& name) {
   absl::StatusOr<std::string> checked_ns = CheckNamespace(ns);
   if (!checked_ns.ok()) return checked_ns.status();
@@ -174,16 +191,7 @@ absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
   absl::StatusOr<LockKey> key = CheckKey(req.namespace_(), req.name());
   if (!key.ok()) return key.status();
   p.key = *std::move(key);
-  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/true); !s.ok()) return s;
-  p.owner = req.owner();
-  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
-  if (!ttl.ok()) return ttl.status();
-  p.ttl = *ttl;
-  absl::StatusOr<absl::Duration> wait = CheckWait(req.has_wait_timeout(), req.wait_timeout());
-  if (!wait.ok()) return wait.status();
-  p.wait = *wait;
-  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
-  p.request_id = req.request_id();
+  if (absl::Status s = CheckAcquireFields(req, lease, p); !s.ok()) return s;
   absl::StatusOr<LockKind> kind = CheckKind(req.mode(), req.limit(), req.permits());
   if (!kind.ok()) return kind.status();
   p.mode = kind->mode;
@@ -215,16 +223,7 @@ absl::StatusOr<AcquireAllParams> ToAcquireAllParams(const v1::AcquireAllRequest&
     if (!kind.ok()) return kind.status();
     p.locks.push_back({*std::move(key), *kind});
   }
-  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/true); !s.ok()) return s;
-  p.owner = req.owner();
-  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
-  if (!ttl.ok()) return ttl.status();
-  p.ttl = *ttl;
-  absl::StatusOr<absl::Duration> wait = CheckWait(req.has_wait_timeout(), req.wait_timeout());
-  if (!wait.ok()) return wait.status();
-  p.wait = *wait;
-  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
-  p.request_id = req.request_id();
+  if (absl::Status s = CheckAcquireFields(req, lease, p); !s.ok()) return s;
   return p;
 }
 
