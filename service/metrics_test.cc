@@ -181,6 +181,41 @@ TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {
             1);
 }
 
+TEST_F(MetricsBackendTest, EachSharedHolderIsAHoldOfItsOwn) {
+  auto shared = [&](const std::string& owner) {
+    AcquireParams p{{"orders", "rw"}, owner, absl::Seconds(30)};
+    p.mode = LockMode::kShared;
+    absl::Notification done;
+    bool acquired = false;
+    backend_->Acquire(std::move(p), nullptr, [&](absl::StatusOr<AcquireResult> r) {
+      acquired = r.ok() && r->acquired;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return acquired;
+  };
+  ASSERT_TRUE(shared("r1"));
+  ASSERT_TRUE(shared("r2"));
+  EXPECT_EQ(Value("lockd_locks_held"), 2);
+  ASSERT_TRUE(Release("orders", "rw", "r1").ok());
+  EXPECT_EQ(Value("lockd_locks_held"), 1);
+  EXPECT_EQ(
+      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "released"}}),
+      1);
+  EXPECT_EQ(
+      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),
+      0);
+  ASSERT_TRUE(shared("r3"));
+  absl::Notification forced;
+  backend_->ForceRelease(ForceReleaseParams{{"orders", "rw"}, 0},
+                         [&](absl::StatusOr<ForceReleaseResult>) { forced.Notify(); });
+  forced.WaitForNotification();
+  EXPECT_EQ(Value("lockd_locks_held"), 0);
+  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
+                  {{"namespace", "orders"}, {"ended", "force_released"}}),
+            2);
+}
+
 TEST_F(MetricsBackendTest, BuildInfoCarriesTheVersionFileAndTheRevision) {
   std::ifstream file(std::string(LOCKD_SOURCE_DIR) + "/VERSION");
   std::string version;
