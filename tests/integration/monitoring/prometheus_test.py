@@ -276,7 +276,7 @@ class PrometheusTest(unittest.TestCase):
         for secret in (SECRET_NAME, SECRET_OWNER, "order/1", "tok-orders", "svc-orders"):
             self.assertNotIn(secret, text)
         labels = set(re.findall(r'(\w+)="', text))
-        self.assertLessEqual(labels, {"backend", "namespace", "mode", "result", "ended",
+        self.assertLessEqual(labels, {"backend", "namespace", "kind", "mode", "result", "ended",
                                       "operation", "permission", "code", "le", "version",
                                       "revision", "quantile"})
 
