@@ -249,6 +249,20 @@ TEST(AcquireAllTest, RetryWithTheSameRequestIdReplaysEachGrant) {
   backend.Shutdown();
 }
 
+TEST(AcquireAllTest, RetryOfACallThatGaveBackTakesTheLocksAgain) {
+  RecordingBackend backend;
+  ASSERT_TRUE(SyncAcquire(backend, Acq("b", "bob"))->acquired);
+  Outcome first = RunAll(backend, All({"a", "b"}, "alice", absl::ZeroDuration(), "req-2"));
+  ASSERT_FALSE(first.resp.acquired());
+  ASSERT_TRUE(SyncRelease(backend, Rel("b", "bob")).ok());
+  Outcome again = RunAll(backend, All({"a", "b"}, "alice", absl::ZeroDuration(), "req-2"));
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  ASSERT_TRUE(again.resp.acquired());
+  EXPECT_TRUE(Held(backend, "a", "alice"));
+  EXPECT_TRUE(Held(backend, "b", "alice"));
+  backend.Shutdown();
+}
+
 TEST(AcquireAllTest, AuthorizesEachNamespaceOnce) {
   AcquireAllParams p = All({"a", "b"}, "alice");
   p.locks.push_back({LockKey{"other", "c"}, LockKind{}});

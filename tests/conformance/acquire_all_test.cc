@@ -177,6 +177,25 @@ TEST_P(AcquireAllRules, RetryWithTheSameRequestIdIsIdempotent) {
   EXPECT_EQ(Describe("b").hold_count(), 1u);
 }
 
+// A retry of a call that gave its holds back never replays a grant that
+// was undone: it takes the locks anew.
+TEST_P(AcquireAllRules, RetryAfterAGiveBackHoldsWhatItAnswers) {
+  MustAcquire("b", "bob");
+  v1::AcquireAllResponse first, again;
+  ASSERT_TRUE(AcquireAll({{"a"}, {"b"}}, "alice", &first, absl::ZeroDuration(), "all-3").ok());
+  ASSERT_FALSE(first.acquired());
+  v1::ReleaseResponse rel;
+  ASSERT_TRUE(Release("b", "bob", &rel).ok());
+  ASSERT_TRUE(
+      AcquireAll({{"a"}, {"b"}}, "alice", &again, absl::ZeroDuration(), "all-3", Stub(1)).ok());
+  ASSERT_TRUE(again.acquired());
+  for (int i = 0; i < 2; ++i) {
+    v1::LockInfo info = Describe(i == 0 ? "a" : "b", "", Stub(2));
+    EXPECT_EQ(info.owner(), "alice");
+    EXPECT_EQ(info.fencing_token(), again.locks(i).fencing_token());
+  }
+}
+
 TEST_P(AcquireAllRules, UndoOfOneLockByTheCallsRequestId) {
   v1::AcquireAllResponse resp;
   ASSERT_TRUE(AcquireAll({{"a"}, {"b"}}, "alice", &resp, absl::ZeroDuration(), "all-2").ok());
