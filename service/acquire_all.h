@@ -32,9 +32,10 @@
 //    `blocked_on` the LockInfo of the lock whose wait ended; or the error
 //    (the backend's, mapped by BackendToGrpcStatus, or CANCELLED).
 //
-// Threading: StartAcquireAll returns at once; `deliver` then `done` run once
-// each, in that order, on any thread (possibly inline), never concurrently.
-// The call's state is owned by the callback chain; nothing is shared.
+// Threading: StartAcquireAll does not block (`done` may run before it
+// returns). `deliver` runs at most once (only when every lock is held), then
+// `done` exactly once, on any thread, never concurrently. The call's state
+// is owned by its chain of callbacks (one at a time), so it needs no mutex.
 
 #ifndef LOCKD_SERVICE_ACQUIRE_ALL_H_
 #define LOCKD_SERVICE_ACQUIRE_ALL_H_
