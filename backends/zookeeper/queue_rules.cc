@@ -1,0 +1,43 @@
+#include "backends/zookeeper/queue_rules.h"
+
+#include <cstdint>
+
+namespace lockd::zk {
+
+size_t AdmittedCount(const std::vector<Contender>& queue) {
+  if (queue.empty()) return 0;
+  const ContenderKind& head = queue.front().kind;
+  if (head.exclusive_lock()) return 1;
+  size_t n = 1;
+  if (head.shared_lock()) {
+    while (n < queue.size() && queue[n].kind.shared_lock()) ++n;
+    return n;
+  }
+  uint64_t permits = head.permits;
+  while (n < queue.size() && queue[n].kind.semaphore() && queue[n].kind.limit == head.limit &&
+         permits + queue[n].kind.permits <= head.limit) {
+    permits += queue[n].kind.permits;
+    ++n;
+  }
+  return n;
+}
+
+std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx) {
+  const ContenderKind& own = queue[idx].kind;
+  if (own.shared_lock()) {
+    for (size_t i = idx; i-- > 0;) {
+      if (queue[i].kind.exclusive_lock()) return {i};
+    }
+    // Nothing exclusive ahead, yet not admitted: a node of another kind
+    // blocks it (it is about to leave); its predecessor's exit tells.
+    return {idx - 1};
+  }
+  if (own.semaphore() && idx == AdmittedCount(queue) && queue.front().kind.semaphore()) {
+    std::vector<size_t> all(idx);
+    for (size_t i = 0; i < idx; ++i) all[i] = i;
+    return all;
+  }
+  return {idx - 1};
+}
+
+}  // namespace lockd::zk
