@@ -40,4 +40,13 @@ std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx
   return {idx - 1};
 }
 
+Reentry ReentryFor(const ContenderKind& held, const ContenderKind& asked) {
+  if (!held.SameKindAs(asked)) return Reentry::kKindMismatch;
+  if (held.semaphore()) {
+    return held.permits == asked.permits ? Reentry::kReenter : Reentry::kPermitsMismatch;
+  }
+  // An exclusive holder asking SHARED keeps its exclusive hold.
+  return held.shared_lock() && asked.exclusive_lock() ? Reentry::kUpgrade : Reentry::kReenter;
+}
+
 }  // namespace lockd::zk

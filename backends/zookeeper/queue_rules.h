@@ -41,6 +41,16 @@ size_t AdmittedCount(const std::vector<Contender>& queue);
 // for the first waiter of a semaphore (every holder).
 std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx);
 
+// What an acquire of kind `asked` by an owner already holding the name with
+// a node of kind `held` is (docs/api.md "Reentrancy across modes").
+enum class Reentry {
+  kReenter,          // hold count + 1 on the held node, same token
+  kUpgrade,          // SHARED held, EXCLUSIVE asked: only if alone
+  kKindMismatch,     // a lock and a semaphore, or two limits
+  kPermitsMismatch,  // a semaphore asked with other permits
+};
+Reentry ReentryFor(const ContenderKind& held, const ContenderKind& asked);
+
 }  // namespace lockd::zk
 
 #endif  // LOCKD_BACKENDS_ZOOKEEPER_QUEUE_RULES_H_
