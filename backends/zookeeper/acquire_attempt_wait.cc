@@ -210,7 +210,9 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
     Finish(*std::move(granted));
     return;
   }
-  if (type == ZOO_CHANGED_EVENT && Basename(watched) == Basename(path)) {
+  // A semaphore waiter's predecessor admitted (its mark cleared) may admit
+  // it too: list again. Other kinds only re-set the watch.
+  if (type == ZOO_CHANGED_EVENT && Basename(watched) == Basename(path) && !kind_.semaphore()) {
     // The predecessor's data changed (a renewal or reentrant acquire, when
     // it holds the lock): the watch is used up, so set it again. Without a
     // holder read, OnWatchSet() uses the holder's path only when the
