@@ -336,8 +336,10 @@ void LeaseTracker::OnLockRead(const LockKey& key, bool with_lock_data, const Lis
   v.contenders = children.queue.size();
   const size_t admitted = AdmittedCount(children.queue);
   if (admitted == 0) {
-    absl::MutexLock l(&mu_);
-    RetainLocked(key, v.holders);
+    {
+      absl::MutexLock l(&mu_);
+      RetainLocked(key, v.holders);
+    }
     std::move(cb)(std::move(v));
     return;
   }
