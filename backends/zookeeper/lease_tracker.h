@@ -23,7 +23,7 @@
 //   - any read that finds a lease that ran out (StateOf, ReadLock users).
 //
 // Also kept per lock: the "floor", the highest contender sequence this
-// replica has seen holding it, so that a waiter whose predecessor at or
+// replica has seen as the lowest node, so that a waiter whose predecessor at or
 // below the floor was deleted knows it is lowest without listing.
 //
 // Thread-safe: all state is guarded by mu_. Lock order: an AcquireAttempt's
