@@ -32,10 +32,15 @@ std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx
     // blocks it (it is about to leave); its predecessor's exit tells.
     return {idx - 1};
   }
-  if (own.semaphore() && idx == AdmittedCount(queue) && queue.front().kind.semaphore()) {
-    std::vector<size_t> all(idx);
-    for (size_t i = 0; i < idx; ++i) all[i] = i;
-    return all;
+  const size_t admitted = AdmittedCount(queue);
+  if (own.semaphore() && queue.front().kind.semaphore() && idx - admitted < kSemaphoreWindow) {
+    uint64_t waiting = 0;
+    for (size_t i = admitted; i <= idx; ++i) waiting += queue[i].kind.permits;
+    if (waiting <= own.limit) {
+      std::vector<size_t> all(admitted);
+      for (size_t i = 0; i < admitted; ++i) all[i] = i;
+      return all;
+    }
   }
   return {idx - 1};
 }

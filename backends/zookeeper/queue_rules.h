@@ -16,10 +16,13 @@
 //     EXCLUSIVE contender its immediate predecessor; a SHARED one the
 //     nearest EXCLUSIVE contender before it (only that one's exit can admit
 //     it); a semaphore contender its predecessor while that one waits too
-//     (it cannot be admitted before it). The first waiting semaphore
-//     contender is the exception: any holder's exit frees permits for it,
-//     so it watches every holder; no other waiter watches a holder of a
-//     semaphore, so each node still has at most one watcher.
+//     (it cannot be admitted before it). The first waiters of a semaphore
+//     are the exception: those whose permits, with those of the waiters
+//     ahead of them, fit in the limit (at most kSemaphoreWindow of them)
+//     watch every holder, since any holder's exit frees permits towards
+//     them; they are admitted in parallel rather than one after the other's
+//     grant (each admission takes a read and a quorum write). An exit wakes
+//     at most that window, never the whole queue.
 //
 // Pure functions; thread-safe.
 
@@ -33,12 +36,15 @@
 
 namespace lockd::zk {
 
+// The most semaphore waiters that watch the holders (see above).
+inline constexpr size_t kSemaphoreWindow = 16;
+
 // How many contenders at the head of `queue` hold the name.
 size_t AdmittedCount(const std::vector<Contender>& queue);
 
 // The indexes in `queue` of the nodes the waiting contender at `idx` watches
 // (REQUIRES: AdmittedCount(queue) <= idx < queue.size()). One node, except
-// for the first waiter of a semaphore (every holder).
+// for the first waiters of a semaphore (every holder).
 std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx);
 
 // What an acquire of kind `asked` by an owner already holding the name with

@@ -188,12 +188,21 @@ TEST(QueueRulesTest, WaitersWatchOneNodeEachNoHerd) {
   EXPECT_THAT(WatchTargets(q, 1), ElementsAre(0u));
   EXPECT_THAT(WatchTargets(q, 2), ElementsAre(1u));
   // Semaphore: the first waiter watches every holder (any exit can admit
-  // it); the others their predecessor. No holder has a second watcher.
+  // it); the others, whose permits do not fit beside its, their
+  // predecessor. No holder has a second watcher.
   q = Queue({Sem(1, 2), Sem(1, 2), Sem(1, 2), Sem(2, 2), Sem(1, 2)});
   ASSERT_EQ(AdmittedCount(q), 2u);
   EXPECT_THAT(WatchTargets(q, 2), ElementsAre(0u, 1u));
   EXPECT_THAT(WatchTargets(q, 3), ElementsAre(2u));
   EXPECT_THAT(WatchTargets(q, 4), ElementsAre(3u));
+  // Waiters whose permits fit in the limit together all watch the holders,
+  // to be admitted in parallel; a waiter beyond the limit its predecessor.
+  std::vector<Contender> many =
+      Queue({Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3)});
+  ASSERT_EQ(AdmittedCount(many), 3u);
+  EXPECT_THAT(WatchTargets(many, 3), ElementsAre(0u, 1u, 2u));
+  EXPECT_THAT(WatchTargets(many, 5), ElementsAre(0u, 1u, 2u));
+  EXPECT_THAT(WatchTargets(many, 6), ElementsAre(5u));
   std::vector<int> watchers(q.size());
   for (size_t i = AdmittedCount(q); i < q.size(); ++i) {
     for (size_t t : WatchTargets(q, i)) ++watchers[t];
