@@ -39,6 +39,7 @@ std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx
     if (waiting <= own.limit) {
       std::vector<size_t> all(admitted);
       for (size_t i = 0; i < admitted; ++i) all[i] = i;
+      if (idx > admitted) all.push_back(idx - 1);  // a waiter ahead giving up
       return all;
     }
   }

@@ -20,8 +20,8 @@
 //     are the exception: those whose permits, with those of the waiters
 //     ahead of them, fit in the limit (at most kSemaphoreWindow of them)
 //     watch every holder, since any holder's exit frees permits towards
-//     them; they are admitted in parallel rather than one after the other's
-//     grant (each admission takes a read and a quorum write). An exit wakes
+//     them, and their predecessor (which may give up); they are admitted in parallel rather than
+//     one after the other's grant (each admission takes a read and a quorum write). An exit wakes
 //     at most that window, never the whole queue.
 //
 // Pure functions; thread-safe.
