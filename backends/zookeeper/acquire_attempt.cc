@@ -39,12 +39,14 @@ AcquireAttempt::AcquireAttempt(const Deps* deps, AcquireParams params,
       params_(std::move(params)),
       cancel_(std::move(cancel)),
       owner_tag_(OwnerTag(params_.owner)),
+      kind_{params_.limit != 0 ? LockMode::kExclusive : params_.mode, params_.limit,
+            params_.limit != 0 ? params_.permits : 0},
       done_(std::move(done)) {}
 
 void AcquireAttempt::Start(const std::optional<LeaseTracker::Known>& known) {
   if (known.has_value()) {
-    Reenter(known->path, StatOf(known->czxid, known->version), known->data, 0,
-            /*from_cache=*/true);
+    OnOwnHold(known->path, StatOf(known->czxid, known->version), known->data,
+              /*from_cache=*/true);
     return;
   }
   Begin();
@@ -67,7 +69,7 @@ void AcquireAttempt::Begin() {
   {
     absl::MutexLock l(&mu_);
     id_ = id;
-    prefix_ = NewAttemptPrefix(params_.owner);
+    prefix_ = NewAttemptPrefix(params_.owner, kind_);
   }
   CreateNode();
 }
@@ -255,7 +257,13 @@ void AcquireAttempt::Evaluate(const Listing& listing) {
       FailWithNode(std::move(d.refused));
       return;
     case Decision::kReenter:
-      Reenter(d.known->path, StatOf(d.known->czxid, d.known->version), d.known->data, 0, false);
+      OnOwnHold(d.known->path, StatOf(d.known->czxid, d.known->version), d.known->data, false);
+      return;
+    case Decision::kMismatch:
+      FailWithNode(LockKindMismatchError(params_.key, d.held_limit));
+      return;
+    case Decision::kCheckOwn:
+      CheckOwn(d.own_path);
       return;
     case Decision::kWait:
       if (d.reap.has_value()) {
@@ -269,6 +277,7 @@ void AcquireAttempt::Evaluate(const Listing& listing) {
 AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
   const std::vector<Contender>& queue = listing.queue;
   Decision d;
+  upgrade_alone_ = false;
   size_t idx = FindContender(queue, Basename(path_));
   if (idx < queue.size()) {
     seq_ = queue[idx].seq;
@@ -283,7 +292,25 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     d.action = Decision::kGone;
     return d;
   }
-  if (idx == 0) {
+  std::string lock_path = deps_->paths->Lock(params_.key);
+  if (idx != 0 && !kind_.SameKindAs(queue.front().kind)) {
+    // The holders decide the name's kind.
+    d.action = Decision::kMismatch;
+    d.held_limit = queue.front().kind.limit;
+    return d;
+  }
+  const size_t admitted = AdmittedCount(queue);
+  auto own = listing.first_of_tag.find(owner_tag_);
+  if (own != listing.first_of_tag.end() && own->second < idx && own->second < admitted &&
+      queue[own->second].name != own_checked_) {
+    // A holding node of (probably: the tag is a hash) this owner: the
+    // reentrancy rules apply once its data confirms it.
+    upgrade_alone_ = own->second == 0 && idx == 1;
+    d.action = Decision::kCheckOwn;
+    d.own_path = absl::StrCat(lock_path, "/", queue[own->second].name);
+    return d;
+  }
+  if (idx < admitted) {
     if (NeedsConfirmLocked()) {
       d.action = Decision::kConfirm;
       return d;
@@ -292,10 +319,10 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     d.granted = GrantLocked();
     return d;
   }
-  std::string lock_path = deps_->paths->Lock(params_.key);
+  std::vector<size_t> targets = WatchTargets(queue, idx);
   d.holder_path = absl::StrCat(lock_path, "/", queue.front().name);
-  d.pred_path = absl::StrCat(lock_path, "/", queue[idx - 1].name);
-  d.waiters = queue.size() - 2;
+  d.pred_path = absl::StrCat(lock_path, "/", queue[targets[0]].name);
+  d.waiters = queue.size() - admitted - 1;
   if (params_.wait <= absl::ZeroDuration()) {
     d.action = Decision::kTryOnce;
     return d;
@@ -306,24 +333,25 @@ AcquireAttempt::Decision AcquireAttempt::DecideLocked(const Listing& listing) {
     return d;
   }
   d.action = Decision::kWait;
-  auto own = listing.first_of_tag.find(owner_tag_);
-  if (own != listing.first_of_tag.end() && own->second < idx) {
+  if (kind_.exclusive_lock() && own != listing.first_of_tag.end() && own->second < idx) {
     // A node of this same owner (probably: the tag is a hash) is ahead.
     // When it comes to hold the lock, nothing changes for the predecessor,
     // yet this attempt must be granted at once as a reentrant acquire: watch
     // the holder instead, and look again whenever it goes.
     d.pred_path = d.holder_path;
     watched_ =
-        WatchTarget{queue.front().name, true, idx != 1, queue.front().seq, queue.front().seq};
+        WatchTarget{queue.front().name, {}, true, idx != 1, queue.front().seq, queue.front().seq};
   } else {
     watched_ =
-        WatchTarget{queue[idx - 1].name, idx == 1, false, queue[idx - 1].seq, queue.front().seq};
+        WatchTarget{queue[targets[0]].name, {}, targets[0] == 0, false, queue[targets[0]].seq,
+                    queue.front().seq};
+    for (size_t i = 1; i < targets.size(); ++i) watched_.also.push_back(queue[targets[i]].name);
   }
   if (state_ == State::kRecheck) state_ = State::kRunning;
   // A node's owner never changes, and this replica's sighting of its lease
   // is what counts here: a holder it knows needs no read.
-  std::optional<LeaseTracker::Known> h = deps_->leases->Lookup(params_.key);
-  if (idx > 1 && h.has_value() && h->path == d.holder_path) {
+  std::optional<LeaseTracker::Known> h = deps_->leases->LookupPath(params_.key, d.holder_path);
+  if (idx > 1 && h.has_value()) {
     d.read_holder = false;
     if (h->data.owner == params_.owner && !h->expired && !h->data.waiting) {
       d.action = Decision::kReenter;
@@ -344,7 +372,8 @@ AcquireResult AcquireAttempt::GrantLocked() {
 }
 
 AcquireResult AcquireAttempt::GrantLocked(const NodeData& data, const struct Stat& stat) {
-  deps_->leases->NoteFloor(params_.key, lock_czxid_, seq_);
+  // Only an exclusive holder is the lowest node (others may hold below it).
+  if (kind_.exclusive_lock()) deps_->leases->NoteFloor(params_.key, lock_czxid_, seq_);
   deps_->waiters->Discharge(id_);
   const absl::Time lease_start = absl::Now();  // the tracker starts the lease below
   LeaseTracker::Sighting s = deps_->leases->Observe(params_.key, path_, stat, data,
@@ -352,7 +381,7 @@ AcquireResult AcquireAttempt::GrantLocked(const NodeData& data, const struct Sta
   AcquireResult granted;
   granted.acquired = true;
   granted.fencing_token = static_cast<uint64_t>(czxid_);
-  granted.hold_count = s.state.held ? s.state.hold_count : 1;
+  granted.hold_count = s.expired ? 1 : data.holds;
   granted.ttl = params_.ttl;
   granted.lease_start = lease_start;
   return granted;
@@ -392,8 +421,25 @@ void AcquireAttempt::OnHolderRead(const std::string& holder_path, size_t waiters
                                                     false, static_cast<uint32_t>(waiters));
   // A grant not confirmed yet is not a hold to reenter (zk_codec.h).
   bool mine = d.owner == params_.owner && !d.waiting;
+  int32_t seq;
+  ContenderKind head;
+  ContenderSeq(Basename(holder_path), &seq, &head);
   if (mine && !s.expired) {
-    Reenter(holder_path, r.stat, d, 0, false);
+    OnOwnHold(holder_path, r.stat, d, false);
+  } else if (!s.expired && !head.exclusive_lock()) {
+    // Several holders: answer them all, read after the own node's delete.
+    LockKey key = params_.key;
+    LeaseTracker* leases = deps_->leases;
+    Ptr self = shared_from_this();
+    leases->ReadLock(key, false, [self, leases, key](absl::StatusOr<LockView> v) {
+      if (!v.ok()) {
+        self->Finish(v.status());
+        return;
+      }
+      AcquireResult refused;
+      refused.current = leases->StateOf(key, *v);
+      self->Finish(std::move(refused));
+    });
   } else if (s.expired) {
     Ptr self = shared_from_this();
     deps_->leases->Reap(params_.key, holder_path, s.version, 0, [self] { self->Restart(); });

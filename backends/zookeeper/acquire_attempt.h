@@ -2,20 +2,34 @@
 // ZooKeeper backend (etcd's concurrency/mutex.go plays the same part).
 //
 // The recipe: create a persistent sequential contender node named
-// "c-<attempt id>-<seq>" under the lock node, list the queue, and
-//   - lowest: granted (the node is the holding; its czxid the token);
-//   - not lowest, try-once (wait == 0): delete the node, answer the holder;
-//   - not lowest, waiting: be admitted under the max_waiters rule
-//     (backends/common/waiter_registry.h) and watch
-//     the immediate predecessor (no herd); when it goes, list again, or,
-//     when everything below it is known gone (LeaseTracker floors), be
-//     granted without listing.
-// This owner already holding the lock (through any replica) makes it a
-// reentrant acquire: the holder node's data is rewritten with a version
-// check and the attempt's own node deleted. A waiter that sees a node of its
-// own owner ahead of it (by the owner tag in node names, zk_codec.h) watches
-// the holder instead of its predecessor, so that it is granted at once when
-// that node comes to hold the lock.
+// "c-<attempt id>-<kind><seq>" under the lock node (the kind asked for, an
+// exclusive or shared lock or k permits of a semaphore, is in the name:
+// zk_codec.h), list the queue, and
+//   - the head is of another kind (a lock, a semaphore, another limit):
+//     delete the node, answer LOCK_KIND_MISMATCH;
+//   - admitted (queue_rules.h: the head, readers behind a reader head,
+//     permits that fit behind a semaphore head): granted (the node is the
+//     holding; its czxid the token);
+//   - not admitted, try-once (wait == 0): delete the node, answer the
+//     holders;
+//   - not admitted, waiting: be admitted under the max_waiters rule
+//     (backends/common/waiter_registry.h) and watch the node(s) that
+//     queue_rules.h WatchTargets names (no herd); when one goes, list
+//     again, or, for an exclusive contender whose predecessor was the
+//     lowest (or everything below it is known gone: LeaseTracker floors),
+//     be granted without listing.
+// This owner already holding the name (through any replica, by the owner
+// tag in node names, zk_codec.h, confirmed by the node's data) follows
+// the reentrancy rules (queue_rules.h ReentryFor): a reentrant acquire
+// rewrites the holding node's data with a version check and deletes the
+// attempt's own node; an upgrade (SHARED held, EXCLUSIVE asked), when the
+// owner's shared node is the only one ahead of the attempt's, deletes the
+// shared node and confirms the attempt's (exclusive, hold count + 1, a new
+// larger token) in one multi, else UPGRADE_WOULD_BLOCK; a kind or permits
+// mismatch is answered at once. An exclusive waiter that sees a node of its
+// own owner waiting ahead of it watches the holder instead of its
+// predecessor, so that it is granted at once when that node comes to hold
+// the lock.
 //
 // Confirmed grants: a waiter marks its node waiting (NodeData::waiting)
 // when it parks, and when the node becomes lowest clears the mark with a
@@ -56,6 +70,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -65,6 +80,7 @@
 #include "backends/zookeeper/contender_listing.h"
 #include "backends/zookeeper/lease_tracker.h"
 #include "backends/zookeeper/node_deleter.h"
+#include "backends/zookeeper/queue_rules.h"
 #include "backends/zookeeper/zk_common.h"
 #include "backends/zookeeper/zk_transport.h"
 
@@ -126,6 +142,9 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   using Ptr = std::shared_ptr<AcquireAttempt>;
   struct WatchTarget {
     std::string name;  // child name of the watched node
+    // More watched nodes (the first waiter of a semaphore watches every
+    // holder); an event on any of them counts as one on `name`.
+    std::vector<std::string> also;
     bool is_holder = false;
     // The holder is watched in place of a predecessor of this same owner:
     // its deletion says nothing about who is lowest now.
@@ -144,8 +163,21 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   void AdoptFound(const std::string& path, ListingPtr listing);
   // What Evaluate() does next, decided under mu_.
   struct Decision {
-    enum { kGone, kStop, kGranted, kConfirm, kTryOnce, kFull, kWait, kReenter } action = kGone;
+    enum {
+      kGone,
+      kStop,
+      kGranted,
+      kConfirm,
+      kTryOnce,
+      kFull,
+      kWait,
+      kReenter,
+      kMismatch,
+      kCheckOwn
+    } action = kGone;
     std::string holder_path, pred_path;
+    std::string own_path;     // kCheckOwn: a holding node of this owner's tag
+    uint32_t held_limit = 0;  // kMismatch: the holders' limit
     AcquireResult granted;
     size_t waiters = 0;
     bool read_holder = true;
@@ -174,6 +206,13 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   bool CheckHolderWhileWatching(const std::string& holder_path, const Result& holder);
   void OnPredecessorDeleted(int rc);
   void Reevaluate();
+  // This owner holds the name through `path` (data `d` at `stat`): the
+  // reentrancy rules (queue_rules.h ReentryFor). `from_cache`: a sighting
+  // of this replica, which only a reentrant acquire may act on.
+  void OnOwnHold(const std::string& path, const struct Stat& stat, const NodeData& d,
+                 bool from_cache);
+  void CheckOwn(const std::string& path);
+  void Upgrade(const std::string& held_path, const struct Stat& stat, const NodeData& d);
   void Reenter(const std::string& path, const struct Stat& stat, const NodeData& d, int tries,
                bool from_cache);
   void OnReentered(const std::string& path, const NodeData& nd, int64_t czxid, int tries,
@@ -198,6 +237,7 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   const AcquireParams params_;
   const std::shared_ptr<CancelSignal> cancel_;
   const uint64_t owner_tag_;  // OwnerTag(params_.owner)
+  const ContenderKind kind_;  // asked for, from params_
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kRunning;
@@ -220,6 +260,12 @@ class AcquireAttempt final : public WaiterRegistry::Call,
   bool marked_ ABSL_GUARDED_BY(mu_) = false;
   int64_t lock_czxid_ ABSL_GUARDED_BY(mu_) = 0;  // lock node incarnation of the queue
   WatchTarget watched_ ABSL_GUARDED_BY(mu_);
+  // The node of this owner's tag ahead that CheckOwn found not to be a
+  // live hold of this owner (not checked again), and whether the last
+  // listing had the attempt's node right behind the owner's head node
+  // (an upgrade is then possible).
+  std::string own_checked_ ABSL_GUARDED_BY(mu_);
+  bool upgrade_alone_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace lockd::zk

@@ -1,6 +1,7 @@
 // AcquireAttempt: watching the predecessor, reentrant acquires, starting
 // over, and ending an attempt (answer, abandon, fail).
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,22 @@ void AcquireAttempt::Watch(const std::string& holder_path, const std::string& pr
         self->marked_ = true;
       }));
     }
+  }
+  std::vector<std::string> also;
+  {
+    absl::MutexLock l(&mu_);
+    if (!watched_.is_holder || watched_.name == Basename(pred_path)) also = watched_.also;
+  }
+  std::string lock_path = deps_->paths->Lock(params_.key);
+  for (const std::string& name : also) {
+    // A watched holder already gone counts as its deletion.
+    std::string path = absl::StrCat(lock_path, "/", name);
+    ops.push_back(Op::Get(
+        path,
+        [self, path](Result r) {
+          if (r.rc == ZNONODE) self->OnWatch(ZOO_DELETED_EVENT, path);
+        },
+        id));
   }
   std::shared_ptr<Result> holder_read;
   if (read_holder && holder_path != pred_path) {
@@ -86,7 +103,8 @@ void AcquireAttempt::OnWatchSet(const std::string& holder_path, Result pred, Res
   // granted at once as a reentrant acquire. Watch the holder instead: when
   // it goes, the queue is read again.
   NodeData pd;
-  if (!was_holder_watch && DecodeNodeData(pred.value, &pd) && pd.owner == params_.owner) {
+  if (kind_.exclusive_lock() && !was_holder_watch && DecodeNodeData(pred.value, &pd) &&
+      pd.owner == params_.owner) {
     {
       absl::MutexLock l(&mu_);
       if (state_ == State::kDone) return;
@@ -137,7 +155,7 @@ bool AcquireAttempt::CheckHolderWhileWatching(const std::string& holder_path,
     // This owner already holds the lock (acquired through another replica
     // or an earlier call): a reentrant acquire. The watch just set fires
     // later into nothing.
-    Reenter(holder_path, holder.stat, d, 0, false);
+    OnOwnHold(holder_path, holder.stat, d, false);
     return true;
   }
   if (reap.has_value()) deps_->leases->Reap(params_.key, holder_path, *reap, 0, nullptr);
@@ -152,7 +170,10 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
     absl::MutexLock l(&mu_);
     // A watch set before the attempt started over with a new node stays
     // registered; its event says nothing about the current predecessor.
-    if (Basename(path) != watched_.name) return;
+    if (Basename(path) != watched_.name && std::find(watched_.also.begin(), watched_.also.end(),
+                                                     Basename(path)) == watched_.also.end()) {
+      return;
+    }
     if (state_ == State::kRunning) {
       state_ = State::kRecheck;
       return;
@@ -164,7 +185,7 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
     // predecessor was the lowest, or has been seen holding the lock:
     // sequence numbers are never reused, so nothing can have appeared in
     // between, and this node is now the lowest: no need to list.
-    if (type == ZOO_DELETED_EVENT && !watched_.skips &&
+    if (kind_.exclusive_lock() && type == ZOO_DELETED_EVENT && !watched_.skips &&
         (watched_.seq == watched_.lowest_seq ||
          deps_->leases->FloorCovers(params_.key, lock_czxid_, watched_.seq))) {
       Ptr self = shared_from_this();
@@ -189,7 +210,9 @@ void AcquireAttempt::OnWatch(int type, absl::string_view path) {
     Finish(*std::move(granted));
     return;
   }
-  if (type == ZOO_CHANGED_EVENT) {
+  // A semaphore waiter's predecessor admitted (its mark cleared) may admit
+  // it too: list again. Other kinds only re-set the watch.
+  if (type == ZOO_CHANGED_EVENT && Basename(watched) == Basename(path) && !kind_.semaphore()) {
     // The predecessor's data changed (a renewal or reentrant acquire, when
     // it holds the lock): the watch is used up, so set it again. Without a
     // holder read, OnWatchSet() uses the holder's path only when the
@@ -354,6 +377,122 @@ void AcquireAttempt::Reevaluate() {
   });
 }
 
+void AcquireAttempt::OnOwnHold(const std::string& path, const struct Stat& stat, const NodeData& d,
+                               bool from_cache) {
+  int32_t seq;
+  ContenderKind held;
+  ContenderSeq(Basename(path), &seq, &held);
+  Reentry rule = ReentryFor(held, kind_);
+  if (rule == Reentry::kReenter) {
+    Reenter(path, stat, d, 0, from_cache);
+    return;
+  }
+  if (from_cache) {
+    Begin();  // only a fresh read may refuse or upgrade
+    return;
+  }
+  switch (rule) {
+    case Reentry::kKindMismatch:
+      FailWithNode(LockKindMismatchError(params_.key, held.limit));
+      return;
+    case Reentry::kPermitsMismatch:
+      FailWithNode(PermitsMismatchError(params_.key, held.permits, kind_.permits));
+      return;
+    case Reentry::kUpgrade:
+      Upgrade(path, stat, d);
+      return;
+    case Reentry::kReenter:
+      break;
+  }
+}
+
+// Reads the node `path` of this owner's tag, a holding: if it is this
+// owner's live hold, the reentrancy rules apply; otherwise the queue is
+// evaluated again without it.
+void AcquireAttempt::CheckOwn(const std::string& path) {
+  Ptr self = shared_from_this();
+  deps_->zk->Submit(Op::Get(path, [self, path](Result r) {
+    NodeData d;
+    if (r.rc == ZOK && !DecodeNodeData(r.value, &d)) {
+      self->FailWithNode(
+          absl::InternalError(absl::StrCat("unreadable data in ZooKeeper node ", path)));
+      return;
+    }
+    if (r.rc != ZOK && r.rc != ZNONODE) {
+      self->FailWithNode(
+          ZkError(absl::StrCat("reading the holders of lock ", LockName(self->params_.key)), r.rc));
+      return;
+    }
+    if (r.rc == ZOK && d.owner == self->params_.owner && !d.waiting) {
+      LeaseTracker::Sighting s =
+          self->deps_->leases->Observe(self->params_.key, path, r.stat, d, false);
+      if (s.expired) {
+        self->deps_->leases->Reap(self->params_.key, path, s.version, 0,
+                                  [self] { self->Reevaluate(); });
+        return;
+      }
+      self->OnOwnHold(path, r.stat, d, false);
+      return;
+    }
+    {
+      absl::MutexLock l(&self->mu_);
+      if (self->state_ == State::kDone) return;
+      self->own_checked_ = std::string(Basename(path));
+    }
+    self->Reevaluate();
+  }));
+}
+
+// The owner's shared node `held_path` (data `d` at `stat`) is the only one
+// ahead of the attempt's exclusive node: one multi deletes it and confirms
+// the attempt's node with the hold count + 1. The attempt's node, created
+// after every earlier grant, is the new, larger token.
+void AcquireAttempt::Upgrade(const std::string& held_path, const struct Stat& stat,
+                             const NodeData& d) {
+  std::string path;
+  int32_t version;
+  bool alone;
+  {
+    absl::MutexLock l(&mu_);
+    if (state_ == State::kDone) return;
+    path = path_;
+    version = version_;
+    alone = upgrade_alone_;
+  }
+  if (path.empty() || !alone) {
+    FailWithNode(UpgradeWouldBlockError(params_.key));
+    return;
+  }
+  NodeData nd = InitialData(params_);
+  nd.holds = d.holds + 1;
+  nd.lease = 1;
+  if (!params_.request_id.empty()) nd.last_holds = nd.holds;
+  std::vector<Op> ops;
+  ops.push_back(Op::Delete(held_path, stat.version, nullptr));
+  ops.push_back(Op::Set(path, EncodeNodeData(nd), version, nullptr));
+  Ptr self = shared_from_this();
+  deps_->zk->Submit(Op::Multi(std::move(ops), [self, held_path, nd](Result r) {
+    int rc = MultiRc(r);
+    if (rc == ZBADVERSION || rc == ZNONODE) {
+      self->Reevaluate();  // the shared hold changed meanwhile
+      return;
+    }
+    if (rc != ZOK) {
+      self->FailWithNode(ZkError(absl::StrCat("upgrading lock ", LockName(self->params_.key)), rc));
+      return;
+    }
+    self->deps_->leases->Forget(self->params_.key, held_path);
+    std::optional<AcquireResult> granted;
+    {
+      absl::MutexLock l(&self->mu_);
+      if (self->state_ == State::kDone) return;
+      self->version_ += 1;  // the set above
+      granted = self->GrantLocked(nd, StatOf(self->czxid_, self->version_));
+    }
+    self->Finish(*std::move(granted));
+  }));
+}
+
 // A reentrant acquire: bumps the hold count and starts a new lease in the
 // holder node `path`, whose data was `d` at `stat.version`.
 void AcquireAttempt::Reenter(const std::string& path, const struct Stat& stat, const NodeData& d,
@@ -458,7 +597,7 @@ void AcquireAttempt::Restart() {
   uint64_t id;
   {
     absl::MutexLock l(&mu_);
-    prefix_ = NewAttemptPrefix(params_.owner);
+    prefix_ = NewAttemptPrefix(params_.owner, kind_);
     path_.clear();
     mark_sent_ = false;
     marked_ = false;

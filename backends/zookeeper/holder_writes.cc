@@ -17,8 +17,8 @@ void HolderWrites::Release(ReleaseParams params, Callback<ReleaseResult> done) {
   op->params = std::move(params);
   op->done = std::move(done);
   const ReleaseParams& p = op->params;
-  std::optional<LeaseTracker::Known> known = leases_->Lookup(p.key);
-  if (known.has_value() && known->data.owner == p.owner && !known->expired &&
+  std::optional<LeaseTracker::Known> known = leases_->Lookup(p.key, p.owner);
+  if (known.has_value() && !known->expired &&
       !(known->data.last == NodeData::Last::kRelease && !p.request_id.empty() &&
         known->data.last_id == p.request_id)) {
     ReleaseOn(op, known->path, StatOf(known->czxid, known->version), known->data,
@@ -41,7 +41,8 @@ void HolderWrites::ReleaseSlow(const std::shared_ptr<ReleaseOp>& op) {
 
 void HolderWrites::ReleaseRead(const std::shared_ptr<ReleaseOp>& op, const LockView& v) {
   const ReleaseParams& p = op->params;
-  if (!v.has_holder || v.holder.owner != p.owner) {
+  const HolderView* mine = v.Of(p.owner);
+  if (mine == nullptr) {
     if (!p.acquire_request_id.empty()) {
       std::move(op->done)(ReleaseResult{false, 0});  // nothing of this owner's to undo
       return;
@@ -56,14 +57,13 @@ void HolderWrites::ReleaseRead(const std::shared_ptr<ReleaseOp>& op, const LockV
       std::move(op->done)(ReleaseResult{true, 0});
       return;
     }
-    std::move(op->done)(
-        LockNotHeldError(p.key, v.has_holder ? "the lock is held by another owner"
-                                             : "the lock is free (released or lease expired)"));
+    std::move(op->done)(LockNotHeldError(
+        p.key, !v.holders.empty() ? "the lock is held by another owner"
+                                  : "the lock is free (released or lease expired)"));
     return;
   }
-  if (std::optional<int32_t> reap = leases_->ExpiredVersion(p.key, v.holder_path);
-      reap.has_value()) {
-    leases_->Reap(p.key, v.holder_path, *reap, 0, nullptr);
+  if (std::optional<int32_t> reap = leases_->ExpiredVersion(p.key, mine->path); reap.has_value()) {
+    leases_->Reap(p.key, mine->path, *reap, 0, nullptr);
     if (!p.acquire_request_id.empty()) {
       std::move(op->done)(ReleaseResult{false, 0});
     } else {
@@ -71,12 +71,12 @@ void HolderWrites::ReleaseRead(const std::shared_ptr<ReleaseOp>& op, const LockV
     }
     return;
   }
-  if (!p.request_id.empty() && v.holder.last == NodeData::Last::kRelease &&
-      v.holder.last_id == p.request_id) {
-    std::move(op->done)(ReleaseResult{false, v.holder.last_holds});
+  if (!p.request_id.empty() && mine->data.last == NodeData::Last::kRelease &&
+      mine->data.last_id == p.request_id) {
+    std::move(op->done)(ReleaseResult{false, mine->data.last_holds});
     return;
   }
-  ReleaseOn(op, v.holder_path, v.holder_stat, v.holder, false);
+  ReleaseOn(op, mine->path, mine->stat, mine->data, false);
 }
 
 void HolderWrites::ReleaseOn(const std::shared_ptr<ReleaseOp>& op, const std::string& path,
@@ -182,8 +182,8 @@ void HolderWrites::Renew(RenewParams params, Callback<RenewResult> done) {
   auto op = std::make_shared<RenewOp>();
   op->params = std::move(params);
   op->done = std::move(done);
-  std::optional<LeaseTracker::Known> known = leases_->Lookup(op->params.key);
-  if (known.has_value() && known->data.owner == op->params.owner && !known->expired) {
+  std::optional<LeaseTracker::Known> known = leases_->Lookup(op->params.key, op->params.owner);
+  if (known.has_value() && !known->expired) {
     RenewOn(op, known->path, StatOf(known->czxid, known->version), known->data,
             /*from_cache=*/true);
     return;
@@ -198,21 +198,22 @@ void HolderWrites::RenewSlow(const std::shared_ptr<RenewOp>& op) {
       std::move(op->done)(v.status());
       return;
     }
-    if (!v->has_holder) {
+    if (v->holders.empty()) {
       std::move(op->done)(LockNotHeldError(p.key, "the lock is free (released or lease expired)"));
       return;
     }
-    if (v->holder.owner != p.owner) {
+    const HolderView* mine = v->Of(p.owner);
+    if (mine == nullptr) {
       std::move(op->done)(LockNotHeldError(p.key, "the lock is held by another owner"));
       return;
     }
-    if (std::optional<int32_t> reap = leases_->ExpiredVersion(p.key, v->holder_path);
+    if (std::optional<int32_t> reap = leases_->ExpiredVersion(p.key, mine->path);
         reap.has_value()) {
-      leases_->Reap(p.key, v->holder_path, *reap, 0, nullptr);
+      leases_->Reap(p.key, mine->path, *reap, 0, nullptr);
       std::move(op->done)(LockNotHeldError(p.key, "the lease expired"));
       return;
     }
-    RenewOn(op, v->holder_path, v->holder_stat, v->holder, false);
+    RenewOn(op, mine->path, mine->stat, mine->data, false);
   });
 }
 
@@ -277,10 +278,11 @@ void HolderWrites::ForceRelease(ForceReleaseParams params, Callback<ForceRelease
   ForceReleaseNext(op);
 }
 
-// Reads the lock, then deletes its holder node whatever its data version
-// (the node, whose czxid is the token, is the holding). The waiter behind it
-// is granted as after a freeing release. A holding that vanished meanwhile
-// is re-read.
+// Reads the lock, then deletes its holder nodes whatever their data version
+// (each node, whose czxid is its token, is one holding): every one, or with
+// a fencing_token only that one, in one multi. The waiters behind are
+// granted as after a freeing release. A holding that vanished meanwhile is
+// re-read.
 void HolderWrites::ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op) {
   leases_->ReadLock(op->params.key, false, [this, op](absl::StatusOr<LockView> v) {
     const ForceReleaseParams& p = op->params;
@@ -290,29 +292,39 @@ void HolderWrites::ForceReleaseNext(const std::shared_ptr<ForceReleaseOp>& op) {
     }
     ForceReleaseResult out;
     out.previous = leases_->StateOf(p.key, *v);
-    if (!v->has_holder || !out.previous.held) {
+    if (!out.previous.held) {
       std::move(op->done)(std::move(out));
       return;
     }
-    if (p.fencing_token != 0 && out.previous.fencing_token != p.fencing_token) {
+    std::vector<std::string> paths;
+    for (const HolderView& h : v->holders) {
+      if (HolderWrites::OfHold(h.stat, p.fencing_token)) paths.push_back(h.path);
+    }
+    if (paths.empty()) {
       std::move(op->done)(
           FencingTokenMismatchError(p.key, p.fencing_token, out.previous.fencing_token));
       return;
     }
-    const std::string path = v->holder_path;
-    zk_->Submit(deleter_->Track(
-        path, Op::Delete(path, -1, [this, op, path, out = std::move(out)](Result r) mutable {
-          if (r.rc == ZOK) {
-            leases_->Forget(op->params.key, path);
-            out.released = true;
-            std::move(op->done)(std::move(out));
-          } else if (r.rc == ZNONODE && ++op->tries <= kMaxRetries) {
-            ForceReleaseNext(op);  // the holding ended meanwhile
-          } else {
-            std::move(op->done)(
-                ZkError(absl::StrCat("force release of lock ", LockName(op->params.key)), r.rc));
-          }
-        })));
+    auto freed = [this, op, paths, out = std::move(out)](Result r) mutable {
+      r.rc = MultiRc(r);
+      if (r.rc == ZOK) {
+        for (const std::string& path : paths) leases_->Forget(op->params.key, path);
+        out.released = true;
+        std::move(op->done)(std::move(out));
+      } else if (r.rc == ZNONODE && ++op->tries <= kMaxRetries) {
+        ForceReleaseNext(op);  // a holding ended meanwhile
+      } else {
+        std::move(op->done)(
+            ZkError(absl::StrCat("force release of lock ", LockName(op->params.key)), r.rc));
+      }
+    };
+    if (paths.size() == 1) {
+      zk_->Submit(deleter_->Track(paths[0], Op::Delete(paths[0], -1, std::move(freed))));
+      return;
+    }
+    std::vector<Op> ops;
+    for (const std::string& path : paths) ops.push_back(Op::Delete(path, -1, nullptr));
+    zk_->Submit(Op::Multi(std::move(ops), std::move(freed)));
   });
 }
 

@@ -1,5 +1,7 @@
 // Release, Renew and ForceRelease of the ZooKeeper backend: versioned
-// writes of a lock's holder node (any replica can write any lock).
+// writes of a lock's holder nodes (any replica can write any lock). Each
+// holder of a shared lock or a semaphore has its own node: Release and
+// Renew write the caller's (the holder node whose data names its owner).
 //
 //   - Release: one hold less (a versioned set), or at zero a versioned
 //     delete of the holder node; with a request_id, the delete and a
@@ -11,7 +13,12 @@
 //     and reaped), whether or not its timer or the reaper has run yet.
 //     Several renewals at once: RenewBatch (renew_batch.h), built on the
 //     pieces below.
-//   - ForceRelease: deletes the holder node whatever its version.
+//   - ForceRelease: deletes the holder nodes whatever their version: every
+//     one (one multi), or with a fencing_token only the one whose czxid it
+//     is (none: FENCING_TOKEN_MISMATCH with the newest holder's token).
+// The tombstone is one per lock node: with several holders, a retry of a
+// freeing Release answers "released" only until another holder's freeing
+// Release with a request_id replaces it (then LOCK_NOT_HELD).
 // A Release/Renew with a fencing_token writes only the holder node whose
 // czxid is that token; contender node names are unique, so a versioned
 // write of that path never reaches a later hold.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/zookeeper/lease_tracker.h"
+#include "backends/zookeeper/queue_rules.h"
 
 namespace lockd::zk {
 
@@ -121,22 +122,31 @@ void LeaseTracker::ScanLock(const LockKey& key, const std::string& lock_path) {
       ScanLockDone(true);
       return;
     }
-    std::string holder = absl::StrCat(lock_path, "/", r->queue.front().name);
-    zk_->Submit(Op::Get(holder, [this, key, holder](Result g) {
-      NodeData d;
-      std::optional<int32_t> reap;
-      if (g.rc == ZOK && DecodeNodeData(g.value, &d)) {
-        absl::MutexLock l(&mu_);
-        if (!stopped_ && scan_ != nullptr) {
-          Clock::time_point now = Clock::now();
-          Holder& h = ObserveLocked(key, holder, g.stat, d, false, now, now);
-          h.scan = scan_->number;
-          if (Expired(h, now)) reap = h.version;
+    // Every holder node of the lock (one unless shared or a semaphore).
+    const size_t admitted = AdmittedCount(r->queue);
+    auto left = std::make_shared<size_t>(admitted);
+    auto ok = std::make_shared<bool>(true);
+    std::vector<Op> ops;
+    for (size_t i = 0; i < admitted; ++i) {
+      std::string holder = absl::StrCat(lock_path, "/", r->queue[i].name);
+      ops.push_back(Op::Get(holder, [this, key, holder, left, ok](Result g) {
+        NodeData d;
+        std::optional<int32_t> reap;
+        if (g.rc == ZOK && DecodeNodeData(g.value, &d)) {
+          absl::MutexLock l(&mu_);
+          if (!stopped_ && scan_ != nullptr) {
+            Clock::time_point now = Clock::now();
+            Holder& h = ObserveLocked(key, holder, g.stat, d, false, now, now);
+            h.scan = scan_->number;
+            if (Expired(h, now)) reap = h.version;
+          }
         }
-      }
-      if (reap.has_value()) Reap(key, holder, *reap, 0, nullptr);
-      ScanLockDone(g.rc == ZOK || g.rc == ZNONODE);
-    }));
+        if (reap.has_value()) Reap(key, holder, *reap, 0, nullptr);
+        *ok = *ok && (g.rc == ZOK || g.rc == ZNONODE);
+        if (--*left == 0) ScanLockDone(*ok);
+      }));
+    }
+    zk_->Submit(std::move(ops));
   });
 }
 
@@ -147,9 +157,14 @@ void LeaseTracker::EndScan() {
   if (scan_ == nullptr) return;
   if (scan_->complete) {
     for (auto it = holders_.begin(); it != holders_.end();) {
-      Holder& h = it->second;
-      if (h.scan != scan_->number && h.touched < scan_->start) {
+      std::vector<Holder>& hs = it->second;
+      for (size_t i = hs.size(); i-- > 0;) {
+        Holder& h = hs[i];
+        if (h.scan == scan_->number || h.touched >= scan_->start) continue;
         if (h.timer != 0 && !stopped_) timers_->Cancel(h.timer);
+        hs.erase(hs.begin() + static_cast<ptrdiff_t>(i));
+      }
+      if (hs.empty()) {
         holders_.erase(it++);
       } else {
         ++it;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/common/errors.h"
+#include "backends/zookeeper/queue_rules.h"
 #include "util/log.h"
 
 namespace lockd::zk {
@@ -32,22 +33,95 @@ Clock::time_point LeaseTracker::LeaseEnd(const Holder& h) const {
   return h.since + absl::ToChronoNanoseconds(d);
 }
 
-std::optional<LeaseTracker::Known> LeaseTracker::Lookup(const LockKey& key) const {
+LeaseTracker::Known LeaseTracker::KnownLocked(const Holder& h, Clock::time_point now) const {
+  Known k{h.path, h.czxid, h.version, h.data, Expired(h, now)};
+  int32_t seq;
+  ContenderSeq(Basename(h.path), &seq, &k.kind);
+  return k;
+}
+
+std::optional<LeaseTracker::Known> LeaseTracker::Lookup(const LockKey& key,
+                                                        absl::string_view owner) const {
   absl::MutexLock l(&mu_);
   auto it = holders_.find(key);
   if (it == holders_.end()) return std::nullopt;
-  const Holder& h = it->second;
-  return Known{h.path, h.czxid, h.version, h.data, Expired(h, Clock::now())};
+  for (const Holder& h : it->second) {
+    if (h.data.owner == owner) return KnownLocked(h, Clock::now());
+  }
+  return std::nullopt;
+}
+
+std::optional<LeaseTracker::Known> LeaseTracker::LookupPath(const LockKey& key,
+                                                            absl::string_view path) const {
+  absl::MutexLock l(&mu_);
+  auto it = holders_.find(key);
+  if (it == holders_.end()) return std::nullopt;
+  for (const Holder& h : it->second) {
+    if (h.path == path) return KnownLocked(h, Clock::now());
+  }
+  return std::nullopt;
+}
+
+LeaseTracker::Holder* LeaseTracker::FindLocked(const LockKey& key, absl::string_view path) {
+  auto it = holders_.find(key);
+  if (it == holders_.end()) return nullptr;
+  for (Holder& h : it->second) {
+    if (h.path == path) return &h;
+  }
+  return nullptr;
+}
+
+void LeaseTracker::EraseLocked(const LockKey& key, absl::string_view path) {
+  auto it = holders_.find(key);
+  if (it == holders_.end()) return;
+  std::vector<Holder>& hs = it->second;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    if (hs[i].path != path) continue;
+    if (hs[i].timer != 0 && !stopped_) timers_->Cancel(hs[i].timer);
+    hs.erase(hs.begin() + static_cast<ptrdiff_t>(i));
+    break;
+  }
+  if (hs.empty()) holders_.erase(it);
+}
+
+void LeaseTracker::RetainLocked(const LockKey& key, const std::vector<HolderView>& keep) {
+  auto it = holders_.find(key);
+  if (it == holders_.end()) return;
+  std::vector<Holder>& hs = it->second;
+  for (size_t i = hs.size(); i-- > 0;) {
+    bool kept = false;
+    for (const HolderView& v : keep) kept = kept || v.path == hs[i].path;
+    if (kept) continue;
+    if (hs[i].timer != 0 && !stopped_) timers_->Cancel(hs[i].timer);
+    hs.erase(hs.begin() + static_cast<ptrdiff_t>(i));
+  }
+  if (hs.empty()) holders_.erase(it);
 }
 
 LeaseTracker::Holder& LeaseTracker::ObserveLocked(const LockKey& key, const std::string& path,
                                                   const struct Stat& stat, const NodeData& data,
                                                   bool new_lease, Clock::time_point now,
                                                   Clock::time_point start) {
-  Holder& h = holders_[key];
+  std::vector<Holder>& hs = holders_[key];
+  Holder* found = nullptr;
+  for (Holder& h : hs) {
+    if (h.path == path) found = &h;
+  }
+  if (found == nullptr) {
+    // An exclusive holder is the only one: any other known is gone.
+    int32_t seq;
+    ContenderKind kind;
+    if (ContenderSeq(Basename(path), &seq, &kind) && kind.exclusive_lock()) {
+      for (Holder& o : hs) {
+        if (o.timer != 0) timers_->Cancel(o.timer);
+      }
+      hs.clear();
+    }
+    hs.emplace_back();
+    found = &hs.back();
+  }
+  Holder& h = *found;
   if (h.path != path) {
-    if (h.timer != 0) timers_->Cancel(h.timer);
-    h = Holder();
     h.path = path;
     h.lease = data.lease;
     h.since = new_lease ? start : now;
@@ -89,7 +163,9 @@ LeaseTracker::Sighting LeaseTracker::Observe(const LockKey& key, const std::stri
   if (arm) ArmLocked(key, h);
   s.version = h.version;
   s.expired = Expired(h, now);
-  s.state = StateLocked(key, &h, waiters, now);
+  std::vector<const Holder*> hs;
+  for (const Holder& o : holders_[key]) hs.push_back(&o);
+  s.state = StateLocked(key, hs, waiters, now);
   return s;
 }
 
@@ -106,8 +182,7 @@ bool LeaseTracker::ObserveRenewal(const LockKey& key, const std::string& path,
 
 void LeaseTracker::Arm(const LockKey& key, const std::string& path) {
   absl::MutexLock l(&mu_);
-  auto it = holders_.find(key);
-  if (it != holders_.end() && it->second.path == path) ArmLocked(key, it->second);
+  if (Holder* h = FindLocked(key, path); h != nullptr) ArmLocked(key, *h);
 }
 
 void LeaseTracker::ArmLocked(const LockKey& key, Holder& h) {
@@ -124,18 +199,16 @@ void LeaseTracker::ArmLocked(const LockKey& key, Holder& h) {
 
 void LeaseTracker::Forget(const LockKey& key, const std::string& path) {
   absl::MutexLock l(&mu_);
-  auto it = holders_.find(key);
-  if (it == holders_.end() || it->second.path != path) return;
-  if (it->second.timer != 0 && !stopped_) timers_->Cancel(it->second.timer);
-  holders_.erase(it);
+  EraseLocked(key, path);
 }
 
 std::optional<int32_t> LeaseTracker::ExpiredVersion(const LockKey& key,
                                                     const std::string& path) const {
   absl::MutexLock l(&mu_);
   auto it = holders_.find(key);
-  if (it != holders_.end() && it->second.path == path && Expired(it->second, Clock::now())) {
-    return it->second.version;
+  if (it == holders_.end()) return std::nullopt;
+  for (const Holder& h : it->second) {
+    if (h.path == path && Expired(h, Clock::now())) return h.version;
   }
   return std::nullopt;
 }
@@ -157,37 +230,57 @@ bool LeaseTracker::FloorCovers(const LockKey& key, int64_t lock_czxid, int32_t s
   return f != floors_.end() && f->second.lock_czxid == lock_czxid && !SeqBefore(f->second.seq, seq);
 }
 
-LockState LeaseTracker::StateLocked(const LockKey& key, const Holder* h, uint32_t waiters,
-                                    Clock::time_point now) const {
+LockState LeaseTracker::StateLocked(const LockKey& key, const std::vector<const Holder*>& holders,
+                                    uint32_t waiters, Clock::time_point now) const {
   LockState s;
   s.key = key;
   s.waiters = waiters;
-  if (h == nullptr || Expired(*h, now)) return s;
-  s.held = true;
-  s.owner = h->data.owner;
-  s.hold_count = h->data.holds;
-  s.fencing_token = static_cast<uint64_t>(h->czxid);
-  Clock::time_point end = h->since + absl::ToChronoNanoseconds(absl::Milliseconds(h->data.ttl_ms));
-  s.ttl_remaining = std::max(absl::ZeroDuration(), absl::FromChrono(end - now));
+  for (const Holder* h : holders) {
+    if (Expired(*h, now)) continue;
+    int32_t seq;
+    ContenderKind kind;
+    ContenderSeq(Basename(h->path), &seq, &kind);
+    HolderState hs;
+    hs.owner = h->data.owner;
+    hs.mode = kind.mode;
+    hs.hold_count = h->data.holds;
+    hs.permits = kind.permits;
+    hs.fencing_token = static_cast<uint64_t>(h->czxid);
+    Clock::time_point end =
+        h->since + absl::ToChronoNanoseconds(absl::Milliseconds(h->data.ttl_ms));
+    hs.ttl_remaining = std::max(absl::ZeroDuration(), absl::FromChrono(end - now));
+    s.mode = kind.mode;
+    s.limit = kind.limit;
+    s.holders.push_back(std::move(hs));
+  }
+  std::sort(s.holders.begin(), s.holders.end(), [](const HolderState& a, const HolderState& b) {
+    return a.fencing_token < b.fencing_token;
+  });
+  FillNewestHolder(s);
+  if (!s.held) {
+    s.mode = LockMode::kExclusive;
+    s.limit = 0;
+  }
   return s;
 }
 
 LockState LeaseTracker::StateOf(const LockKey& key, const LockView& v) {
-  uint32_t waiters = v.contenders == 0 ? 0 : static_cast<uint32_t>(v.contenders - 1);
+  uint32_t waiters = static_cast<uint32_t>(v.contenders - std::min(v.contenders, v.holders.size()));
   LockState s;
-  std::optional<std::pair<std::string, int32_t>> reap;
+  std::vector<std::pair<std::string, int32_t>> reap;
   {
     absl::MutexLock l(&mu_);
     Clock::time_point now = Clock::now();
-    const Holder* h = nullptr;
-    if (v.has_holder) {
-      auto it = holders_.find(key);
-      if (it != holders_.end() && it->second.path == v.holder_path) h = &it->second;
+    std::vector<const Holder*> hs;
+    for (const HolderView& hv : v.holders) {
+      const Holder* h = FindLocked(key, hv.path);
+      if (h == nullptr) continue;
+      hs.push_back(h);
+      if (Expired(*h, now)) reap.emplace_back(h->path, h->version);
     }
-    s = StateLocked(key, h, waiters, now);
-    if (h != nullptr && !s.held) reap.emplace(h->path, h->version);
+    s = StateLocked(key, hs, waiters, now);
   }
-  if (reap.has_value()) Reap(key, reap->first, reap->second, 0, nullptr);
+  for (auto& [path, version] : reap) Reap(key, path, version, 0, nullptr);
   return s;
 }
 
@@ -241,32 +334,74 @@ void LeaseTracker::OnLockRead(const LockKey& key, bool with_lock_data, const Lis
   v.lock_stat = children.stat;
   if (with_lock_data && data.rc == ZOK) v.lock_data = std::move(data.value);
   v.contenders = children.queue.size();
-  if (children.queue.empty()) {
+  const size_t admitted = AdmittedCount(children.queue);
+  if (admitted == 0) {
+    {
+      absl::MutexLock l(&mu_);
+      RetainLocked(key, v.holders);
+    }
     std::move(cb)(std::move(v));
     return;
   }
-  v.holder_path = absl::StrCat(paths_->Lock(key), "/", children.queue.front().name);
-  std::string holder_path = v.holder_path;
-  zk_->Submit(Op::Get(holder_path, [this, key, with_lock_data, tries, v = std::move(v),
-                                    cb = std::move(cb)](Result r) mutable {
+  // Every holder node read in one batch; the last reply settles the view.
+  struct Reads {
+    LockView view;
+    std::vector<Result> results;
+    absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb;
+  };
+  auto reads = std::make_shared<Reads>();
+  reads->results.resize(admitted);
+  reads->cb = std::move(cb);
+  std::string lock_path = paths_->Lock(key);
+  for (size_t i = 0; i < admitted; ++i) {
+    HolderView h;
+    h.path = absl::StrCat(lock_path, "/", children.queue[i].name);
+    h.kind = children.queue[i].kind;
+    v.holders.push_back(std::move(h));
+  }
+  reads->view = std::move(v);
+  std::vector<Op> ops;
+  for (size_t i = 0; i < admitted; ++i) {
+    ops.push_back(Op::Get(reads->view.holders[i].path,
+                          [this, key, with_lock_data, tries, reads, i, admitted](Result r) mutable {
+                            reads->results[i] = std::move(r);
+                            if (i + 1 < admitted) return;
+                            OnHoldersRead(key, with_lock_data, tries, std::move(reads->view),
+                                          std::move(reads->results), std::move(reads->cb));
+                          }));
+  }
+  zk_->Submit(std::move(ops));
+}
+
+void LeaseTracker::OnHoldersRead(const LockKey& key, bool with_lock_data, int tries, LockView v,
+                                 std::vector<Result> results,
+                                 absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    Result& r = results[i];
+    HolderView& h = v.holders[i];
     if (r.rc == ZNONODE && tries < kMaxRetries) {
       ReadLock(key, with_lock_data, std::move(cb), tries + 1);
       return;
     }
     if (r.rc != ZOK) {
-      std::move(cb)(ZkError(absl::StrCat("reading the holder of lock ", LockName(key)), r.rc));
+      std::move(cb)(ZkError(absl::StrCat("reading the holders of lock ", LockName(key)), r.rc));
       return;
     }
-    if (!DecodeNodeData(r.value, &v.holder)) {
-      std::move(cb)(absl::InternalError(absl::StrCat(
-          "unreadable data in ZooKeeper node ", v.holder_path, " (lock ", LockName(key), ")")));
+    if (!DecodeNodeData(r.value, &h.data)) {
+      std::move(cb)(absl::InternalError(absl::StrCat("unreadable data in ZooKeeper node ", h.path,
+                                                     " (lock ", LockName(key), ")")));
       return;
     }
-    v.has_holder = true;
-    v.holder_stat = r.stat;
-    Observe(key, v.holder_path, r.stat, v.holder, /*new_lease=*/false, /*arm=*/true);
-    std::move(cb)(std::move(v));
-  }));
+    h.stat = r.stat;
+  }
+  for (const HolderView& h : v.holders) {
+    Observe(key, h.path, h.stat, h.data, /*new_lease=*/false, /*arm=*/true);
+  }
+  {
+    absl::MutexLock l(&mu_);
+    RetainLocked(key, v.holders);
+  }
+  std::move(cb)(std::move(v));
 }
 
 void LeaseTracker::Reap(const LockKey& key, const std::string& path, int32_t version, int tries,
@@ -296,11 +431,7 @@ void LeaseTracker::Refresh(const LockKey& key, const std::string& path, int trie
       absl::MutexLock l(&mu_);
       NodeData d;
       if (r.rc == ZNONODE) {
-        auto it = holders_.find(key);
-        if (it != holders_.end() && it->second.path == path) {
-          if (it->second.timer != 0 && !stopped_) timers_->Cancel(it->second.timer);
-          holders_.erase(it);
-        }
+        EraseLocked(key, path);
       } else if (r.rc == ZOK && !stopped_ && DecodeNodeData(r.value, &d)) {
         Clock::time_point now = Clock::now();
         Holder& h = ObserveLocked(key, path, r.stat, d, false, now, now);
@@ -324,9 +455,9 @@ void LeaseTracker::CheckLease(const LockKey& key, const std::string& path) {
   {
     absl::MutexLock l(&mu_);
     if (stopped_) return;
-    auto it = holders_.find(key);
-    if (it == holders_.end() || it->second.path != path) return;
-    Holder& h = it->second;
+    Holder* found = FindLocked(key, path);
+    if (found == nullptr) return;
+    Holder& h = *found;
     h.timer = 0;
     if (!Expired(h, Clock::now())) {
       ArmLocked(key, h);

@@ -1,5 +1,7 @@
-// What this replica knows about the holder of each lock, and the reaping of
-// leases that ran out.
+// What this replica knows about the holders of each lock, and the reaping of
+// leases that ran out. A lock held exclusive has one holder node; a shared
+// lock or a semaphore one per holder (the admitted prefix of its queue,
+// queue_rules.h), each with its own lease, tracked and reaped on its own.
 //
 // Leases are measured by this replica's monotonic clock from when it wrote a
 // lease (precise) or first saw it (not precise: options.observer_grace is
@@ -21,7 +23,7 @@
 //   - any read that finds a lease that ran out (StateOf, ReadLock users).
 //
 // Also kept per lock: the "floor", the highest contender sequence this
-// replica has seen holding it, so that a waiter whose predecessor at or
+// replica has seen as the lowest node, so that a waiter whose predecessor at or
 // below the floor was deleted knows it is lowest without listing.
 //
 // Thread-safe: all state is guarded by mu_. Lock order: an AcquireAttempt's
@@ -37,6 +39,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -54,16 +57,29 @@
 
 namespace lockd::zk {
 
-// One read of a lock: its contender queue and its holder's data.
+// One holder node as read.
+struct HolderView {
+  std::string path;
+  struct Stat stat = {};
+  NodeData data;
+  ContenderKind kind;
+};
+
+// One read of a lock: its contender queue and its holders' data.
 struct LockView {
   bool lock_exists = false;
   struct Stat lock_stat = {};
   std::string lock_data;  // only when asked for (the tombstone)
   size_t contenders = 0;
-  bool has_holder = false;
-  std::string holder_path;
-  struct Stat holder_stat = {};
-  NodeData holder;
+  std::vector<HolderView> holders;  // in queue order (the head first)
+
+  // The holder node of `owner`, or null.
+  const HolderView* Of(absl::string_view owner) const {
+    for (const HolderView& h : holders) {
+      if (h.data.owner == owner) return &h;
+    }
+    return nullptr;
+  }
 };
 
 class LeaseTracker {
@@ -82,6 +98,7 @@ class LeaseTracker {
     int32_t version = 0;
     NodeData data;
     bool expired = false;
+    ContenderKind kind;  // from the node's name
   };
   // The result of Observe(): the holder's data version as recorded, whether
   // its lease has run out, and the lock's state from it.
@@ -101,10 +118,14 @@ class LeaseTracker {
   LeaseTracker(const LeaseTracker&) = delete;
   LeaseTracker& operator=(const LeaseTracker&) = delete;
 
-  // The holder of `key` as last seen, or nullopt.
-  std::optional<Known> Lookup(const LockKey& key) const;
+  // The holder node of `owner` on `key` as last seen, or nullopt.
+  std::optional<Known> Lookup(const LockKey& key, absl::string_view owner) const;
+  // The holder node `path` of `key` as last seen, or nullopt.
+  std::optional<Known> LookupPath(const LockKey& key, absl::string_view path) const;
 
-  // Records a sighting of the holder node `path` of `key` with `data` at
+  // Records a sighting of the holder node `path` of `key` (REQUIRES: it is
+  // admitted, queue_rules.h; an exclusive holder replaces every other one
+  // known) with `data` at
   // `stat` (or this replica's own write of it, when `new_lease`: the lease
   // is then timed from now without grace). Stale reads (an older data
   // version) change nothing. When `arm`, keeps a timer at the lease end (see
@@ -149,8 +170,9 @@ class LeaseTracker {
   void Reap(const LockKey& key, const std::string& path, int32_t version, int tries,
             absl::AnyInvocable<void() &&> then);
 
-  // Reads the contender queue of `key` and the holder's data (and, when
-  // `with_lock_data`, the lock node's data), records the holder sighting,
+  // Reads the contender queue of `key` and its holders' data (and, when
+  // `with_lock_data`, the lock node's data), records the holder sightings
+  // (forgetting holders of `key` no longer there),
   // and runs `cb` with the view: a lock that does not exist is an OK empty
   // view; ZooKeeper errors go through ZkError. Re-reads when the holder
   // vanishes between the two reads. The view reflects every write
@@ -160,8 +182,8 @@ class LeaseTracker {
   void ReadLock(const LockKey& key, bool with_lock_data,
                 absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries = 0);
 
-  // The LockState for `view`; starts reaping the holder if its lease ran
-  // out.
+  // The LockState for `view` (holders whose lease ran out left out); starts
+  // reaping those.
   LockState StateOf(const LockKey& key, const LockView& view);
 
   // Starts the periodic reaper (every options.reap_interval).
@@ -203,14 +225,26 @@ class LeaseTracker {
   bool Expired(const Holder& h, Clock::time_point now) const { return now >= LeaseEnd(h); }
   // A new lease epoch of this replica's own (`new_lease`) is timed from
   // `start` (<= now); any other sighting from `now`.
+  Holder* FindLocked(const LockKey& key, absl::string_view path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(const LockKey& key, absl::string_view path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Known KnownLocked(const Holder& h, Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Holder& ObserveLocked(const LockKey& key, const std::string& path, const struct Stat& stat,
                         const NodeData& data, bool new_lease, Clock::time_point now,
                         Clock::time_point start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmLocked(const LockKey& key, Holder& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  LockState StateLocked(const LockKey& key, const Holder* h, uint32_t waiters,
-                        Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state made of `holders` (those whose lease has not run out).
+  LockState StateLocked(const LockKey& key, const std::vector<const Holder*>& holders,
+                        uint32_t waiters, Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLockRead(const LockKey& key, bool with_lock_data, const Listing& children, Result data,
                   absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb, int tries);
+  void OnHoldersRead(const LockKey& key, bool with_lock_data, int tries, LockView v,
+                     std::vector<Result> results,
+                     absl::AnyInvocable<void(absl::StatusOr<LockView>) &&> cb);
+  // Keeps only the holders of `key` at `paths` (a fresh read's).
+  void RetainLocked(const LockKey& key, const std::vector<HolderView>& paths)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Refresh(const LockKey& key, const std::string& path, int tries,
                absl::AnyInvocable<void() &&> then);
   // The lease timer of `key`'s holder at `path` ran: re-arms it if the
@@ -240,7 +274,8 @@ class LeaseTracker {
 
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<LockKey, Holder> holders_ ABSL_GUARDED_BY(mu_);
+  // One entry per holder node (one for an exclusive lock).
+  absl::flat_hash_map<LockKey, std::vector<Holder>> holders_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LockKey, Floor> floors_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Scan> scan_ ABSL_GUARDED_BY(mu_);
   uint64_t scans_ ABSL_GUARDED_BY(mu_) = 0;

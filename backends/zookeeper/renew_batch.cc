@@ -19,8 +19,8 @@ void RenewBatch::RenewMany(std::vector<RenewParams> params, RenewManyCallback do
   size_t bytes = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     RenewParams& p = params[i];
-    std::optional<LeaseTracker::Known> known = leases_->Lookup(p.key);
-    if (!known.has_value() || known->data.owner != p.owner || known->expired ||
+    std::optional<LeaseTracker::Known> known = leases_->Lookup(p.key, p.owner);
+    if (!known.has_value() || known->expired ||
         !HolderWrites::OfHold(StatOf(known->czxid, 0), p.fencing_token) ||
         !batched.insert(p.key).second) {
       direct.push_back(i);

@@ -141,6 +141,15 @@ bool ContenderOwnerTag(absl::string_view name, uint64_t* tag) {
   return absl::SimpleHexAtoi(name.substr(2, 16), tag);
 }
 
+std::string KindTag(const ContenderKind& kind) {
+  if (kind.semaphore()) return absl::StrCat("p", kind.permits, "of", kind.limit, "-");
+  return kind.shared_lock() ? "r-" : "";
+}
+
+std::string NewAttemptPrefix(absl::string_view owner, const ContenderKind& kind) {
+  return absl::StrCat(NewAttemptPrefix(owner), KindTag(kind));
+}
+
 std::string NewAttemptPrefix(absl::string_view owner) {
   std::string p = NewAttemptPrefix();
   if (!owner.empty()) {
@@ -163,25 +172,59 @@ std::string NewAttemptPrefix() {
   return absl::StrFormat("c-%016x%016x-", hi, lo);
 }
 
-bool ContenderSeq(absl::string_view name, int32_t* seq) {
-  // "c-" + 32 hex + "-" + the sequence, which ZooKeeper formats with %010d:
-  // 10 digits, or once the parent's cversion has wrapped negative, a '-' and
-  // 9 or 10 digits.
+namespace {
+
+// Parses a kind tag without its '-' ("r", "p3of4"); false for anything else.
+bool ParseKindTag(absl::string_view tag, ContenderKind* kind) {
+  ContenderKind k;
+  if (tag == "r") {
+    k.mode = LockMode::kShared;
+  } else {
+    size_t of = tag.find("of");
+    if (tag.empty() || tag[0] != 'p' || of == absl::string_view::npos ||
+        !absl::SimpleAtoi(tag.substr(1, of - 1), &k.permits) ||
+        !absl::SimpleAtoi(tag.substr(of + 2), &k.limit) || k.permits == 0 || k.permits > k.limit ||
+        tag.substr(1, of - 1) != absl::StrCat(k.permits) ||
+        tag.substr(of + 2) != absl::StrCat(k.limit)) {
+      return false;
+    }
+  }
+  *kind = k;
+  return true;
+}
+
+}  // namespace
+
+bool ContenderSeq(absl::string_view name, int32_t* seq, ContenderKind* kind) {
+  // "c-" + 32 hex + "-" + the kind tag + the sequence, which ZooKeeper
+  // formats with %010d: 10 digits, or once the parent's cversion has wrapped
+  // negative, a '-' and 9 or 10 digits. A kind tag starts with a letter.
   constexpr size_t kPrefixLen = 2 + 32 + 1;
-  if (name.size() < kPrefixLen + kSeqDigits || name.size() > kPrefixLen + kSeqDigits + 1 ||
-      name.substr(0, 2) != "c-" || name[kPrefixLen - 1] != '-') {
+  if (name.size() < kPrefixLen + kSeqDigits || name.substr(0, 2) != "c-" ||
+      name[kPrefixLen - 1] != '-') {
     return false;
   }
-  absl::string_view seq_text = name.substr(kPrefixLen);
-  if (seq_text.size() == kSeqDigits + 1 && seq_text[0] != '-') return false;
-  return absl::SimpleAtoi(seq_text, seq);
+  absl::string_view rest = name.substr(kPrefixLen);
+  ContenderKind k;
+  if (!rest.empty() && rest[0] >= 'a' && rest[0] <= 'z') {
+    size_t dash = rest.find('-');
+    if (dash == absl::string_view::npos || !ParseKindTag(rest.substr(0, dash), &k)) return false;
+    rest.remove_prefix(dash + 1);
+  }
+  if (rest.size() < kSeqDigits || rest.size() > kSeqDigits + 1) return false;
+  if (rest.size() == kSeqDigits + 1 && rest[0] != '-') return false;
+  if (!absl::SimpleAtoi(rest, seq)) return false;
+  if (kind != nullptr) *kind = k;
+  return true;
 }
 
 bool ParseContender(absl::string_view name, Contender* out) {
   int32_t seq;
-  if (!ContenderSeq(name, &seq)) return false;
+  ContenderKind kind;
+  if (!ContenderSeq(name, &seq, &kind)) return false;
   out->name = std::string(name);
   out->seq = seq;
+  out->kind = kind;
   return true;
 }
 
@@ -190,7 +233,8 @@ std::vector<Contender> QueueOrder(std::vector<std::string> children) {
   out.reserve(children.size());
   for (std::string& c : children) {
     int32_t seq;
-    if (ContenderSeq(c, &seq)) out.push_back(Contender{std::move(c), seq});
+    ContenderKind kind;
+    if (ContenderSeq(c, &seq, &kind)) out.push_back(Contender{std::move(c), seq, kind});
   }
   std::sort(out.begin(), out.end(),
             [](const Contender& a, const Contender& b) { return SeqBefore(a.seq, b.seq); });

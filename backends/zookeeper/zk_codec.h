@@ -7,9 +7,11 @@
 //   <root>/<ns>                     container node, one per namespace
 //   <root>/<ns>/<name>              container node ("lock node"), one per lock;
 //                                   its data is the "freed" tombstone, if any
-//   <root>/<ns>/<name>/c-<id>-<seq> persistent sequential, one per contender;
-//                                   the lowest <seq> holds the lock; its data
-//                                   is a NodeData
+//   <root>/<ns>/<name>/c-<id>-<kind><seq>
+//                                   persistent sequential, one per contender;
+//                                   the admitted prefix of the queue holds
+//                                   the name (queue_rules.h); its data is a
+//                                   NodeData
 // <ns> and <name> are EncodeSegment()ed.
 //
 // Thread-safe: everything here is a pure function of its arguments except
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "backends/backend.h"
 
 namespace lockd::zk {
 
@@ -37,12 +40,38 @@ std::string EncodeSegment(absl::string_view raw);
 // text EncodeSegment never produces.
 bool DecodeSegment(absl::string_view encoded, std::string* raw);
 
-// A contender node name: "c-" + 32 hex digits (the attempt id) + "-", to
-// which ZooKeeper appends a 10-character sequence number. The attempt id lets
+// What a contender asks for. It is part of the node's name, so that a
+// listing alone shows every contender's kind (no read per node): an
+// exclusive lock (limit 0; the only kind before shared locks and
+// semaphores, so every older node reads as one), a shared lock, or
+// `permits` of a semaphore of `limit` permits.
+struct ContenderKind {
+  LockMode mode = LockMode::kExclusive;  // kExclusive for a semaphore
+  uint32_t limit = 0;                    // non-zero: a semaphore
+  uint32_t permits = 0;                  // semaphore only
+
+  bool exclusive_lock() const { return limit == 0 && mode == LockMode::kExclusive; }
+  bool shared_lock() const { return limit == 0 && mode == LockMode::kShared; }
+  bool semaphore() const { return limit != 0; }
+  // A lock (either mode) and a semaphore of one limit are one kind each.
+  bool SameKindAs(const ContenderKind& o) const { return limit == o.limit; }
+  friend bool operator==(const ContenderKind& a, const ContenderKind& b) {
+    return a.mode == b.mode && a.limit == b.limit && a.permits == b.permits;
+  }
+};
+
+// The kind tag in a contender name: "" for an exclusive lock, "r-" for a
+// shared lock, "p<permits>of<limit>-" for a semaphore.
+std::string KindTag(const ContenderKind& kind);
+
+// A contender node name: "c-" + 32 hex digits (the attempt id) + "-" + the
+// kind tag, to which ZooKeeper appends a 10-character sequence number. The attempt id lets
 // a client that lost the reply to its create find the node it made (Curator's
 // "protected" mode). Its first 16 digits are OwnerTag(owner), so that a
 // listing alone shows which contenders (probably) share an owner; the other
 // 16 are random. Without an owner, all 32 are random.
+// NewAttemptPrefix(owner, kind) is NewAttemptPrefix(owner) + KindTag(kind).
+std::string NewAttemptPrefix(absl::string_view owner, const ContenderKind& kind);
 std::string NewAttemptPrefix(absl::string_view owner);
 std::string NewAttemptPrefix();
 
@@ -55,15 +84,17 @@ uint64_t OwnerTag(absl::string_view owner);
 bool ContenderOwnerTag(absl::string_view name, uint64_t* tag);
 
 struct Contender {
-  std::string name;  // the child name, e.g. "c-0123...-0000000042"
+  std::string name;  // the child name, e.g. "c-0123...-r-0000000042"
   int32_t seq = 0;   // the sequence ZooKeeper appended
+  ContenderKind kind;
 };
 
 // Parses a child name of a lock node. False for names that are not
 // contender nodes (such children are ignored).
 bool ParseContender(absl::string_view name, Contender* out);
-// The same check, giving only the sequence (no copy of the name).
-bool ContenderSeq(absl::string_view name, int32_t* seq);
+// The same check, giving only the sequence (no copy of the name), and the
+// kind if `kind` is not null.
+bool ContenderSeq(absl::string_view name, int32_t* seq, ContenderKind* kind = nullptr);
 
 // True if sequence `a` was issued before `b`. ZooKeeper's sequence is the
 // parent's 32-bit cversion and wraps to negative values after 2^31 child

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/zookeeper/queue_rules.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -114,6 +115,100 @@ TEST(ContenderTest, QueueOrderSurvivesSequenceWrap) {
   EXPECT_THAT(seqs, ElementsAre(2147483646, 2147483647, -2147483648, -2147483647));
   EXPECT_TRUE(SeqBefore(2147483647, -2147483648));
   EXPECT_FALSE(SeqBefore(-2147483648, 2147483647));
+}
+
+ContenderKind Shared() { return ContenderKind{LockMode::kShared, 0, 0}; }
+ContenderKind Sem(uint32_t permits, uint32_t limit) {
+  return ContenderKind{LockMode::kExclusive, limit, permits};
+}
+
+TEST(ContenderTest, NamesCarryTheKindAndOldNamesAreExclusive) {
+  // A node named before kinds existed (no tag) is an exclusive contender.
+  Contender c;
+  ASSERT_TRUE(ParseContender("c-0123456789abcdef0123456789abcdef-0000000007", &c));
+  EXPECT_TRUE(c.kind.exclusive_lock());
+  EXPECT_EQ(KindTag(ContenderKind()), "");
+  for (const ContenderKind& k : {ContenderKind(), Shared(), Sem(1, 1), Sem(3, 4), Sem(7, 10000)}) {
+    std::string p = NewAttemptPrefix("alice", k);
+    ASSERT_TRUE(ParseContender(p + "0000000042", &c)) << p;
+    EXPECT_EQ(c.kind, k) << p;
+    EXPECT_EQ(c.seq, 42);
+    ASSERT_TRUE(ParseContender(p + "-000000042", &c)) << p;  // a wrapped sequence
+    EXPECT_EQ(c.seq, -42);
+    uint64_t tag = 0;
+    ASSERT_TRUE(ContenderOwnerTag(p, &tag));
+    EXPECT_EQ(tag, OwnerTag("alice"));
+  }
+  EXPECT_EQ(KindTag(Shared()), "r-");
+  EXPECT_EQ(KindTag(Sem(3, 4)), "p3of4-");
+  std::string base = "c-0123456789abcdef0123456789abcdef-";
+  for (const char* bad : {"x-", "p3-", "p0of4-", "p5of4-", "pof4-", "p3of-", "p03of4-", "r"}) {
+    EXPECT_FALSE(ParseContender(base + bad + "0000000001", &c)) << bad;
+  }
+}
+
+std::vector<Contender> Queue(const std::vector<ContenderKind>& kinds) {
+  std::vector<Contender> q;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    q.push_back(Contender{absl::StrFormat("n%d", i), static_cast<int32_t>(i), kinds[i]});
+  }
+  return q;
+}
+
+TEST(QueueRulesTest, HoldersAreTheAdmittedPrefix) {
+  const ContenderKind x;
+  EXPECT_EQ(AdmittedCount({}), 0u);
+  EXPECT_EQ(AdmittedCount(Queue({x, x, Shared()})), 1u);
+  // Readers at the head together; a reader behind a waiting writer waits.
+  EXPECT_EQ(AdmittedCount(Queue({Shared(), Shared(), x, Shared()})), 2u);
+  EXPECT_EQ(AdmittedCount(Queue({x, Shared(), Shared()})), 1u);
+  // Permits fit beside those held, in order: no barging by a small request
+  // behind a large one.
+  EXPECT_EQ(AdmittedCount(Queue({Sem(1, 4), Sem(2, 4), Sem(2, 4), Sem(1, 4)})), 2u);
+  EXPECT_EQ(AdmittedCount(Queue({Sem(4, 4), Sem(1, 4)})), 1u);
+  // Another kind behind the head is never admitted (it is refused).
+  EXPECT_EQ(AdmittedCount(Queue({Sem(1, 4), Sem(1, 5), Sem(1, 4)})), 1u);
+  EXPECT_EQ(AdmittedCount(Queue({Shared(), Sem(1, 4)})), 1u);
+  EXPECT_EQ(AdmittedCount(Queue({Sem(1, 4), Shared()})), 1u);
+}
+
+TEST(QueueRulesTest, WaitersWatchOneNodeEachNoHerd) {
+  const ContenderKind x;
+  // A writer behind readers watches its predecessor; readers behind a
+  // writer each watch that writer, the nearest exclusive one before them.
+  std::vector<Contender> q = Queue({Shared(), Shared(), x, Shared(), Shared(), x, Shared()});
+  ASSERT_EQ(AdmittedCount(q), 2u);
+  EXPECT_THAT(WatchTargets(q, 2), ElementsAre(1u));
+  EXPECT_THAT(WatchTargets(q, 3), ElementsAre(2u));
+  EXPECT_THAT(WatchTargets(q, 4), ElementsAre(2u));
+  EXPECT_THAT(WatchTargets(q, 5), ElementsAre(4u));
+  EXPECT_THAT(WatchTargets(q, 6), ElementsAre(5u));
+  // Exclusive waiters form a chain.
+  q = Queue({x, x, x});
+  EXPECT_THAT(WatchTargets(q, 1), ElementsAre(0u));
+  EXPECT_THAT(WatchTargets(q, 2), ElementsAre(1u));
+  // Semaphore: the first waiter watches every holder (any exit can admit
+  // it); the others, whose permits do not fit beside its, their
+  // predecessor. No holder has a second watcher.
+  q = Queue({Sem(1, 2), Sem(1, 2), Sem(1, 2), Sem(2, 2), Sem(1, 2)});
+  ASSERT_EQ(AdmittedCount(q), 2u);
+  EXPECT_THAT(WatchTargets(q, 2), ElementsAre(0u, 1u));
+  EXPECT_THAT(WatchTargets(q, 3), ElementsAre(2u));
+  EXPECT_THAT(WatchTargets(q, 4), ElementsAre(3u));
+  // Waiters whose permits fit in the limit together all watch the holders,
+  // to be admitted in parallel, and their predecessor, which may give up; a
+  // waiter beyond the limit its predecessor only.
+  std::vector<Contender> many =
+      Queue({Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3), Sem(1, 3)});
+  ASSERT_EQ(AdmittedCount(many), 3u);
+  EXPECT_THAT(WatchTargets(many, 3), ElementsAre(0u, 1u, 2u));
+  EXPECT_THAT(WatchTargets(many, 5), ElementsAre(0u, 1u, 2u, 4u));
+  EXPECT_THAT(WatchTargets(many, 6), ElementsAre(5u));
+  std::vector<int> watchers(q.size());
+  for (size_t i = AdmittedCount(q); i < q.size(); ++i) {
+    for (size_t t : WatchTargets(q, i)) ++watchers[t];
+  }
+  EXPECT_THAT(watchers, ElementsAre(1, 1, 1, 1, 0));
 }
 
 TEST(NodeDataTest, RoundTrips) {

@@ -65,10 +65,6 @@ class ZooKeeperBackend final : public Backend {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
-    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
-      std::move(done)(s);
-      return;
-    }
     if (absl::Status s = session_->Usable(); !s.ok()) {
       std::move(done)(s);
       return;
@@ -79,9 +75,9 @@ class ZooKeeperBackend final : public Backend {
     }
     // Fast path: this replica knows the owner holds the lock; a versioned
     // write of the holder node is the whole reentrant acquire.
-    std::optional<zk::LeaseTracker::Known> known = leases_->Lookup(params.key);
+    std::optional<zk::LeaseTracker::Known> known = leases_->Lookup(params.key, params.owner);
     if (known.has_value() &&
-        (known->data.owner != params.owner || known->expired || known->data.waiting ||
+        (known->expired || known->data.waiting ||
          (!params.request_id.empty() && known->data.last == zk::NodeData::Last::kAcquire &&
           known->data.last_id == params.request_id))) {
       known.reset();

@@ -398,5 +398,175 @@ TEST_F(ZooKeeperFakeTest, HostsThatCannotBeUsedYetAreRetriedWhileServingUnavaila
   EXPECT_TRUE(r->acquired);
 }
 
+// ---- Shared locks and semaphores (backend.h "Kinds")
+
+AcquireParams Shared(const std::string& owner, absl::Duration wait) {
+  AcquireParams p = Params(owner, wait);
+  p.mode = LockMode::kShared;
+  return p;
+}
+
+AcquireParams Permits(const std::string& owner, uint32_t permits, uint32_t limit,
+                      absl::Duration wait) {
+  AcquireParams p = Params(owner, wait);
+  p.limit = limit;
+  p.permits = permits;
+  return p;
+}
+
+std::vector<std::string> OwnersOf(const LockState& s) {
+  std::vector<std::string> owners;
+  for (const HolderState& h : s.holders) owners.push_back(h.owner);
+  return owners;
+}
+
+TEST_F(ZooKeeperFakeTest, ReadersShareAndAWaitingWriterHoldsBackLaterReaders) {
+  std::unique_ptr<Backend> b = NewReplica();
+  std::unique_ptr<Backend> other = NewReplica();
+  absl::StatusOr<AcquireResult> r1 = Acquire(*b, Shared("r1", absl::ZeroDuration()));
+  absl::StatusOr<AcquireResult> r2 = Acquire(*other, Shared("r2", absl::ZeroDuration()));
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  ASSERT_TRUE(r1->acquired && r2->acquired);
+  EXPECT_GT(r2->fencing_token, r1->fencing_token);
+  Pending<AcquireResult> writer, late_reader;
+  b->Acquire(Params("w", absl::Seconds(10)), nullptr, writer.callback());
+  WaitForContenders(3);
+  other->Acquire(Shared("r3", absl::Seconds(10)), nullptr, late_reader.callback());
+  WaitForContenders(4);
+  absl::StatusOr<LockState> s = Describe(*b, "lock");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->mode, LockMode::kShared);
+  EXPECT_THAT(OwnersOf(*s), ::testing::ElementsAre("r1", "r2"));
+  EXPECT_EQ(s->waiters, 2u);
+  // One reader's release frees only its hold; the writer waits for both.
+  absl::StatusOr<ReleaseResult> rel = Release(*b, "r1");
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  EXPECT_TRUE(rel->released);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(writer.ready());
+  ASSERT_TRUE(Release(*other, "r2").ok());
+  absl::StatusOr<AcquireResult> w = writer.Get();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->acquired);
+  EXPECT_GT(w->fencing_token, r2->fencing_token);
+  EXPECT_FALSE(late_reader.ready());
+  ASSERT_TRUE(Release(*b, "w").ok());
+  absl::StatusOr<AcquireResult> r3 = late_reader.Get();
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_TRUE(r3->acquired);
+  EXPECT_GT(r3->fencing_token, w->fencing_token);
+}
+
+TEST_F(ZooKeeperFakeTest, SemaphoreAdmitsWhatFitsInOrderAndWakesOnlyItsFirstWaiter) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Permits("h1", 1, 2, absl::ZeroDuration()))->acquired);
+  ASSERT_TRUE(Acquire(*b, Permits("h2", 1, 2, absl::ZeroDuration()))->acquired);
+  absl::StatusOr<AcquireResult> full = Acquire(*b, Permits("x", 1, 2, absl::ZeroDuration()));
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_FALSE(full->acquired);
+  EXPECT_THAT(OwnersOf(full->current), ::testing::ElementsAre("h1", "h2"));
+  EXPECT_EQ(full->current.limit, 2u);
+  Pending<AcquireResult> big, w1, w2;
+  b->Acquire(Permits("big", 2, 2, absl::Seconds(10)), nullptr, big.callback());
+  WaitForContenders(3);
+  b->Acquire(Permits("w1", 1, 2, absl::Seconds(10)), nullptr, w1.callback());
+  WaitForContenders(4);
+  b->Acquire(Permits("w2", 1, 2, absl::Seconds(10)), nullptr, w2.callback());
+  WaitForContenders(5);
+  absl::SleepFor(absl::Milliseconds(50));  // the watches are set
+  // The second holder's exit wakes the first waiter only (it watches every
+  // holder; the others watch their predecessor), and one permit free does
+  // not let the small requests behind the large one barge.
+  const uint64_t before = fake_.watch_events();
+  ASSERT_TRUE(Release(*b, "h2").ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(fake_.watch_events() - before, 1u);
+  EXPECT_FALSE(big.ready());
+  EXPECT_FALSE(w1.ready());
+  ASSERT_TRUE(Release(*b, "h1").ok());
+  absl::StatusOr<AcquireResult> g = big.Get();
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->acquired);
+  EXPECT_FALSE(w1.ready());
+  ASSERT_TRUE(Release(*b, "big").ok());
+  EXPECT_TRUE(w1.Get()->acquired);
+  EXPECT_TRUE(w2.Get()->acquired);
+}
+
+TEST_F(ZooKeeperFakeTest, KindMismatchIsAnsweredAtOnceAndLeavesNoNode) {
+  std::unique_ptr<Backend> b = NewReplica();
+  ASSERT_TRUE(Acquire(*b, Shared("r", absl::ZeroDuration()))->acquired);
+  absl::StatusOr<AcquireResult> r = Acquire(*b, Permits("s", 1, 3, absl::Seconds(30)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(ErrorReasonOf(r.status()), kLockKindMismatchReason);
+  WaitForContenders(1);
+  ASSERT_TRUE(Release(*b, "r").ok());
+  ASSERT_TRUE(Acquire(*b, Permits("s", 1, 3, absl::ZeroDuration()))->acquired);
+  r = Acquire(*b, Permits("t", 1, 4, absl::Seconds(30)));
+  EXPECT_EQ(ErrorReasonOf(r.status()), kLockKindMismatchReason) << r.status();
+  // The holder itself, with other permits.
+  r = Acquire(*b, Permits("s", 2, 3, absl::ZeroDuration()));
+  EXPECT_EQ(ErrorReasonOf(r.status()), kPermitsMismatchReason) << r.status();
+  WaitForContenders(1);
+}
+
+TEST_F(ZooKeeperFakeTest, ReentrancyAcrossModesAndTheUpgradeRule) {
+  std::unique_ptr<Backend> b = NewReplica();
+  std::unique_ptr<Backend> other = NewReplica();
+  absl::StatusOr<AcquireResult> x = Acquire(*b, Params("a", absl::ZeroDuration()));
+  ASSERT_TRUE(x.ok() && x->acquired);
+  // An exclusive holder asking shared (through another replica): reentrant.
+  absl::StatusOr<AcquireResult> again = Acquire(*other, Shared("a", absl::ZeroDuration()));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->fencing_token, x->fencing_token);
+  EXPECT_EQ(again->hold_count, 2u);
+  ASSERT_TRUE(Release(*b, "a").ok());
+  ASSERT_TRUE(Release(*b, "a").ok());
+  WaitForContenders(0);
+  // A lone reader upgrades: exclusive, count + 1, a larger token.
+  absl::StatusOr<AcquireResult> r = Acquire(*b, Shared("a", absl::ZeroDuration()));
+  ASSERT_TRUE(r.ok() && r->acquired);
+  absl::StatusOr<AcquireResult> up = Acquire(*other, Params("a", absl::ZeroDuration()));
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_TRUE(up->acquired);
+  EXPECT_GT(up->fencing_token, r->fencing_token);
+  EXPECT_EQ(up->hold_count, 2u);
+  WaitForContenders(1);
+  absl::StatusOr<LockState> s = Describe(*b, "lock");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->mode, LockMode::kExclusive);
+  EXPECT_EQ(s->fencing_token, up->fencing_token);
+  ASSERT_TRUE(Release(*b, "a").ok());
+  ASSERT_TRUE(Release(*b, "a").ok());
+  // With another reader, the upgrade would block: refused, nothing changes.
+  ASSERT_TRUE(Acquire(*b, Shared("a", absl::ZeroDuration()))->acquired);
+  ASSERT_TRUE(Acquire(*b, Shared("c", absl::ZeroDuration()))->acquired);
+  absl::StatusOr<AcquireResult> blocked = Acquire(*other, Params("a", absl::Seconds(30)));
+  EXPECT_EQ(ErrorReasonOf(blocked.status()), kUpgradeWouldBlockReason) << blocked.status();
+  WaitForContenders(2);
+}
+
+TEST_F(ZooKeeperFakeTest, ForceReleaseFreesEveryHolderOrTheOneWithTheToken) {
+  std::unique_ptr<Backend> b = NewReplica();
+  absl::StatusOr<AcquireResult> r1 = Acquire(*b, Shared("r1", absl::ZeroDuration()));
+  absl::StatusOr<AcquireResult> r2 = Acquire(*b, Shared("r2", absl::ZeroDuration()));
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  Pending<ForceReleaseResult> one;
+  b->ForceRelease(ForceReleaseParams{LockKey{"ns", "lock"}, r1->fencing_token}, one.callback());
+  absl::StatusOr<ForceReleaseResult> f = one.Get();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->released);
+  EXPECT_THAT(OwnersOf(f->previous), ::testing::ElementsAre("r1", "r2"));
+  absl::StatusOr<LockState> s = Describe(*b, "lock");
+  ASSERT_TRUE(s.ok());
+  EXPECT_THAT(OwnersOf(*s), ::testing::ElementsAre("r2"));
+  EXPECT_EQ(Release(*b, "r1").status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Acquire(*b, Shared("r3", absl::ZeroDuration()))->acquired);
+  Pending<ForceReleaseResult> all;
+  b->ForceRelease(ForceReleaseParams{LockKey{"ns", "lock"}, 0}, all.callback());
+  ASSERT_TRUE(all.Get().ok());
+  WaitForContenders(0);
+}
+
 }  // namespace
 }  // namespace lockd
