@@ -64,12 +64,13 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   // short to outlast a hang (SessionSafe). Rows of ChooseAcquirePath's table.
   bool Accepts(absl::Duration ttl);
 
-  // One hold of `call` over the session, for the session's owner (the
+  // One hold of each lock of `call` (in call.locks order; call.all: one
+  // acquire_all op) over the session, for the session's owner (the
   // Client's: ChooseAcquirePath picked this path). Errors as Client::Acquire
   // (undone attempts, UnconfirmedAcquireRequestId), plus kUnimplemented when
   // the server (or stub) has no Session RPC: nothing was sent, use the unary
   // path.
-  absl::StatusOr<std::shared_ptr<LeaseState>> Acquire(const AcquireCall& call);
+  absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> Acquire(const AcquireCall& call);
 
   // Gives up one hold of `lease` (which stops being tracked), waiting up to
   // `deadline`. Errors as ReleaseHold.
@@ -103,7 +104,8 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   void Backoff(std::unique_lock<std::mutex>& l, SteadyTime until);
 
   // Registers `req` (an op_id is set) and sends it if a stream is up.
-  std::shared_ptr<Op> Submit(v1::SessionRequest req, LeaseState::Params grant);
+  // `grants`: for an acquire, the lease each lock's grant becomes.
+  std::shared_ptr<Op> Submit(v1::SessionRequest req, std::vector<LeaseState::Params> grants);
   // Waits until `op` is done or `until`; returns whether it is done.
   bool Wait(Op& op, SteadyTime until);
   // Cancels a waiting acquire (drops it if it was never sent).
