@@ -50,8 +50,8 @@ const std::vector<CommandSpec>& CommandTable() {
       {"list", "list held locks by name prefix", {"prefix", "limit"}},
       {"run",
        "hold a lock while a command runs (distributed flock)",
-       {"name", "lock", "owner", "ttl", "wait", "shared", "limit", "permits", "signal", "kill-after",
-        "unary"}},
+       {"name", "lock", "owner", "ttl", "wait", "shared", "limit", "permits", "signal",
+        "kill-after", "unary"}},
       {"force-release",
        "free a lock whatever its owner (operators; audited)",
        {"name", "reason", "token"}},
@@ -294,9 +294,10 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
     } else if (flag == "limit" && inv.command != "list") {
       if (!absl::SimpleAtoi(value, &inv.semaphore_limit) || inv.semaphore_limit < 1 ||
           inv.semaphore_limit > kMaxSemaphoreLimit) {
-        return UsageError(absl::StrCat("--limit (a semaphore's permits) must be an integer from 1 "
-                                       "to ",
-                                       kMaxSemaphoreLimit, ", not \"", value, "\""));
+        return UsageError(
+            absl::StrCat("--limit (a semaphore's permits) must be an integer from 1 "
+                         "to ",
+                         kMaxSemaphoreLimit, ", not \"", value, "\""));
       }
     } else if (flag == "limit") {
       if (!absl::SimpleAtoi(value, &inv.limit) || inv.limit < 0) {
@@ -325,8 +326,8 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
     return UsageError("--permits needs --limit (the semaphore's)");
   }
   if (inv.permits > inv.semaphore_limit) {
-    return UsageError(absl::StrCat("--permits must be at most --limit (", inv.semaphore_limit,
-                                   ")"));
+    return UsageError(
+        absl::StrCat("--permits must be at most --limit (", inv.semaphore_limit, ")"));
   }
   if ((inv.command == "release" || inv.command == "renew") && inv.owner.empty()) {
     return UsageError(absl::StrCat("\"", inv.command,

@@ -53,7 +53,8 @@ std::string DescribeCall(const AcquireCall& call) {
   }
   std::string out = "locks ";
   for (const LockTarget& lock : call.locks) {
-    absl::StrAppend(&out, &lock == &call.locks.front() ? "" : ", ", DescribeLock(lock.ns, lock.name));
+    absl::StrAppend(&out, &lock == &call.locks.front() ? "" : ", ",
+                    DescribeLock(lock.ns, lock.name));
   }
   return out;
 }

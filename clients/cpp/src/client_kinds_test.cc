@@ -26,7 +26,8 @@ using ::testing::UnorderedElementsAre;
 
 // A FAILED_PRECONDITION with a lockd ErrorInfo `reason` and `metadata`, as
 // the server sends it.
-grpc::Status Refused(const std::string& reason, const std::map<std::string, std::string>& metadata) {
+grpc::Status Refused(const std::string& reason,
+                     const std::map<std::string, std::string>& metadata) {
   google::rpc::ErrorInfo info;
   info.set_reason(reason);
   info.set_domain("lockd");
@@ -41,13 +42,7 @@ grpc::Status Refused(const std::string& reason, const std::map<std::string, std:
 
 TEST_F(ClientTest, AcquireSharedSendsModeShared) {
   v1::AcquireRequest seen;
-  EXPECT_CALL(*stub_, Acquire(_, _, _))
-      .WillOnce(Invoke(
-          [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
-            seen = req;
-            Grant(req, resp, 9);
-            return grpc::Status::OK;
-          }));
+  EXPECT_CALL(*stub_, Acquire(_, _, _)).WillOnce(RecordAndGrant(&seen, 9));
   Client client = NewClient();
   absl::StatusOr<Lease> lease = client.AcquireShared("catalog", Ttl(absl::Seconds(10)));
   ASSERT_TRUE(lease.ok()) << lease.status();
@@ -60,13 +55,7 @@ TEST_F(ClientTest, AcquireSharedSendsModeShared) {
 
 TEST_F(ClientTest, ExclusiveAcquireSendsNoKind) {
   v1::AcquireRequest seen;
-  EXPECT_CALL(*stub_, Acquire(_, _, _))
-      .WillOnce(Invoke(
-          [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
-            seen = req;
-            Grant(req, resp);
-            return grpc::Status::OK;
-          }));
+  EXPECT_CALL(*stub_, Acquire(_, _, _)).WillOnce(RecordAndGrant(&seen));
   Client client = NewClient();
   absl::StatusOr<Lease> lease = client.Acquire("x", Ttl(absl::Seconds(10)));
   ASSERT_TRUE(lease.ok()) << lease.status();
@@ -79,13 +68,7 @@ TEST_F(ClientTest, ExclusiveAcquireSendsNoKind) {
 
 TEST_F(ClientTest, SemaphoreSendsLimitAndPermits) {
   v1::AcquireRequest seen;
-  EXPECT_CALL(*stub_, Acquire(_, _, _))
-      .WillOnce(Invoke(
-          [&](grpc::ClientContext*, const v1::AcquireRequest& req, v1::AcquireResponse* resp) {
-            seen = req;
-            Grant(req, resp);
-            return grpc::Status::OK;
-          }));
+  EXPECT_CALL(*stub_, Acquire(_, _, _)).WillOnce(RecordAndGrant(&seen));
   Client client = NewClient();
   Semaphore api(client, "api", 4, "jobs");
   absl::StatusOr<Lease> lease = api.Acquire(3, Ttl(absl::Seconds(10)));
@@ -151,12 +134,12 @@ void GrantAll(const v1::AcquireAllRequest& req, v1::AcquireAllResponse* resp) {
 TEST_F(ClientTest, AcquireAllSendsEveryLockAndReturnsALeasePerLockInOrder) {
   v1::AcquireAllRequest seen;
   EXPECT_CALL(*stub_, AcquireAll(_, _, _))
-      .WillOnce(Invoke(
-          [&](grpc::ClientContext*, const v1::AcquireAllRequest& req, v1::AcquireAllResponse* resp) {
-            seen = req;
-            GrantAll(req, resp);
-            return grpc::Status::OK;
-          }));
+      .WillOnce(Invoke([&](grpc::ClientContext*, const v1::AcquireAllRequest& req,
+                           v1::AcquireAllResponse* resp) {
+        seen = req;
+        GrantAll(req, resp);
+        return grpc::Status::OK;
+      }));
   EXPECT_CALL(*stub_, Acquire(_, _, _)).Times(0);
   Client client = NewClient();
   std::vector<LockSpec> locks(3);
@@ -231,13 +214,13 @@ TEST_F(ClientTest, AcquireAllWithAnUnknownOutcomeIsUndoneOnEveryLock) {
   std::vector<std::string> ids;
   EXPECT_CALL(*stub_, AcquireAll(_, _, _))
       .Times(2)
-      .WillRepeatedly(Invoke(
-          [&](grpc::ClientContext*, const v1::AcquireAllRequest& req, v1::AcquireAllResponse* resp) {
-            ids.push_back(req.request_id());
-            if (ids.size() == 1) return Unavailable();
-            GrantAll(req, resp);
-            return grpc::Status::OK;
-          }));
+      .WillRepeatedly(Invoke([&](grpc::ClientContext*, const v1::AcquireAllRequest& req,
+                                 v1::AcquireAllResponse* resp) {
+        ids.push_back(req.request_id());
+        if (ids.size() == 1) return Unavailable();
+        GrantAll(req, resp);
+        return grpc::Status::OK;
+      }));
   std::vector<std::string> undone;
   EXPECT_CALL(*stub_, Release(_, _, _))
       .Times(2)

@@ -219,11 +219,11 @@ absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const Clie
   absl::Status undo = UndoAttempt(stub, channel, options, holds, owner, unresolved,
                                   SteadyClock::now() + ToSteady(UndoTimeout(options)));
   if (undo.ok()) return s;
-  absl::Status out(s.code(),
-                   absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
-                                "\", acquire request id ", unresolved,
-                                ") was not confirmed: ", undo.message(),
-                                "; a hold it may have left ends with its lease unless undone"));
+  absl::Status out(
+      s.code(),
+      absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
+                   "\", acquire request id ", unresolved, ") was not confirmed: ", undo.message(),
+                   "; a hold it may have left ends with its lease unless undone"));
   s.ForEachPayload(
       [&](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
   out.SetPayload(kUnconfirmedAcquirePayload, absl::Cord(unresolved));

@@ -33,7 +33,7 @@ struct SessionStream::Op {
   // Acquires: the lease each lock's grant becomes (one per lock of an
   // acquire_all).
   std::vector<LeaseState::Params> grants;
-  bool sent = false;         // written (or being written) on an open stream
+  bool sent = false;  // written (or being written) on an open stream
   bool cancelled = false;
   bool done = false;
   // A sent acquire its caller stopped waiting for: a grant that still comes
@@ -186,20 +186,17 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
   const std::string& owner = options_.owner;
   const std::string what = DescribeCall(call);
   v1::SessionRequest proto;
-  // The request_id and wait_timeout of this call's request, whichever it is.
-  std::string* request_id;
-  google::protobuf::Duration* wait_timeout;
+  // The call's request, whichever it is (the other is null).
+  v1::AcquireRequest* one = nullptr;
+  v1::AcquireAllRequest* all = nullptr;
   if (call.all) {
-    v1::AcquireAllRequest* req = proto.mutable_acquire_all()->mutable_request();
-    FillRequest(call, req);
-    request_id = req->mutable_request_id();
-    wait_timeout = req->mutable_wait_timeout();
+    all = proto.mutable_acquire_all()->mutable_request();
+    FillRequest(call, all);
   } else {
-    v1::AcquireRequest* req = proto.mutable_acquire()->mutable_request();
-    FillRequest(call, req);
-    request_id = req->mutable_request_id();
-    wait_timeout = req->mutable_wait_timeout();
+    one = proto.mutable_acquire()->mutable_request();
+    FillRequest(call, one);
   }
+  std::string* request_id = call.all ? all->mutable_request_id() : one->mutable_request_id();
   *request_id = RandomHex(16);
   std::vector<LeaseState::Params> grants;
   for (const LockTarget& lock : call.locks) {
@@ -221,9 +218,12 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
   while (true) {
     SteadyTime now = SteadyClock::now();
     if (call.wait_end > now) {
-      SetProtoDuration(FromSteady(call.wait_end - now), wait_timeout);
+      SetProtoDuration(FromSteady(call.wait_end - now),
+                       call.all ? all->mutable_wait_timeout() : one->mutable_wait_timeout());
+    } else if (call.all) {
+      all->clear_wait_timeout();
     } else {
-      wait_timeout->Clear();
+      one->clear_wait_timeout();
     }
     std::shared_ptr<Op> op = Submit(proto, grants);
     if (!Wait(*op, call.deadline)) {

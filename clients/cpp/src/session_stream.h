@@ -15,6 +15,11 @@
 // the break was noticed), then is lost. With no holds and no operations, a
 // broken stream is not reopened until the next Acquire.
 //
+// An acquire is one `acquire` op, or one `acquire_all` op for a call of
+// several locks (AcquireCall::all); a grant of the latter becomes one hold
+// per lock, each resumed, lost and released on its own, and an uncertain
+// one is undone on every lock.
+//
 // Operations in flight when the stream breaks have an unknown outcome: an
 // Acquire undoes its attempt with the unary Release{acquire_request_id} and
 // retries (rpc.h AcquireWithUndo's rules); a Release is repeated as a unary

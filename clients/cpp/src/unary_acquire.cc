@@ -106,12 +106,12 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> UnaryAcquire(const Clie
       [&](grpc::ClientContext* ctx) {
         // A retry waits only for what is left of the caller's wait.
         SteadyTime now = SteadyClock::now();
-        google::protobuf::Duration* wait =
-            call.all ? all.mutable_wait_timeout() : one.mutable_wait_timeout();
-        if (call.wait_end > now) {
-          SetProtoDuration(FromSteady(call.wait_end - now), wait);
+        if (call.wait_end <= now) {
+          one.clear_wait_timeout();
+          all.clear_wait_timeout();
         } else {
-          wait->Clear();
+          SetProtoDuration(FromSteady(call.wait_end - now),
+                           call.all ? all.mutable_wait_timeout() : one.mutable_wait_timeout());
         }
         send_time = now;
         if (call.all) {
@@ -134,9 +134,9 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> UnaryAcquire(const Clie
   if (!gs.ok()) {
     if (gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && call.deadline > call.wait_end) {
       // The server would have answered when the wait ended; it did not.
-      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", what, ": no reply within ",
-                                                      absl::FormatDuration(call.timeout), " (",
-                                                      gs.error_message(), ")")));
+      return fail(absl::UnavailableError(
+          absl::StrCat("lockd acquire of ", what, ": no reply within ",
+                       absl::FormatDuration(call.timeout), " (", gs.error_message(), ")")));
     }
     return fail(FromGrpcOn("acquire", what, gs));
   }
@@ -150,9 +150,8 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> UnaryAcquire(const Clie
   auto give_back = [&](size_t failed) {
     for (size_t i = 0; i < granted->size(); ++i) {
       if (i == failed) continue;  // RenewAfterWait gave it back, or it is gone
-      ReleaseHold(core.stub(), core.channel(), co, call.locks[i].ns, call.locks[i].name,
-                  call.owner, (*granted)[i].fencing_token(),
-                  SteadyClock::now() + ToSteady(co.release_timeout))
+      ReleaseHold(core.stub(), core.channel(), co, call.locks[i].ns, call.locks[i].name, call.owner,
+                  (*granted)[i].fencing_token(), SteadyClock::now() + ToSteady(co.release_timeout))
           .IgnoreError();
     }
   };

@@ -366,8 +366,8 @@ TEST_F(LockctlTest, SharedAcquiresOverlapAndDescribeListsEveryHolder) {
   EXPECT_EQ(Field(d.output, "holders"), "2");
   EXPECT_THAT(d.output, HasSubstr("  - owner: r1  mode: shared  hold_count: 1  permits: 0"));
   EXPECT_THAT(d.output, HasSubstr("  - owner: r2  mode: shared"));
-  v1::LockInfo json = JsonLine<v1::LockInfo>(
-      Run({"describe", "--name", "catalog", "--output", "json"}).output);
+  v1::LockInfo json =
+      JsonLine<v1::LockInfo>(Run({"describe", "--name", "catalog", "--output", "json"}).output);
   EXPECT_EQ(json.mode(), v1::LOCK_MODE_SHARED);
   ASSERT_EQ(json.holders_size(), 2);
   EXPECT_EQ(json.holders(0).owner(), "r1");

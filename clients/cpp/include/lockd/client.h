@@ -363,8 +363,9 @@ std::optional<LockInfo> CurrentHolder(const absl::Status& status);
 
 // The reason lockd gave for a refusal (the google.rpc.ErrorInfo reason of
 // domain "lockd"): "LOCK_KIND_MISMATCH", "UPGRADE_WOULD_BLOCK",
-// "PERMITS_MISMATCH", "LOCK_NOT_HELD", ... nullopt when the status carries
-// none. The status message also names it, with the ErrorInfo metadata (for
+// "PERMITS_MISMATCH", ...; for a lost lease (IsLockLost) why it was lost
+// ("LOCK_NOT_HELD", "VALIDITY_EXPIRED", ...). nullopt when the status
+// carries none. The status message also names it, with the ErrorInfo metadata (for
 // LOCK_KIND_MISMATCH: kind=lock|semaphore and, for a semaphore, limit=N).
 std::optional<std::string> ErrorReason(const absl::Status& status);
 
