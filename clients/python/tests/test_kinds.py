@@ -8,6 +8,7 @@ whose FakeService and LockdTestBase it reuses.
 """
 
 import concurrent.futures
+import threading
 import time
 import unittest
 
@@ -195,6 +196,39 @@ class KindsLockdTest(base.LockdTestBase):
         self.assertTrue(rb.valid())
         rb.release()
         self.assertFalse(b.describe("x").held)
+
+    def test_acquire_all_takes_every_lock_or_none(self):
+        a, b = self.client(), self.client()
+        other = b.acquire("acct/2", ttl=10)
+        with self.assertRaises(lockd.LockNotAcquired) as cm:
+            a.acquire_all(["acct/1", "acct/2"], ttl=10)
+        self.assertEqual(cm.exception.holder.name, "acct/2")
+        self.assertFalse(b.describe("acct/1").held)  # given back: all or nothing
+        other.release()
+        with a.lock_all(["acct/2", "acct/1"], ttl=10, wait=5) as both:
+            self.assertEqual([lease.name for lease in both], ["acct/2", "acct/1"])
+            self.assertTrue(b.describe("acct/1").held)
+        self.assertFalse(b.describe("acct/1").held)
+
+    def test_opposite_orders_do_not_deadlock(self):
+        a, b = self.client(), self.client()
+        failures = []
+
+        def run(client, order):
+            for _ in range(10):
+                try:
+                    with client.lock_all(order, ttl=10, wait=10):
+                        pass
+                except lockd.LockdError as e:
+                    failures.append(e)
+
+        threads = [threading.Thread(target=run, args=(a, ["x", "y"])),
+                   threading.Thread(target=run, args=(b, ["y", "x"]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(failures, [])
 
 
 class KindsLockdUnaryTest(KindsLockdTest):
