@@ -8,8 +8,9 @@ command of docs/clients/python.md, installs it into a fresh
 Debian's python3-grpcio and python3-protobuf, which must satisfy the wheel's
 declared dependencies: pip checks them, no --no-deps), and runs
 tests/test_client.py, tests/test_session.py, tests/test_kinds.py,
-tests/test_replicas.py (which needs redis-server) and tests/test_lease_validity.py (the shared vectors in
-clients/testdata) with the venv's python from a
+tests/test_replicas.py (which needs redis-server) and
+tests/test_lease_validity.py (the shared vectors in clients/testdata) with
+the venv's python from a
 directory that holds no `lockd` package, after checking that `import lockd`
 resolves into the venv.
 
