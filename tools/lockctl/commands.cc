@@ -39,6 +39,16 @@ void PrintLockInfoText(const LockInfo& i, std::ostream& out) {
   }
   out << "waiters: " << i.waiters << "\n"
       << "backend: " << i.backend << "\n";
+  if (!i.held) return;
+  out << "mode: " << HoldModeName(i.mode) << "\n";
+  if (i.limit > 0) out << "limit: " << i.limit << "\n";
+  out << "holders: " << i.holders.size() << "\n";
+  for (const Holder& h : i.holders) {
+    out << "  - owner: " << h.owner << "  mode: " << HoldModeName(h.mode)
+        << "  hold_count: " << h.hold_count << "  permits: " << h.permits
+        << "  fencing_token: " << h.fencing_token << "  ttl_remaining: " << Human(h.ttl_remaining)
+        << "\n";
+  }
 }
 
 int Fail(const absl::Status& status, bool acquiring, std::ostream& err) {
@@ -64,7 +74,7 @@ int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostre
   o.ttl = inv.ttl;
   o.wait = inv.wait;
   o.auto_renew = false;  // the hold outlives this process; nothing would renew it
-  absl::StatusOr<Lease> lease = client.Acquire(inv.name, o);
+  absl::StatusOr<Lease> lease = AcquireKind(inv, client, o);
   if (std::optional<std::string> id = UnconfirmedAcquireRequestId(lease.status())) {
     // The attempt may hold the lock and its undo went unanswered: say what
     // is needed to undo it by hand.
@@ -104,6 +114,11 @@ int Acquire(const Invocation& inv, Client& client, std::ostream& out, std::ostre
         << "fencing_token: " << lease->fencing_token() << "\n"
         << "hold_count: " << lease->hold_count() << "\n"
         << "ttl: " << absl::FormatDuration(lease->ttl()) << "\n";
+    if (lease->mode() == HoldMode::kShared) out << "mode: shared\n";
+    if (lease->limit() > 0) {
+      out << "limit: " << lease->limit() << "\n"
+          << "permits: " << lease->permits() << "\n";
+    }
   }
   lease->Detach();  // leave it held
   return kExitOk;
@@ -207,13 +222,29 @@ int ForceRelease(const Invocation& inv, Client& client, std::ostream& out, std::
 
 }  // namespace
 
+absl::StatusOr<Lease> AcquireKind(const Invocation& inv, Client& client, AcquireOptions options) {
+  if (inv.semaphore_limit > 0) {
+    return Semaphore(client, inv.name, inv.semaphore_limit, inv.ns)
+        .Acquire(std::max<uint32_t>(inv.permits, 1), std::move(options));
+  }
+  if (inv.shared) return client.AcquireShared(inv.name, std::move(options));
+  return client.Acquire(inv.name, std::move(options));
+}
+
 std::string UndoCommand(const Invocation& inv, absl::string_view owner,
                         const absl::Status& status) {
   std::optional<std::string> id = UnconfirmedAcquireRequestId(status);
   if (!id.has_value()) return "";
-  return absl::StrCat("lockctl release --namespace ", ShellWord(NsOrDefault(inv.ns)), " --name ",
-                      ShellWord(inv.name), " --owner ", ShellWord(owner), " --acquire-request-id ",
-                      ShellWord(*id));
+  // `run --lock`: the AcquireAll is undone lock by lock.
+  std::vector<std::string> names = inv.locks;
+  if (names.empty()) names.push_back(inv.name);
+  std::string out;
+  for (const std::string& name : names) {
+    absl::StrAppend(&out, out.empty() ? "" : " && ", "lockctl release --namespace ",
+                    ShellWord(NsOrDefault(inv.ns)), " --name ", ShellWord(name), " --owner ",
+                    ShellWord(owner), " --acquire-request-id ", ShellWord(*id));
+  }
+  return out;
 }
 
 int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {

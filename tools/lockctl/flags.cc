@@ -39,7 +39,9 @@ absl::Status UsageError(std::string message) {
 
 const std::vector<CommandSpec>& CommandTable() {
   static const auto* const kCommands = new std::vector<CommandSpec>{
-      {"acquire", "take a lock and leave it held for its lease", {"name", "owner", "ttl", "wait"}},
+      {"acquire",
+       "take a lock and leave it held for its lease",
+       {"name", "owner", "ttl", "wait", "shared", "limit", "permits"}},
       {"release",
        "give up a hold (by owner)",
        {"name", "owner", "acquire-request-id", "fencing-token"}},
@@ -48,7 +50,8 @@ const std::vector<CommandSpec>& CommandTable() {
       {"list", "list held locks by name prefix", {"prefix", "limit"}},
       {"run",
        "hold a lock while a command runs (distributed flock)",
-       {"name", "owner", "ttl", "wait", "signal", "kill-after", "unary"}},
+       {"name", "lock", "owner", "ttl", "wait", "shared", "limit", "permits", "signal",
+        "kill-after", "unary"}},
       {"force-release",
        "free a lock whatever its owner (operators; audited)",
        {"name", "reason", "token"}},
@@ -66,7 +69,8 @@ const std::vector<std::string>& GlobalFlags() {
 }
 
 bool IsBoolFlag(absl::string_view flag) {
-  return flag == "tls" || flag == "help" || flag == "unary" || flag == "version";
+  return flag == "tls" || flag == "help" || flag == "unary" || flag == "version" ||
+         flag == "shared";
 }
 
 absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text) {
@@ -223,6 +227,17 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       inv.tls.enabled = value == "true";
     } else if (flag == "unary") {
       inv.unary = value == "true";
+    } else if (flag == "shared") {
+      inv.shared = value == "true";
+    } else if (flag == "lock") {
+      if (value.empty()) return UsageError("--lock must not be empty");
+      inv.locks.push_back(value);
+    } else if (flag == "permits") {
+      if (!absl::SimpleAtoi(value, &inv.permits) || inv.permits < 1 ||
+          inv.permits > kMaxSemaphoreLimit) {
+        return UsageError(absl::StrCat("--permits must be an integer from 1 to ",
+                                       kMaxSemaphoreLimit, ", not \"", value, "\""));
+      }
     } else if (flag == "tls-ca") {
       inv.tls.ca_file = value;
       inv.tls.enabled = true;
@@ -276,6 +291,14 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       }
     } else if (flag == "prefix") {
       inv.prefix = value;
+    } else if (flag == "limit" && inv.command != "list") {
+      if (!absl::SimpleAtoi(value, &inv.semaphore_limit) || inv.semaphore_limit < 1 ||
+          inv.semaphore_limit > kMaxSemaphoreLimit) {
+        return UsageError(
+            absl::StrCat("--limit (a semaphore's permits) must be an integer from 1 "
+                         "to ",
+                         kMaxSemaphoreLimit, ", not \"", value, "\""));
+      }
     } else if (flag == "limit") {
       if (!absl::SimpleAtoi(value, &inv.limit) || inv.limit < 0) {
         return UsageError(
@@ -290,8 +313,21 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
   // renew without --ttl asks for the server's default lease.
   if (inv.command == "renew" && !ttl_set) inv.ttl = absl::ZeroDuration();
 
-  if (CommandTakes(inv.command, "name") && inv.name.empty()) {
-    return UsageError(absl::StrCat("\"", inv.command, "\" needs --name"));
+  if (inv.command == "run" && !inv.locks.empty()) {
+    if (!inv.name.empty()) return UsageError("\"run\" takes --name or --lock, not both");
+  } else if (CommandTakes(inv.command, "name") && inv.name.empty()) {
+    return UsageError(absl::StrCat("\"", inv.command, "\" needs --name",
+                                   inv.command == "run" ? " (or --lock)" : ""));
+  }
+  if (inv.shared && inv.semaphore_limit > 0) {
+    return UsageError("--shared is for a lock, --limit for a semaphore: not both");
+  }
+  if (inv.permits > 0 && inv.semaphore_limit == 0) {
+    return UsageError("--permits needs --limit (the semaphore's)");
+  }
+  if (inv.permits > inv.semaphore_limit) {
+    return UsageError(
+        absl::StrCat("--permits must be at most --limit (", inv.semaphore_limit, ")"));
   }
   if ((inv.command == "release" || inv.command == "renew") && inv.owner.empty()) {
     return UsageError(absl::StrCat("\"", inv.command,
@@ -346,8 +382,21 @@ Exit codes:
   run only: otherwise the command's own exit status, 128+N if it died of
   signal N, 126 if it could not be executed, 127 if it was not found.
 )";
+  const std::string kinds = R"(
+Kinds (acquire, run; docs/api.md "Shared locks, semaphores and all-or-nothing acquires"):
+  [none]                 an exclusive lock (a mutex, a writer)
+  --shared               a shared hold of a read-write lock (a reader): with other
+                         readers, never with a writer; FIFO, so readers queue behind
+                         a waiting writer
+  --limit N              a semaphore of N permits (1-10000): holders' permits add up
+                         to at most N; every user of the name must give the same N
+  --permits K            with --limit: the permits to take [1]
+  A name is held as one kind at a time: another kind (or limit) fails at once,
+  exit 1, with lockd's reason (LOCK_KIND_MISMATCH).
+)";
   if (command == "acquire") {
     return "Usage: lockctl acquire --name NAME [--owner OWNER] [--ttl DUR] [--wait DUR]\n"
+           "                       [--shared | --limit N [--permits K]]\n"
            "\n"
            "Takes the lock and leaves it held (no renewal) for --ttl, or until\n"
            "`lockctl release --name NAME --owner OWNER --fencing-token T`. Prints the owner\n"
@@ -365,7 +414,7 @@ Exit codes:
            "reentrant\n"
            "  --ttl DUR       lease [30s]\n"
            "  --wait DUR      wait this long for a held lock [0: try once]\n" +
-           connection + exit_codes;
+           kinds + connection + exit_codes;
   }
   if (command == "release") {
     return "Usage: lockctl release --name NAME --owner OWNER [--fencing-token T]\n"
@@ -397,7 +446,9 @@ Exit codes:
     return "Usage: lockctl describe --name NAME\n"
            "\n"
            "Prints the lock's state: held, owner, hold count, fencing token, time left on\n"
-           "the lease, waiters, backend. A free lock is not an error.\n"
+           "the lease, waiters, backend, mode (exclusive or shared), a semaphore's limit,\n"
+           "and one line per holder (owner, mode, hold count, permits, fencing token, time\n"
+           "left), oldest first. A free lock is not an error.\n"
            "JSON: the lockd.v1.LockInfo.\n" +
            connection + exit_codes;
   }
@@ -425,7 +476,8 @@ Exit codes:
            connection + exit_codes;
   }
   if (command == "run") {
-    return "Usage: lockctl run --name NAME [--ttl DUR] [--wait DUR] [--owner OWNER]\n"
+    return "Usage: lockctl run (--name NAME | --lock NAME [--lock NAME]...) [--ttl DUR]\n"
+           "                   [--wait DUR] [--owner OWNER] [--shared | --limit N [--permits K]]\n"
            "                   [--signal SIG] [--kill-after DUR] [--unary] -- COMMAND [ARG]...\n"
            "\n"
            "The distributed flock(1): takes the lock (waiting up to --wait), runs COMMAND\n"
@@ -436,7 +488,11 @@ Exit codes:
            "lock is freed at once. If the lockd replica dies, lockctl reconnects and takes\n"
            "the lock back within the lease.\n"
            "\n"
-           "  --name NAME       lock name (required)\n"
+           "  --name NAME       lock name (required, unless --lock)\n"
+           "  --lock NAME       instead of --name, repeatable: take every lock given, all\n"
+           "                    or nothing (one AcquireAll: two runs that list the same\n"
+           "                    locks in opposite orders never deadlock); each gets the kind\n"
+           "                    of --shared / --limit\n"
            "  --ttl DUR         lease [30s]; how long the lock outlives its lockd replica\n"
            "                    (with --unary: how long it outlives lockctl)\n"
            "  --wait DUR        wait this long for the lock [0: give up at once, exit 75]\n"
@@ -450,10 +506,11 @@ Exit codes:
            "lockctl runs in the foreground of one); signals are sent to the whole group.\n"
            "SIGINT, SIGTERM, SIGHUP and SIGQUIT received by lockctl are forwarded to it.\n"
            "If lockctl itself dies, COMMAND receives --signal. COMMAND sees\n"
-           "LOCKD_LOCK_NAME, LOCKD_LOCK_OWNER and LOCKD_FENCING_TOKEN in its environment.\n"
-           "Exit status: COMMAND's, or 76 if the lock was lost (see below).\n"
+           "LOCKD_LOCK_NAME, LOCKD_LOCK_OWNER and LOCKD_FENCING_TOKEN in its environment\n"
+           "(with --lock: the names and their tokens, comma-separated, in --lock order).\n"
+           "Exit status: COMMAND's, or 76 if a lock was lost (see below).\n"
            "It prints nothing of its own on stdout (--output does not apply).\n" +
-           connection + exit_codes;
+           kinds + connection + exit_codes;
   }
   if (command == "health") {
     return "Usage: lockctl health [--service NAME]\n"

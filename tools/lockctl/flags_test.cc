@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -394,6 +395,72 @@ TEST(ProtoJsonTest, ListAndForceReleaseAndNotAcquiredNestTheLockInfo) {
   EXPECT_THAT(ProtoJson(NotAcquiredResponse(nullptr)), HasSubstr("\"acquired\":false"));
 }
 
+TEST(ProtoJsonTest, LockInfoCarriesModeLimitAndEveryHolder) {
+  LockInfo sem = HeldLock();
+  sem.limit = 4;
+  Holder h;
+  h.owner = "a";
+  h.hold_count = 1;
+  h.permits = 3;
+  h.fencing_token = 12;
+  h.ttl_remaining = absl::Seconds(9);
+  sem.holders = {h, h};
+  sem.holders[1].owner = "b";
+  v1::LockInfo back = ParseJson<v1::LockInfo>(ProtoJson(ToProto(sem)));
+  EXPECT_EQ(back.limit(), 4u);
+  ASSERT_EQ(back.holders_size(), 2);
+  EXPECT_EQ(back.holders(1).owner(), "b");
+  EXPECT_EQ(back.holders(0).permits(), 3u);
+  EXPECT_EQ(back.holders(0).fencing_token(), 12u);
+  EXPECT_EQ(back.holders(0).ttl_remaining().seconds(), 9);
+  LockInfo shared = HeldLock();
+  shared.mode = HoldMode::kShared;
+  EXPECT_THAT(ProtoJson(ToProto(shared)), HasSubstr("\"mode\":\"LOCK_MODE_SHARED\""));
+}
+
+TEST(KindFlagsTest, AcquireAndRunTakeSharedLimitAndPermits) {
+  absl::StatusOr<Invocation> inv = Parse({"acquire", "--name", "catalog", "--shared"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_TRUE(inv->shared);
+  EXPECT_EQ(inv->semaphore_limit, 0u);
+  inv = Parse({"run", "--name", "api", "--limit", "4", "--permits=2", "--", "true"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_FALSE(inv->shared);
+  EXPECT_EQ(inv->semaphore_limit, 4u);
+  EXPECT_EQ(inv->permits, 2u);
+  // list --limit is still the number of locks listed.
+  inv = Parse({"list", "--limit", "20000"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->limit, 20000);
+  EXPECT_EQ(inv->semaphore_limit, 0u);
+}
+
+TEST(KindFlagsTest, RunTakesSeveralLocksInTheirOrder) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"run", "--lock", "acct/2", "--lock", "acct/1", "--wait", "5s", "--", "./move.sh"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_THAT(inv->locks, ElementsAre("acct/2", "acct/1"));
+  EXPECT_EQ(inv->name, "");
+  EXPECT_THAT(Parse({"acquire", "--lock", "a"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--lock")));
+}
+
+TEST(KindFlagsTest, KindUsageErrorsNameTheProblem) {
+  auto fails = [](std::vector<std::string> args, const std::string& why) {
+    EXPECT_THAT(Parse(args), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(why)))
+        << absl::StrJoin(args, " ");
+  };
+  fails({"acquire", "--name", "x", "--shared", "--limit", "4"}, "not both");
+  fails({"acquire", "--name", "x", "--permits", "2"}, "--permits needs --limit");
+  fails({"acquire", "--name", "x", "--limit", "4", "--permits", "5"}, "at most --limit");
+  fails({"acquire", "--name", "x", "--limit", "0"}, "--limit");
+  fails({"acquire", "--name", "x", "--limit", "10001"}, "--limit");
+  fails({"acquire", "--name", "x", "--limit", "2", "--permits", "0"}, "--permits");
+  fails({"run", "--name", "x", "--lock", "y", "--", "true"}, "--name or --lock");
+  fails({"run", "--", "true"}, "(or --lock)");
+  fails({"describe", "--name", "x", "--shared"}, "unknown flag --shared");
+}
+
 // Runs `script` in bash; returns its stdout.
 std::string Bash(const std::string& script) {
   const std::string file = absl::StrCat(::testing::TempDir(), "/lockctl-bash-", getpid(), ".sh");
@@ -435,6 +502,8 @@ TEST(CompletionTest, BashScriptIsValidAndOffersEveryCommandAndFlag) {
   EXPECT_EQ(complete("lockctl health --se", 2), "--service --server\n");
   EXPECT_EQ(complete("lockctl describe --output ''", 3), "text json\n");
   EXPECT_EQ(complete("lockctl completion ''", 2), "bash zsh\n");
+  EXPECT_EQ(complete("lockctl acquire --sh", 2), "--shared\n");
+  EXPECT_EQ(complete("lockctl run --lo", 2), "--lock\n");
   std::remove(file.c_str());
 }
 

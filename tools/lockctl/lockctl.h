@@ -74,6 +74,15 @@ struct Invocation {
   absl::Duration ttl = absl::Seconds(30);
   absl::Duration wait = absl::ZeroDuration();
 
+  // acquire/run kind: --shared (a reader), --limit N (a semaphore of N
+  // permits; `list --limit` is Invocation::limit) and --permits K (with
+  // --limit; 0: 1).
+  bool shared = false;
+  uint32_t semaphore_limit = 0;
+  uint32_t permits = 0;
+  // run --lock (repeatable): take all of them with AcquireAll, instead of --name.
+  std::vector<std::string> locks;
+
   // release --acquire-request-id: undo that Acquire of owner instead of
   // releasing a hold (Client::UndoAcquire).
   std::string acquire_request_id;
@@ -130,6 +139,10 @@ int ExitCodeFor(const absl::Status& status, bool acquiring);
 // --acquire-request-id ID` command line that undoes it, shell-quoted. ""
 // for any other status.
 std::string UndoCommand(const Invocation& inv, absl::string_view owner, const absl::Status& status);
+
+// The acquire of inv.name with the kind inv asks for (Client::Acquire,
+// AcquireShared, or Semaphore::Acquire of inv.permits).
+absl::StatusOr<Lease> AcquireKind(const Invocation& inv, Client& client, AcquireOptions options);
 
 // Runs a parsed, non-help invocation, writing results to `out` and
 // diagnostics to `err`. Returns the process exit code.

@@ -27,6 +27,19 @@ v1::LockInfo ToProto(const LockInfo& info) {
   out.set_hold_count(info.hold_count);
   out.set_fencing_token(info.fencing_token);
   SetProtoDuration(info.ttl_remaining, out.mutable_ttl_remaining());
+  out.set_mode(info.mode == HoldMode::kShared ? v1::LOCK_MODE_SHARED : v1::LOCK_MODE_EXCLUSIVE);
+  out.set_limit(info.limit);
+  for (const Holder& h : info.holders) {
+    v1::Holder* p = out.add_holders();
+    p->set_owner(h.owner);
+    p->set_mode(h.mode == HoldMode::kShared ? v1::LOCK_MODE_SHARED : v1::LOCK_MODE_EXCLUSIVE);
+    p->set_hold_count(h.hold_count);
+    p->set_permits(h.permits);
+    p->set_fencing_token(h.fencing_token);
+    if (h.ttl_remaining > absl::ZeroDuration()) {
+      SetProtoDuration(h.ttl_remaining, p->mutable_ttl_remaining());
+    }
+  }
   return out;
 }
 

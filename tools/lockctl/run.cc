@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tools/lockctl/lockctl.h"
 
 extern char** environ;
@@ -68,6 +69,36 @@ void GiveTerminalTo(pid_t pgrp) {
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
+// The locks of `run`: --name with its kind, or every --lock with AcquireAll.
+absl::StatusOr<LeaseSet> TakeLocks(const Invocation& inv, Client& client, AcquireOptions o) {
+  if (inv.locks.empty()) {
+    absl::StatusOr<Lease> lease = AcquireKind(inv, client, std::move(o));
+    if (!lease.ok()) return lease.status();
+    std::vector<Lease> one;
+    one.push_back(*std::move(lease));
+    return LeaseSet(std::move(one));
+  }
+  std::vector<LockSpec> specs;
+  for (const std::string& name : inv.locks) {
+    LockSpec spec;
+    spec.name = name;
+    spec.mode = inv.shared ? HoldMode::kShared : HoldMode::kExclusive;
+    spec.limit = inv.semaphore_limit;
+    spec.permits = inv.permits;
+    specs.push_back(std::move(spec));
+  }
+  return client.AcquireAll(specs, std::move(o));
+}
+
+// Why a lease of `held` was lost (OK if none was).
+absl::Status LostStatus(const LeaseSet& held) {
+  for (const Lease& l : held) {
+    absl::Status s = l.lost_status();
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 int ExitCodeOf(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
@@ -89,12 +120,17 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
   o.wait = inv.wait;
   o.auto_renew = true;
   o.on_lost = [](const absl::Status&) { Wake(kLostByte); };
-  absl::StatusOr<Lease> lease = client.Acquire(inv.name, std::move(o));
+  absl::StatusOr<LeaseSet> lease = TakeLocks(inv, client, std::move(o));
   if (!lease.ok()) {
     err << "lockctl: " << lease.status().message() << "\n";
     std::string undo = UndoCommand(inv, client.owner(), lease.status());
     if (!undo.empty()) err << "lockctl: to undo it: " << undo << "\n";
     return ExitCodeFor(lease.status(), /*acquiring=*/true);
+  }
+  std::vector<std::string> names, tokens;
+  for (const Lease& l : *lease) {
+    names.push_back(l.name());
+    tokens.push_back(absl::StrCat(l.fencing_token()));
   }
 
   // Everything the child needs is built before fork(): after it, only
@@ -108,9 +144,9 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
     }
     env_strings.emplace_back(kv);
   }
-  env_strings.push_back(absl::StrCat("LOCKD_LOCK_NAME=", lease->name()));
-  env_strings.push_back(absl::StrCat("LOCKD_LOCK_OWNER=", lease->owner()));
-  env_strings.push_back(absl::StrCat("LOCKD_FENCING_TOKEN=", lease->fencing_token()));
+  env_strings.push_back(absl::StrCat("LOCKD_LOCK_NAME=", absl::StrJoin(names, ",")));
+  env_strings.push_back(absl::StrCat("LOCKD_LOCK_OWNER=", (*lease)[0].owner()));
+  env_strings.push_back(absl::StrCat("LOCKD_FENCING_TOKEN=", absl::StrJoin(tokens, ",")));
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -208,7 +244,7 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
         if (b == kLostByte) {
           if (lost) continue;
           lost = true;
-          err << "lockctl: " << lease->lost_status().message() << "; sending "
+          err << "lockctl: " << LostStatus(*lease).message() << "; sending "
               << "SIG" << ::sigabbrev_np(inv.signal) << " to the command\n";
           SignalCommand(pid, inv.signal);
           if (inv.kill_after > absl::ZeroDuration()) {
@@ -227,7 +263,7 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err) {
   const int code = ExitCodeOf(wait_status);
   if (lost || lease->lost()) {
     if (!lost) {
-      err << "lockctl: " << lease->lost_status().message()
+      err << "lockctl: " << LostStatus(*lease).message()
           << " (noticed as the command ended; it may have run without the lock)\n";
     }
     lease->Release().IgnoreError();  // reports the loss; sends nothing

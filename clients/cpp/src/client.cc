@@ -32,6 +32,7 @@ using client_internal::DescribeLock;
 using client_internal::FromGrpc;
 using client_internal::FromProto;
 using client_internal::LeaseState;
+using client_internal::LockTarget;
 using client_internal::NewAcquireCall;
 using client_internal::SteadyClock;
 using client_internal::SteadyTime;
@@ -217,6 +218,9 @@ const std::string& Lease::owner() const { return state_ ? state_->owner : EmptyS
 uint64_t Lease::fencing_token() const { return state_ ? state_->fencing_token : 0; }
 uint32_t Lease::hold_count() const { return state_ ? state_->hold_count : 0; }
 absl::Duration Lease::ttl() const { return state_ ? state_->ttl : absl::ZeroDuration(); }
+HoldMode Lease::mode() const { return state_ ? state_->mode : HoldMode::kExclusive; }
+uint32_t Lease::limit() const { return state_ ? state_->limit : 0; }
+uint32_t Lease::permits() const { return state_ ? state_->permits : 0; }
 
 std::chrono::steady_clock::time_point Lease::valid_until() const {
   return state_ ? state_->valid_until() : SteadyTime();
@@ -298,6 +302,34 @@ void Lease::Detach() {
 }
 
 // ---------------------------------------------------------------------------
+// LeaseSet
+
+bool LeaseSet::valid() const {
+  if (leases_.empty()) return false;
+  for (const Lease& lease : leases_) {
+    if (!lease.valid()) return false;
+  }
+  return true;
+}
+
+bool LeaseSet::lost() const {
+  for (const Lease& lease : leases_) {
+    if (lease.lost()) return true;
+  }
+  return false;
+}
+
+absl::Status LeaseSet::Release(absl::Duration timeout) {
+  absl::Status first;
+  for (Lease& lease : leases_) {
+    if (!lease.active()) continue;
+    absl::Status s = lease.Release(timeout);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+// ---------------------------------------------------------------------------
 // Client
 
 absl::StatusOr<Client> Client::Connect(absl::string_view target, ClientOptions options,
@@ -327,20 +359,91 @@ absl::StatusOr<Lease> Client::TryAcquire(absl::string_view name, AcquireOptions 
   return Acquire(name, std::move(options));
 }
 
-absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions options) {
-  absl::StatusOr<AcquireCall> call = NewAcquireCall(*core_, name, std::move(options));
+namespace {
+
+// The one acquire of every kind: `call` on the path ChooseAcquirePath picks.
+absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> AcquireLeases(
+    const std::shared_ptr<ClientCore>& core, absl::StatusOr<AcquireCall> call) {
   if (!call.ok()) return call.status();
-  if (ChooseAcquirePath(*core_, *call) == AcquirePath::kSession) {
-    absl::StatusOr<std::shared_ptr<LeaseState>> held = core_->session().Acquire(*call);
-    if (held.ok()) return Lease(core_, *std::move(held));
+  if (ChooseAcquirePath(*core, *call) == AcquirePath::kSession) {
+    absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held = core->session().Acquire(*call);
     // kUnimplemented: a lockd without the Session stream. Nothing was sent;
     // this call and every later one go unary (ChooseAcquirePath).
-    if (held.status().code() != absl::StatusCode::kUnimplemented) return held.status();
+    if (held.ok() || held.status().code() != absl::StatusCode::kUnimplemented) return held;
   }
+  return client_internal::UnaryAcquire(*core, *std::move(call));
+}
+
+// AcquireLeases of one lock.
+absl::StatusOr<std::shared_ptr<LeaseState>> AcquireOne(const std::shared_ptr<ClientCore>& core,
+                                                       LockTarget lock, AcquireOptions options) {
+  absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held =
+      AcquireLeases(core, NewAcquireCall(*core, {std::move(lock)}, std::move(options)));
+  if (!held.ok()) return held.status();
+  return std::move(held->front());
+}
+
+}  // namespace
+
+absl::StatusOr<Lease> Client::Acquire(absl::string_view name, AcquireOptions options) {
+  LockTarget lock;
+  lock.name = std::string(name);
   absl::StatusOr<std::shared_ptr<LeaseState>> held =
-      client_internal::UnaryAcquire(*core_, *std::move(call));
+      AcquireOne(core_, std::move(lock), std::move(options));
   if (!held.ok()) return held.status();
   return Lease(core_, *std::move(held));
+}
+
+absl::StatusOr<Lease> Client::AcquireShared(absl::string_view name, AcquireOptions options) {
+  LockTarget lock;
+  lock.name = std::string(name);
+  lock.mode = HoldMode::kShared;
+  absl::StatusOr<std::shared_ptr<LeaseState>> held =
+      AcquireOne(core_, std::move(lock), std::move(options));
+  if (!held.ok()) return held.status();
+  return Lease(core_, *std::move(held));
+}
+
+absl::StatusOr<LeaseSet> Client::AcquireAll(const std::vector<LockSpec>& locks,
+                                            AcquireOptions options) {
+  std::vector<LockTarget> targets;
+  for (const LockSpec& spec : locks) {
+    targets.push_back({spec.ns, spec.name, spec.mode, spec.limit, spec.permits});
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held =
+      AcquireLeases(core_, NewAcquireCall(*core_, std::move(targets), std::move(options),
+                                          /*all=*/true));
+  if (!held.ok()) return held.status();
+  std::vector<Lease> leases;
+  for (std::shared_ptr<LeaseState>& state : *held) leases.push_back(Lease(core_, std::move(state)));
+  return LeaseSet(std::move(leases));
+}
+
+// ---------------------------------------------------------------------------
+// Semaphore
+
+Semaphore::Semaphore(const Client& client, std::string name, uint32_t limit, std::string ns)
+    : core_(client.core_), name_(std::move(name)), ns_(std::move(ns)), limit_(limit) {}
+
+absl::StatusOr<Lease> Semaphore::Acquire(uint32_t permits, AcquireOptions options) {
+  if (limit_ < 1 || limit_ > kMaxSemaphoreLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Semaphore limit must be 1-", kMaxSemaphoreLimit, ", not ", limit_));
+  }
+  if (permits < 1 || permits > limit_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("permits must be 1-", limit_, " (the limit), not ", permits));
+  }
+  options.ns = ns_;
+  absl::StatusOr<std::shared_ptr<LeaseState>> held =
+      AcquireOne(core_, {"", name_, HoldMode::kExclusive, limit_, permits}, std::move(options));
+  if (!held.ok()) return held.status();
+  return Lease(core_, *std::move(held));
+}
+
+absl::StatusOr<Lease> Semaphore::TryAcquire(uint32_t permits, AcquireOptions options) {
+  options.wait = absl::ZeroDuration();
+  return Acquire(permits, std::move(options));
 }
 
 absl::StatusOr<ReleaseOutcome> Client::Release(absl::string_view name, absl::string_view owner,

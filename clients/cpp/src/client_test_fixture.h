@@ -48,6 +48,17 @@ inline void Grant(const v1::AcquireRequest& req, v1::AcquireResponse* resp, uint
   SetProtoDuration(ttl, resp->mutable_lease_ttl());
 }
 
+// An Acquire action that records the request in *seen and grants it with
+// `token`.
+inline auto RecordAndGrant(v1::AcquireRequest* seen, uint64_t token = 7) {
+  return ::testing::Invoke([seen, token](grpc::ClientContext*, const v1::AcquireRequest& req,
+                                         v1::AcquireResponse* resp) {
+    *seen = req;
+    Grant(req, resp, token);
+    return grpc::Status::OK;
+  });
+}
+
 class ClientTest : public ::testing::Test {
  protected:
   ClientTest() : stub_(std::make_shared<::testing::NiceMock<v1::MockLockServiceStub>>()) {

@@ -26,14 +26,27 @@ inline constexpr absl::string_view kHolderPayload = "type.googleapis.com/lockd.v
 inline constexpr absl::string_view kUnconfirmedAcquirePayload =
     "type.lockd.dev/lockd.client.UnconfirmedAcquire";
 
+// Payload of a status that carried a lockd ErrorInfo: its reason
+// (ErrorReason), e.g. "LOCK_KIND_MISMATCH".
+inline constexpr absl::string_view kErrorReasonPayload = "type.lockd.dev/lockd.client.ErrorReason";
+
 // kFailedPrecondition carrying kLockLostPayload = `reason`.
 absl::Status LockLostError(absl::string_view reason, absl::string_view message);
 
 // Translates the result of RPC `op` on lock (ns, name): same canonical code,
 // a message naming the operation and the lock, and LOCK_NOT_HELD (the
-// google.rpc.ErrorInfo in the status details) as LockLostError.
+// google.rpc.ErrorInfo in the status details) as LockLostError. Any other
+// lockd ErrorInfo (LOCK_KIND_MISMATCH, UPGRADE_WOULD_BLOCK,
+// PERMITS_MISMATCH, ...) becomes kErrorReasonPayload, and the message ends
+// with the reason and its metadata: "[LOCK_KIND_MISMATCH kind=semaphore
+// limit=4]".
 absl::Status FromGrpc(absl::string_view op, absl::string_view ns, absl::string_view name,
                       const grpc::Status& status);
+// The same for an operation on `what` (DescribeCall, DescribeLock).
+absl::Status FromGrpcOn(absl::string_view op, absl::string_view what, const grpc::Status& status);
+
+HoldMode FromProto(v1::LockMode mode);
+v1::LockMode ToProto(HoldMode mode);
 
 // "\"orders/42\" (namespace default)" for messages.
 std::string DescribeLock(absl::string_view ns, absl::string_view name);

@@ -26,6 +26,10 @@ class LeaseState {
     std::string owner;
     uint64_t fencing_token = 0;
     uint32_t hold_count = 0;
+    // The kind asked for (LockTarget).
+    HoldMode mode = HoldMode::kExclusive;
+    uint32_t limit = 0;
+    uint32_t permits = 0;
     absl::Duration ttl;  // granted
     absl::Duration drift;
     bool auto_renew = true;
@@ -43,6 +47,9 @@ class LeaseState {
   const std::string owner;
   const uint64_t fencing_token;
   const uint32_t hold_count;
+  const HoldMode mode;
+  const uint32_t limit;
+  const uint32_t permits;
   const absl::Duration ttl;
   const absl::Duration drift;
   const bool auto_renew;

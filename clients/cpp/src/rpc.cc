@@ -171,9 +171,22 @@ bool UndoConfirmed(const absl::StatusOr<ReleaseOutcome>& undo) {
   return undo.ok() || IsLockLost(undo.status());
 }
 
+absl::Status UndoAttempt(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
+                         const std::vector<AttemptHold>& holds, absl::string_view owner,
+                         absl::string_view request_id, SteadyTime deadline) {
+  absl::Status first;
+  for (const AttemptHold& h : holds) {
+    absl::StatusOr<ReleaseOutcome> undo = UndoAcquire(stub, channel, options, h.ns, h.name, owner,
+                                                      request_id, deadline, h.fencing_token);
+    if (!UndoConfirmed(undo) && first.ok()) first = undo.status();
+  }
+  return first;
+}
+
 grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
                              const ClientOptions& options, SteadyTime deadline,
-                             v1::AcquireRequest* req,
+                             std::string* request_id, const std::vector<AttemptHold>& holds,
+                             absl::string_view owner,
                              absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
                              std::string* unresolved) {
   unresolved->clear();
@@ -183,16 +196,15 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
     SetDeadline(&ctx, deadline);
     grpc::Status status = attempt(&ctx);
     if (!OutcomeUnknown(status)) return status;
-    *unresolved = req->request_id();
+    *unresolved = *request_id;
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
     const SteadyTime resume = SteadyClock::now() + ToSteady(Jittered(backoff));
     if (resume >= deadline) return status;
-    absl::StatusOr<ReleaseOutcome> undo = UndoAcquire(
-        stub, channel, options, req->namespace_(), req->name(), req->owner(), *unresolved,
-        std::min(SteadyClock::now() + ToSteady(UndoTimeout(options)), deadline));
-    if (UndoConfirmed(undo)) {
+    if (UndoAttempt(stub, channel, options, holds, owner, *unresolved,
+                    std::min(SteadyClock::now() + ToSteady(UndoTimeout(options)), deadline))
+            .ok()) {
       unresolved->clear();
-      req->set_request_id(RandomHex(16));
+      *request_id = RandomHex(16);
     }
     if (SteadyClock::now() >= deadline) return status;
     PauseWatchingChannel(channel, resume);
@@ -201,38 +213,39 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
 }
 
 absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
-                         absl::string_view ns, absl::string_view name, absl::string_view owner,
-                         const std::string& unresolved, absl::Status s, uint64_t fencing_token) {
+                         const std::vector<AttemptHold>& holds, absl::string_view owner,
+                         const std::string& unresolved, absl::Status s) {
   if (unresolved.empty()) return s;
-  absl::StatusOr<ReleaseOutcome> undo =
-      UndoAcquire(stub, channel, options, ns, name, owner, unresolved,
-                  SteadyClock::now() + ToSteady(UndoTimeout(options)), fencing_token);
-  if (UndoConfirmed(undo)) return s;
-  absl::Status out(s.code(),
-                   absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
-                                "\", acquire request id ", unresolved,
-                                ") was not confirmed: ", undo.status().message(),
-                                "; a hold it may have left ends with its lease unless undone"));
+  absl::Status undo = UndoAttempt(stub, channel, options, holds, owner, unresolved,
+                                  SteadyClock::now() + ToSteady(UndoTimeout(options)));
+  if (undo.ok()) return s;
+  absl::Status out(
+      s.code(),
+      absl::StrCat(s.message(), "; the undo of this acquire (owner \"", owner,
+                   "\", acquire request id ", unresolved, ") was not confirmed: ", undo.message(),
+                   "; a hold it may have left ends with its lease unless undone"));
   s.ForEachPayload(
       [&](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
   out.SetPayload(kUnconfirmedAcquirePayload, absl::Cord(unresolved));
   return out;
 }
 
-absl::Status NotAcquiredError(absl::string_view ns, absl::string_view name, absl::Duration wait,
-                              const v1::AcquireResponse& resp) {
+absl::Status NotAcquiredError(absl::string_view what, absl::Duration wait,
+                              const v1::LockInfo* current) {
   std::string holder;
-  if (resp.has_current() && resp.current().held()) {
-    holder = absl::StrCat("; held by owner \"", resp.current().owner(), "\" (fencing token ",
-                          resp.current().fencing_token(), ")");
+  if (current != nullptr && current->held()) {
+    // Several locks: say which one was held.
+    const std::string lock = DescribeLock(current->namespace_(), current->name());
+    holder = absl::StrCat("; ", what == lock ? "" : lock + " ", "held by owner \"",
+                          current->owner(), "\" (fencing token ", current->fencing_token(), ")");
   }
   absl::Status s = absl::DeadlineExceededError(absl::StrCat(
-      "lockd acquire of ", DescribeLock(ns, name), ": not acquired",
+      "lockd acquire of ", what, ": not acquired",
       wait > absl::ZeroDuration() ? absl::StrCat(" within ", absl::FormatDuration(wait))
                                   : std::string(" (no wait)"),
       holder));
-  if (resp.has_current()) {
-    s.SetPayload(kHolderPayload, absl::Cord(resp.current().SerializeAsString()));
+  if (current != nullptr) {
+    s.SetPayload(kHolderPayload, absl::Cord(current->SerializeAsString()));
   }
   return s;
 }

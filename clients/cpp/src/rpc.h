@@ -5,6 +5,7 @@
 #define LOCKD_CLIENTS_CPP_SRC_RPC_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -91,40 +92,57 @@ absl::StatusOr<ReleaseOutcome> UndoAcquire(Stub& stub, grpc::ChannelInterface* c
 // Acquire remains: an OK answer, or LOCK_NOT_HELD (the owner holds nothing).
 bool UndoConfirmed(const absl::StatusOr<ReleaseOutcome>& undo);
 
-// Runs `attempt` (an Acquire of *req) with a fresh context whose deadline is
+// A hold that one acquire attempt may have added: the lock, and the grant's
+// fencing token when the client saw the grant (its undo then touches only
+// that hold), else 0. An AcquireAll attempt may have added one per lock.
+struct AttemptHold {
+  std::string ns;
+  std::string name;
+  uint64_t fencing_token = 0;
+};
+
+// The undo of `owner`'s acquire attempt `request_id` on every lock of
+// `holds` (UndoAcquire each, all bounded by `deadline`). OK when every undo
+// was confirmed (UndoConfirmed); else the first unconfirmed one's error.
+absl::Status UndoAttempt(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
+                         const std::vector<AttemptHold>& holds, absl::string_view owner,
+                         absl::string_view request_id, SteadyTime deadline);
+
+// Runs `attempt` (an Acquire or AcquireAll of `owner` on `holds`, whose
+// request_id is *request_id) with a fresh context whose deadline is
 // `deadline` until it gets the server's answer (OK or a definite error),
 // fails with an unknown outcome other than UNAVAILABLE, or the next backoff
 // pause would end past `deadline`. After an UNAVAILABLE it first undoes that
-// attempt (UndoAcquire, bounded by min(UndoTimeout, deadline)); if the undo
-// was confirmed the next attempt gets a new request_id in *req (a late
-// give-back of the old attempt can then not touch the new hold), otherwise it
-// keeps the same one (the server answers a repeat with the first result, so
-// the hold count cannot double). Then it backs off as CallWithRetry does.
-// Returns the last attempt's status. *unresolved: the request_id of an
-// attempt whose outcome is unknown and whose undo was not confirmed, else
-// empty; the caller must undo it if it reports a failure.
+// attempt (UndoAttempt, bounded by min(UndoTimeout, deadline)); if the undo
+// was confirmed the next attempt gets a new *request_id (a late give-back of
+// the old attempt can then not touch the new hold), otherwise it keeps the
+// same one (the server answers a repeat with the first result, so the hold
+// count cannot double). Then it backs off as CallWithRetry does. Returns the
+// last attempt's status. *unresolved: the request_id of an attempt whose
+// outcome is unknown and whose undo was not confirmed, else empty; the
+// caller must undo it if it reports a failure.
 grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
                              const ClientOptions& options, SteadyTime deadline,
-                             v1::AcquireRequest* req,
+                             std::string* request_id, const std::vector<AttemptHold>& holds,
+                             absl::string_view owner,
                              absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
                              std::string* unresolved);
 
-// The status a failed Acquire of (ns, name) by `owner` reports, given the
+// The status a failed acquire of `holds` by `owner` reports, given the
 // failure `s` and `unresolved`, the request_id of an attempt that may have
-// left a hold (empty: none). Undoes that attempt first (UndoAcquire, bounded
+// left a hold (empty: none). Undoes that attempt first (UndoAttempt, bounded
 // by UndoTimeout, even past the caller's deadline); if the undo is not
 // confirmed, the status names the owner and id and carries
 // kUnconfirmedAcquirePayload (see UnconfirmedAcquireRequestId).
-// `fencing_token`: the attempt's grant's token if the client saw the grant,
-// else 0 (see UndoAcquire).
 absl::Status FailAcquire(Stub& stub, grpc::ChannelInterface* channel, const ClientOptions& options,
-                         absl::string_view ns, absl::string_view name, absl::string_view owner,
-                         const std::string& unresolved, absl::Status s, uint64_t fencing_token = 0);
+                         const std::vector<AttemptHold>& holds, absl::string_view owner,
+                         const std::string& unresolved, absl::Status s);
 
-// The kDeadlineExceeded of an Acquire answered acquired = false after
-// waiting `wait`, naming the holder and carrying it (CurrentHolder).
-absl::Status NotAcquiredError(absl::string_view ns, absl::string_view name, absl::Duration wait,
-                              const v1::AcquireResponse& resp);
+// The kDeadlineExceeded of an acquire of `what` (DescribeCall) answered
+// acquired = false after waiting `wait`, naming the lock's holder and
+// carrying `current` (CurrentHolder) when the server sent it (null: not).
+absl::Status NotAcquiredError(absl::string_view what, absl::Duration wait,
+                              const v1::LockInfo* current);
 
 }  // namespace lockd::client_internal
 

@@ -29,9 +29,11 @@ bool SameHold(const LeaseState& lease, absl::string_view ns, absl::string_view n
 
 struct SessionStream::Op {
   uint64_t id = 0;
-  v1::SessionRequest req;    // with op_id set
-  LeaseState::Params grant;  // acquires: the lease a grant becomes
-  bool sent = false;         // written (or being written) on an open stream
+  v1::SessionRequest req;  // with op_id set
+  // Acquires: the lease each lock's grant becomes (one per lock of an
+  // acquire_all).
+  std::vector<LeaseState::Params> grants;
+  bool sent = false;  // written (or being written) on an open stream
   bool cancelled = false;
   bool done = false;
   // A sent acquire its caller stopped waiting for: a grant that still comes
@@ -40,7 +42,7 @@ struct SessionStream::Op {
   bool abandoned = false;
   // When done: the server's answer, or else `error` (outcome unknown iff sent).
   std::optional<v1::SessionResult> result;
-  std::shared_ptr<LeaseState> lease;  // a grant, already in holds_
+  std::vector<std::shared_ptr<LeaseState>> leases;  // a grant's, already in holds_
   grpc::Status error;
 };
 
@@ -94,7 +96,7 @@ bool SessionStream::OnSessionThread() const {
 }
 
 std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
-                                                         LeaseState::Params grant) {
+                                                         std::vector<LeaseState::Params> grants) {
   auto op = std::make_shared<Op>();
   std::shared_ptr<Stream> s;
   {
@@ -102,11 +104,13 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
     op->id = next_op_id_++;
     if (req.has_acquire()) {
       req.mutable_acquire()->set_op_id(op->id);
+    } else if (req.has_acquire_all()) {
+      req.mutable_acquire_all()->set_op_id(op->id);
     } else {
       req.mutable_release()->set_op_id(op->id);
     }
     op->req = std::move(req);
-    op->grant = std::move(grant);
+    op->grants = std::move(grants);
     if (stop_ || unsupported_) {
       op->done = true;
       op->error = stop_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client is shutting down")
@@ -160,7 +164,7 @@ void SessionStream::Cancel(const std::shared_ptr<Op>& op) {
 void SessionStream::Abandon(Op& op) {
   std::lock_guard<std::mutex> l(mu_);
   if (op.done) return;
-  if (op.sent && op.req.has_acquire()) {
+  if (op.sent && (op.req.has_acquire() || op.req.has_acquire_all())) {
     op.abandoned = true;
   } else {
     ops_.erase(op.id);
@@ -177,39 +181,51 @@ void SessionStream::Forget(const LeaseState* lease) {
   holds_.erase(it);
 }
 
-absl::StatusOr<std::shared_ptr<LeaseState>> SessionStream::Acquire(const AcquireCall& call) {
-  const std::string& ns = call.ns;
-  const std::string& name = call.name;
+absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
+    const AcquireCall& call) {
   const std::string& owner = options_.owner;
+  const std::string what = DescribeCall(call);
   v1::SessionRequest proto;
-  v1::AcquireRequest* req = proto.mutable_acquire()->mutable_request();
-  req->set_namespace_(ns);
-  req->set_name(name);
-  req->set_request_id(RandomHex(16));
-  LeaseState::Params grant;
-  grant.ns = ns;
-  grant.name = name;
-  grant.owner = owner;
-  grant.on_lost = call.on_lost;
-  // `token`: the attempt's grant's, when one was seen (its undo then gives
-  // back only that hold).
-  auto fail = [&](absl::Status s, const std::string& unresolved, uint64_t token = 0) {
-    return FailAcquire(*stub_, channel_.get(), options_, ns, name, owner, unresolved, std::move(s),
-                       token);
+  // The call's request, whichever it is (the other is null).
+  v1::AcquireRequest* one = nullptr;
+  v1::AcquireAllRequest* all = nullptr;
+  if (call.all) {
+    all = proto.mutable_acquire_all()->mutable_request();
+    FillRequest(call, all);
+  } else {
+    one = proto.mutable_acquire()->mutable_request();
+    FillRequest(call, one);
+  }
+  std::string* request_id = call.all ? all->mutable_request_id() : one->mutable_request_id();
+  *request_id = RandomHex(16);
+  std::vector<LeaseState::Params> grants;
+  for (const LockTarget& lock : call.locks) {
+    grants.push_back(LeaseParams(lock, owner));
+    grants.back().on_lost = call.on_lost;
+  }
+  // `granted`: the attempt's grant, when one was seen (its undo then gives
+  // back only those holds).
+  auto fail = [&](absl::Status s, const std::string& unresolved,
+                  const std::vector<v1::AcquireResponse>& granted = {}) {
+    return FailAcquire(*stub_, channel_.get(), options_, AttemptHolds(call, granted), owner,
+                       unresolved, std::move(s));
   };
   auto not_in_time = [&] {
-    return absl::DeadlineExceededError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
-                                                    ": not acquired within the call's timeout"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("lockd acquire of ", what, ": not acquired within the call's timeout"));
   };
   std::string unresolved;  // an attempt that may have left a hold
   while (true) {
     SteadyTime now = SteadyClock::now();
     if (call.wait_end > now) {
-      SetProtoDuration(FromSteady(call.wait_end - now), req->mutable_wait_timeout());
+      SetProtoDuration(FromSteady(call.wait_end - now),
+                       call.all ? all->mutable_wait_timeout() : one->mutable_wait_timeout());
+    } else if (call.all) {
+      all->clear_wait_timeout();
     } else {
-      req->clear_wait_timeout();
+      one->clear_wait_timeout();
     }
-    std::shared_ptr<Op> op = Submit(proto, grant);
+    std::shared_ptr<Op> op = Submit(proto, grants);
     if (!Wait(*op, call.deadline)) {
       Cancel(op);
       if (!Wait(*op, SteadyClock::now() + ToSteady(UndoTimeout(options_)))) Abandon(*op);
@@ -221,51 +237,53 @@ absl::StatusOr<std::shared_ptr<LeaseState>> SessionStream::Acquire(const Acquire
         if (gs.error_code() == grpc::StatusCode::CANCELLED && op->cancelled) {
           return fail(not_in_time(), unresolved);
         }
-        return fail(FromGrpc("acquire", ns, name, gs), unresolved);
+        return fail(FromGrpcOn("acquire", what, gs), unresolved);
       }
-      if (!r.acquire().acquired()) {
-        return fail(NotAcquiredError(ns, name, call.wait, r.acquire()), unresolved);
-      }
+      absl::StatusOr<std::vector<v1::AcquireResponse>> granted =
+          GrantedLocks(call, r.has_acquire() ? &r.acquire() : nullptr,
+                       r.has_acquire() ? nullptr : &r.acquire_all());
+      if (!granted.ok()) return fail(granted.status(), unresolved);
       if (op->cancelled) {  // granted as the cancel went out: give it back
-        Forget(op->lease.get());
-        op->lease->End(SteadyClock::now());
-        return fail(not_in_time(), req->request_id(), op->lease->fencing_token);
+        for (const auto& lease : op->leases) {
+          Forget(lease.get());
+          lease->End(SteadyClock::now());
+        }
+        return fail(not_in_time(), *request_id, *granted);
       }
-      return op->lease;
+      return op->leases;
     }
     if (!op->done) {  // no answer even to the cancel
-      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
-                                                      ": no answer on the session stream")),
-                  req->request_id());
+      return fail(absl::UnavailableError(
+                      absl::StrCat("lockd acquire of ", what, ": no answer on the session stream")),
+                  *request_id);
     }
     if (!op->sent) {
       if (op->error.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         return absl::UnimplementedError("lockd has no Session stream");
       }
-      if (!op->cancelled) return fail(FromGrpc("acquire (session open)", ns, name, op->error), "");
+      if (!op->cancelled) return fail(FromGrpcOn("acquire (session open)", what, op->error), "");
       std::string why;
       {
         std::lock_guard<std::mutex> l(mu_);
         why = last_error_;
       }
-      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
+      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", what,
                                                       ": no session stream to lockd in time",
                                                       why.empty() ? "" : ": ", why)),
                   unresolved);
     }
     // Sent, and the stream broke before the answer: outcome unknown.
-    unresolved = req->request_id();
+    unresolved = *request_id;
     if (op->cancelled || SteadyClock::now() >= call.deadline) {
-      return fail(absl::UnavailableError(absl::StrCat("lockd acquire of ", DescribeLock(ns, name),
-                                                      ": ", op->error.error_message())),
+      return fail(absl::UnavailableError(
+                      absl::StrCat("lockd acquire of ", what, ": ", op->error.error_message())),
                   unresolved);
     }
-    absl::StatusOr<ReleaseOutcome> undo =
-        UndoAcquire(*stub_, channel_.get(), options_, ns, name, owner, unresolved,
-                    std::min(SteadyClock::now() + ToSteady(UndoTimeout(options_)), call.deadline));
-    if (UndoConfirmed(undo)) {
+    if (UndoAttempt(*stub_, channel_.get(), options_, AttemptHolds(call), owner, unresolved,
+                    std::min(SteadyClock::now() + ToSteady(UndoTimeout(options_)), call.deadline))
+            .ok()) {
       unresolved.clear();
-      req->set_request_id(RandomHex(16));
+      *request_id = RandomHex(16);
     }
   }
 }
@@ -491,43 +509,58 @@ void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::Session
 
 void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
                                  const v1::SessionResult& result) {
-  const bool granted =
-      result.status().code() == 0 && result.has_acquire() && result.acquire().acquired();
+  const bool granted = result.status().code() == 0 &&
+                       ((result.has_acquire() && result.acquire().acquired()) ||
+                        (result.has_acquire_all() && result.acquire_all().acquired()));
+  // One response per lock of a grant.
+  std::vector<const v1::AcquireResponse*> responses;
+  if (granted && result.has_acquire()) responses.push_back(&result.acquire());
+  if (granted && result.has_acquire_all()) {
+    for (const v1::AcquireResponse& a : result.acquire_all().locks()) responses.push_back(&a);
+  }
   std::unique_lock<std::mutex> l(mu_);
   auto it = ops_.find(result.op_id());
   if (it == ops_.end()) return;
   std::shared_ptr<Op> op = std::move(it->second);
   ops_.erase(it);
   if (op->abandoned) {
-    if (!granted) return;
+    if (!granted || responses.size() != op->grants.size()) return;
     // docs/api.md acquire_request_id: gives back exactly this grant (its token),
     // and is a no-op if the caller's undo already did. Its result is ignored.
-    const v1::AcquireRequest& a = op->req.acquire().request();
-    v1::SessionRequest undo;
-    undo.mutable_release()->set_op_id(next_op_id_++);
-    v1::ReleaseRequest* r = undo.mutable_release()->mutable_request();
-    r->set_namespace_(a.namespace_());
-    r->set_name(a.name());
-    r->set_acquire_request_id(a.request_id());
-    r->set_fencing_token(result.acquire().fencing_token());
+    const std::string& request_id = op->req.has_acquire()
+                                        ? op->req.acquire().request().request_id()
+                                        : op->req.acquire_all().request().request_id();
+    std::vector<v1::SessionRequest> undos;
+    for (size_t i = 0; i < responses.size(); ++i) {
+      v1::SessionRequest undo;
+      undo.mutable_release()->set_op_id(next_op_id_++);
+      v1::ReleaseRequest* r = undo.mutable_release()->mutable_request();
+      r->set_namespace_(op->grants[i].ns);
+      r->set_name(op->grants[i].name);
+      r->set_acquire_request_id(request_id);
+      r->set_fencing_token(responses[i]->fencing_token());
+      undos.push_back(std::move(undo));
+    }
     l.unlock();
-    s->Write(undo);
+    for (const v1::SessionRequest& undo : undos) s->Write(undo);
     return;
   }
-  if (granted) {
+  if (granted && responses.size() == op->grants.size()) {
     // Registered here, under mu_, so that a stream break right after this
-    // result resumes it.
-    const v1::AcquireResponse& a = result.acquire();
-    LeaseState::Params p = op->grant;
-    p.fencing_token = a.fencing_token();
-    p.hold_count = a.hold_count();
-    p.ttl = a.has_lease_ttl() ? FromProtoDuration(a.lease_ttl()) : granted_ttl_;
-    p.drift = Drift(p.ttl, options_);
-    p.auto_renew = true;
-    p.session = true;
-    p.valid_until = kKeptByServer;
-    op->lease = std::make_shared<LeaseState>(std::move(p));
-    holds_.push_back(op->lease);
+    // result resumes them.
+    for (size_t i = 0; i < responses.size(); ++i) {
+      const v1::AcquireResponse& a = *responses[i];
+      LeaseState::Params p = op->grants[i];
+      p.fencing_token = a.fencing_token();
+      p.hold_count = a.hold_count();
+      p.ttl = a.has_lease_ttl() ? FromProtoDuration(a.lease_ttl()) : granted_ttl_;
+      p.drift = Drift(p.ttl, options_);
+      p.auto_renew = true;
+      p.session = true;
+      p.valid_until = kKeptByServer;
+      op->leases.push_back(std::make_shared<LeaseState>(std::move(p)));
+      holds_.push_back(op->leases.back());
+    }
   }
   op->result = result;
   op->done = true;

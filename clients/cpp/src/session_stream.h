@@ -15,6 +15,11 @@
 // the break was noticed), then is lost. With no holds and no operations, a
 // broken stream is not reopened until the next Acquire.
 //
+// An acquire is one `acquire` op, or one `acquire_all` op for a call of
+// several locks (AcquireCall::all); a grant of the latter becomes one hold
+// per lock, each resumed, lost and released on its own, and an uncertain
+// one is undone on every lock.
+//
 // Operations in flight when the stream breaks have an unknown outcome: an
 // Acquire undoes its attempt with the unary Release{acquire_request_id} and
 // retries (rpc.h AcquireWithUndo's rules); a Release is repeated as a unary
@@ -64,12 +69,13 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   // short to outlast a hang (SessionSafe). Rows of ChooseAcquirePath's table.
   bool Accepts(absl::Duration ttl);
 
-  // One hold of `call` over the session, for the session's owner (the
+  // One hold of each lock of `call` (in call.locks order; call.all: one
+  // acquire_all op) over the session, for the session's owner (the
   // Client's: ChooseAcquirePath picked this path). Errors as Client::Acquire
   // (undone attempts, UnconfirmedAcquireRequestId), plus kUnimplemented when
   // the server (or stub) has no Session RPC: nothing was sent, use the unary
   // path.
-  absl::StatusOr<std::shared_ptr<LeaseState>> Acquire(const AcquireCall& call);
+  absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> Acquire(const AcquireCall& call);
 
   // Gives up one hold of `lease` (which stops being tracked), waiting up to
   // `deadline`. Errors as ReleaseHold.
@@ -103,7 +109,8 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   void Backoff(std::unique_lock<std::mutex>& l, SteadyTime until);
 
   // Registers `req` (an op_id is set) and sends it if a stream is up.
-  std::shared_ptr<Op> Submit(v1::SessionRequest req, LeaseState::Params grant);
+  // `grants`: for an acquire, the lease each lock's grant becomes.
+  std::shared_ptr<Op> Submit(v1::SessionRequest req, std::vector<LeaseState::Params> grants);
   // Waits until `op` is done or `until`; returns whether it is done.
   bool Wait(Op& op, SteadyTime until);
   // Cancels a waiting acquire (drops it if it was never sent).

@@ -1,7 +1,10 @@
 """One Client.acquire() call, whichever path it takes (lockd.client chooses
 the session or the unary RPCs): its request and deadlines, the attempts
 with retries and the undo of attempts whose outcome is unknown, and the
-errors it raises. Private to the lockd package.
+errors it raises. Private to the lockd package. A call takes one lock of
+any kind (an AcquireRequest with mode, limit and permits) or, for
+acquire_all(), several at once (an AcquireAllRequest); an attempt of the
+latter is undone on every one of its locks.
 
 Rules (lockd.client, "No hold left behind"): an attempt that ends with an
 unknown outcome (errors._OUTCOME_UNKNOWN) or is interrupted may have added
@@ -16,7 +19,7 @@ Not thread-safe: one call belongs to the thread of its acquire().
 
 import time
 import uuid
-from typing import Callable, List, Optional, TypeVar
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 import grpc
 
@@ -29,7 +32,7 @@ from lockd.errors import (
     LockNotAcquired,
     Unavailable,
     _describe,
-    _translate,
+    _translate_on,
 )
 
 T = TypeVar("T")
@@ -38,26 +41,38 @@ T = TypeVar("T")
 class AcquireCall:
     """See the module docstring. Times in seconds (time.monotonic() clock)."""
 
-    def __init__(self, core: ClientCore, namespace: str, name: str, owner: str,
-                 ttl: Optional[float], wait: float, timeout: Optional[float]):
+    def __init__(self, core: ClientCore, locks: List[lock_pb2.LockSpec], owner: str,
+                 ttl: Optional[float], wait: float, timeout: Optional[float],
+                 all_locks: bool = False):
+        """``locks``: namespaces resolved; one, unless ``all_locks`` (an
+        AcquireAll of every one)."""
         self._core = core
-        self.namespace, self.name, self.owner = namespace, name, owner
+        self.locks, self.all, self.owner = locks, all_locks, owner
+        self.namespace, self.name = locks[0].namespace, locks[0].name
+        self.what = (_describe(self.namespace, self.name) if not all_locks else
+                     "locks " + ", ".join(_describe(s.namespace, s.name) for s in locks))
         self._wait = wait
         start = time.monotonic()
         self._wait_end = start + wait
         self._total = timeout if timeout is not None else wait + core.rpc_timeout
         self.deadline = start + self._total
-        self.request = lock_pb2.AcquireRequest(namespace=namespace, name=name, owner=owner,
-                                               request_id=uuid.uuid4().hex)
+        if all_locks:
+            self.request = lock_pb2.AcquireAllRequest(locks=locks, owner=owner,
+                                                      request_id=uuid.uuid4().hex)
+        else:
+            spec = locks[0]
+            self.request = lock_pb2.AcquireRequest(
+                namespace=spec.namespace, name=spec.name, owner=owner, mode=spec.mode,
+                limit=spec.limit, permits=spec.permits, request_id=uuid.uuid4().hex)
         if ttl is not None:
             _set_duration(self.request.lease_ttl, ttl)
         self.send_time = start  # of the latest attempt
         self._backoff = core.initial_backoff
         # An attempt that may have left a hold: its request_id (None: none
-        # known) and its grant's fencing token if the client saw the grant
-        # (a session op's ``granted_token``), else 0.
+        # known) and its grant's fencing tokens, one per lock, if the client
+        # saw the grant (a session op's ``granted_tokens``), else ().
         self._unresolved: Optional[str] = None
-        self._unresolved_token = 0
+        self._unresolved_tokens: Sequence[int] = ()
 
     def send(self, attempt: Callable[[float], T]) -> T:
         """Runs attempt(timeout_seconds), an Acquire of ``request`` (its
@@ -75,10 +90,8 @@ class AcquireCall:
             raise
         except BaseException:
             if self._unresolved is not None:
-                self._core.undo_confirmed(self.namespace, self.name, self.owner,
-                                          self._unresolved,
-                                          time.monotonic() + self._core.undo_timeout(),
-                                          fencing_token=self._unresolved_token)
+                self._undo(self._unresolved, time.monotonic() + self._core.undo_timeout(),
+                           None, self._unresolved_tokens)
             raise
 
     def failure(self, error: grpc.RpcError) -> LockdError:
@@ -88,29 +101,46 @@ class AcquireCall:
             if self.deadline > self._wait_end:
                 err: LockdError = Unavailable(
                     "lockd acquire of %s: no reply within %gs (%s)"
-                    % (_describe(self.namespace, self.name), self._total, error.details()),
+                    % (self.what, self._total, error.details()),
                     grpc.StatusCode.DEADLINE_EXCEEDED)
             else:
                 err = LockNotAcquired("lockd acquire of %s: not acquired within %gs"
-                                      % (_describe(self.namespace, self.name), self._total))
+                                      % (self.what, self._total))
         else:
-            err = _translate("acquire", self.namespace, self.name, error)
+            err = _translate_on("acquire", self.what, error)
         return self._undone(err)
 
-    def check_granted(self, resp: lock_pb2.AcquireResponse) -> None:
-        """Raises LockNotAcquired (naming the holder lockd reported), after the
-        undo of an attempt that may have left a hold, unless ``resp``
-        granted the lock."""
+    def check_granted(self, resp) -> List[lock_pb2.AcquireResponse]:
+        """The grant of each lock, in ``locks`` order, from ``resp`` (an
+        AcquireResponse, or an AcquireAllResponse for acquire_all). Raises
+        LockNotAcquired (naming the holder lockd reported: ``current``, or
+        ``blocked_on`` for acquire_all), after the undo of an attempt that
+        may have left a hold, unless ``resp`` granted every lock."""
         if resp.acquired:
-            return
-        holder = _lock_info_from_proto(resp.current) if resp.HasField("current") else None
+            return list(resp.locks) if self.all else [resp]
+        field = "blocked_on" if self.all else "current"
+        holder = _lock_info_from_proto(getattr(resp, field)) if resp.HasField(field) else None
         who = ""
         if holder is not None and holder.held:
-            who = '; held by owner "%s" (fencing token %d)' % (holder.owner,
-                                                               holder.fencing_token)
+            which = _describe(holder.namespace, holder.name) + " " if self.all else ""
+            who = '; %sheld by owner "%s" (fencing token %d)' % (which, holder.owner,
+                                                                 holder.fencing_token)
         raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
-            _describe(self.namespace, self.name),
-            "within %gs" % self._wait if self._wait > 0 else "(no wait)", who), holder))
+            self.what, "within %gs" % self._wait if self._wait > 0 else "(no wait)", who),
+            holder))
+
+    def _undo(self, request_id: str, deadline: float, errors: Optional[List[LockdError]],
+              tokens: Sequence[int] = ()) -> bool:
+        """The undo of attempt ``request_id`` on every lock of the call
+        (ClientCore.undo_confirmed each; ``tokens``: the grant's, per lock,
+        when known). True if every undo was confirmed."""
+        confirmed = True
+        for i, spec in enumerate(self.locks):
+            token = tokens[i] if i < len(tokens) else 0
+            if not self._core.undo_confirmed(spec.namespace, spec.name, self.owner, request_id,
+                                             deadline, errors, token):
+                confirmed = False
+        return confirmed
 
     def _retry_with_undo(self, attempt: Callable[[float], T]) -> T:
         req, core = self.request, self._core
@@ -129,16 +159,16 @@ class AcquireCall:
                 applied = not getattr(e, "not_applied", False)  # a session op may know
                 if applied:
                     self._unresolved = req.request_id
-                    self._unresolved_token = getattr(e, "granted_token", 0)
+                    self._unresolved_tokens = getattr(e, "granted_tokens", ())
                 if e.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
                 resume = time.monotonic() + core.jittered(self._backoff)
                 if resume >= self.deadline:
                     raise
-                if applied and core.undo_confirmed(
-                        self.namespace, self.name, self.owner, self._unresolved,
-                        min(time.monotonic() + core.undo_timeout(), self.deadline)):
-                    self._unresolved, self._unresolved_token = None, 0
+                if applied and self._undo(
+                        self._unresolved,
+                        min(time.monotonic() + core.undo_timeout(), self.deadline), None):
+                    self._unresolved, self._unresolved_tokens = None, ()
                     req.request_id = uuid.uuid4().hex
                 if time.monotonic() >= self.deadline:
                     raise
@@ -146,7 +176,7 @@ class AcquireCall:
                 self._backoff = core.next_backoff(self._backoff)
             except BaseException:
                 # Interrupted: it may have been sent.
-                self._unresolved, self._unresolved_token = req.request_id, 0
+                self._unresolved, self._unresolved_tokens = req.request_id, ()
                 raise
 
     def _undone(self, err: LockdError) -> LockdError:
@@ -156,9 +186,8 @@ class AcquireCall:
         if request_id is None:
             return err
         errors: List[LockdError] = []
-        if self._core.undo_confirmed(self.namespace, self.name, self.owner, request_id,
-                                     time.monotonic() + self._core.undo_timeout(), errors,
-                                     self._unresolved_token):
+        if self._undo(request_id, time.monotonic() + self._core.undo_timeout(), errors,
+                      self._unresolved_tokens):
             return err
         err.args = ('%s; the undo of this acquire (owner "%s", acquire request id %s) was not '
                     'confirmed: %s; a hold it may have left ends with its lease unless undone'

@@ -34,8 +34,12 @@ result's google.rpc.Status as ``grpc-status-details-bin`` trailing metadata,
 so lockd.errors._translate and the unary retry/undo rules apply unchanged.
 ``not_applied`` is True when the server certainly did not apply the
 operation (never sent, or cancelled and answered CANCELLED);
-``granted_token`` is set on an acquire granted after its caller's deadline
-(the grant's fencing token, for the caller's undo).
+``granted_tokens`` is set on an acquire granted after its caller's deadline
+(the grant's fencing token of each lock, for the caller's undo).
+
+An acquire op is an AcquireRequest (``acquire``) or an AcquireAllRequest
+(``acquire_all``, several locks all or nothing); a grant of the latter
+becomes one lease per lock, each resumed and lost on its own.
 """
 
 import logging
@@ -43,14 +47,14 @@ import math
 import queue
 import threading
 import time
-from typing import Callable, Dict, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import grpc
 
 from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2
 from lockd._validity import session_break_valid_until
-from lockd._values import _seconds, _set_duration
+from lockd._values import _mode_from_proto, _seconds, _set_duration
 from lockd._watchdog import _LeaseState
 from lockd.errors import LockLost, _describe
 
@@ -100,7 +104,7 @@ class _Op:
         self.kind, self.request, self.on_lost = kind, request, on_lost
         self.done = threading.Event()
         self.result: Optional[lock_pb2.SessionResult] = None
-        self.state: Optional[_LeaseState] = None  # a grant's lease
+        self.states: List[_LeaseState] = []  # a grant's leases, one per lock
         self.broken: Optional[str] = None  # why the stream broke before the result
         # Its caller gave up waiting: a grant that still arrives is undone by
         # the reader (_on_result), since the caller's own undo may have
@@ -134,36 +138,40 @@ class _Session:
         with self._mu:
             return self._status in ("failed", "closed")
 
-    def acquire(self, request: lock_pb2.AcquireRequest, timeout: float, undo_bound: float,
-                on_lost) -> Tuple[lock_pb2.AcquireResponse, Optional[_LeaseState]]:
-        """Sends ``request`` and waits up to ``timeout`` for its result. Past
-        it (or when interrupted) sends cancel; then waits up to ``undo_bound``
-        for the result: CANCELLED means no hold (not_applied). Returns the
-        response and, when acquired, the lease state (already tracked)."""
-        op_id, op = self._send("acquire", request, time.monotonic() + timeout, on_lost)
+    def acquire(self, request, timeout: float, undo_bound: float,
+                on_lost) -> Tuple[object, List[_LeaseState]]:
+        """Sends ``request`` (an AcquireRequest, or an AcquireAllRequest) and
+        waits up to ``timeout`` for its result. Past it (or when
+        interrupted) sends cancel; then waits up to ``undo_bound`` for the
+        result: CANCELLED means no hold (not_applied). Returns the response
+        (AcquireResponse or AcquireAllResponse) and, when acquired, the lease
+        state of each lock (already tracked)."""
+        kind = "acquire_all" if isinstance(request, lock_pb2.AcquireAllRequest) else "acquire"
+        op_id, op = self._send(kind, request, time.monotonic() + timeout, on_lost)
         try:
             finished = op.done.wait(max(timeout, 0.0))
         except BaseException:  # interrupted: the caller undoes what it may have added
             self._cancel(op_id, op)
             self._abandon(op_id, op)
-            if op.state is not None:
-                self.forget(op.state)
+            for state in op.states:
+                self.forget(state)
             raise
         if not finished:
             self._cancel(op_id, op)
             if not op.done.wait(undo_bound) and self._abandon(op_id, op):
                 raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "no result before the deadline (cancel unanswered)")
-            if op.state is not None:  # granted after all: the caller undoes it
-                self.forget(op.state)
+            if op.states:  # granted after all: the caller undoes it
+                for state in op.states:
+                    self.forget(state)
                 err = _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "granted after the deadline")
-                err.granted_token = op.state.fencing_token
+                err.granted_tokens = [state.fencing_token for state in op.states]
                 raise err
             if op.result is not None and op.result.status.code == _CANCELLED:
                 raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "deadline passed; cancelled", not_applied=True)
         self._raise_if_failed(op)
-        return op.result.acquire, op.state
+        return getattr(op.result, kind), op.states
 
     def release(self, request: lock_pb2.ReleaseRequest, timeout: float) -> lock_pb2.ReleaseResponse:
         """One release over the stream; errors as _SessionError (UNAVAILABLE
@@ -188,17 +196,18 @@ class _Session:
             self._requests.put(lock_pb2.SessionRequest(
                 release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
 
-    def _undo_locked(self, acquire: lock_pb2.AcquireRequest, token: int) -> None:
-        """Gives back the hold of an abandoned acquire, granted with ``token``
-        (an undo by acquire_request_id is a no-op if the caller's undo
-        already did, or if the owner has made another request on the lock
-        since)."""
-        req = lock_pb2.ReleaseRequest(namespace=acquire.namespace, name=acquire.name,
-                                      owner=acquire.owner,
-                                      acquire_request_id=acquire.request_id,
-                                      fencing_token=token)
-        self._requests.put(lock_pb2.SessionRequest(
-            release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
+    def _undo_locked(self, acquire, tokens: List[int]) -> None:
+        """Gives back the holds of an abandoned acquire (or acquire_all),
+        granted with ``tokens`` (one per lock; an undo by acquire_request_id
+        is a no-op if the caller's undo already did, or if the owner has
+        made another request on the lock since)."""
+        for spec, token in zip(_specs(acquire), tokens):
+            req = lock_pb2.ReleaseRequest(namespace=spec.namespace, name=spec.name,
+                                          owner=acquire.owner,
+                                          acquire_request_id=acquire.request_id,
+                                          fencing_token=token)
+            self._requests.put(lock_pb2.SessionRequest(
+                release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
 
     def forget(self, state: _LeaseState) -> None:
         with self._mu:
@@ -257,6 +266,9 @@ class _Session:
             if kind == "acquire":
                 msg = lock_pb2.SessionRequest(
                     acquire=lock_pb2.SessionAcquire(op_id=op_id, request=request))
+            elif kind == "acquire_all":
+                msg = lock_pb2.SessionRequest(
+                    acquire_all=lock_pb2.SessionAcquireAll(op_id=op_id, request=request))
             else:
                 msg = lock_pb2.SessionRequest(
                     release=lock_pb2.SessionRelease(op_id=op_id, request=request))
@@ -372,20 +384,26 @@ class _Session:
             op = self._ops.pop(result.op_id, None)
             if op is None:
                 return  # a release_async, or a release whose caller gave up
+            granted = []  # (spec, response) of each lock of a grant
+            if op.kind in ("acquire", "acquire_all") and result.status.code == 0:
+                body = getattr(result, op.kind)
+                if body.acquired:
+                    responses = list(body.locks) if op.kind == "acquire_all" else [body]
+                    granted = list(zip(_specs(op.request), responses))
             if op.abandoned:
-                if (op.kind == "acquire" and result.status.code == 0
-                        and result.acquire.acquired and self._status == "open"):
-                    self._undo_locked(op.request, result.acquire.fencing_token)
+                if granted and self._status == "open":
+                    self._undo_locked(op.request, [r.fencing_token for _, r in granted])
                 return
             op.result = result
-            if (op.kind == "acquire" and result.status.code == 0 and result.acquire.acquired):
-                req, resp = op.request, result.acquire
+            for spec, resp in granted:
                 ttl = _seconds(resp.lease_ttl) or self.granted_ttl
-                op.state = _LeaseState(self._core, req.namespace, req.name, self._core.owner,
-                                       resp.fencing_token, resp.hold_count, ttl, True,
-                                       math.inf, op.on_lost)
-                op.state.session = self
-                self._leases.add(op.state)
+                state = _LeaseState(self._core, spec.namespace, spec.name, self._core.owner,
+                                    resp.fencing_token, resp.hold_count, ttl, True,
+                                    math.inf, op.on_lost, _mode_from_proto(spec.mode),
+                                    spec.limit, spec.permits)
+                state.session = self
+                self._leases.add(state)
+                op.states.append(state)
         op.done.set()
 
     def _on_lost(self, lost: lock_pb2.LockLost) -> None:
@@ -491,6 +509,12 @@ class _Session:
                     return self._core.next_backoff(backoff)
                 wake = min([resume_at] + [s.valid_until for s in self._leases])
                 self._mu.wait(max(0.0, wake - now))
+
+
+def _specs(request) -> List:
+    """The locks of an acquire request: its LockSpecs (AcquireAllRequest),
+    or the AcquireRequest itself (it has the same fields)."""
+    return list(request.locks) if isinstance(request, lock_pb2.AcquireAllRequest) else [request]
 
 
 def _in_thread(run: Callable[[], None]) -> None:

@@ -27,8 +27,12 @@ class _LeaseState:
 
     def __init__(self, core: ClientCore, namespace: str, name: str, owner: str, token: int,
                  hold_count: int, ttl: float, auto_renew: bool, valid_until: float,
-                 on_lost: Optional[Callable[[LockLost], None]]):
+                 on_lost: Optional[Callable[[LockLost], None]], mode: str = "exclusive",
+                 limit: int = 0, permits: int = 0):
         self.core = core
+        # The kind asked for (a semaphore's permits at least 1).
+        self.mode, self.limit = mode, limit
+        self.permits = max(permits, 1) if limit else 0
         self.namespace = namespace
         self.name = name
         self.owner = owner

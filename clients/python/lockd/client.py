@@ -105,7 +105,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -116,7 +116,18 @@ from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
 from lockd._session import _Session
 from lockd._target import channel_options, keepalive_window
 from lockd._validity import unary_valid_until
-from lockd._values import LockInfo, _lock_info_from_proto, _new_owner, _seconds, _set_duration
+from lockd._values import (
+    SHARED,
+    Holder,
+    LockInfo,
+    LockSpec,
+    _lock_info_from_proto,
+    _mode_from_proto,
+    _mode_to_proto,
+    _new_owner,
+    _seconds,
+    _set_duration,
+)
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
     LockdError,
@@ -128,8 +139,8 @@ from lockd.errors import (  # noqa: F401 (re-exported)
 )
 
 __all__ = [
-    "Client", "Lease", "LockInfo", "LockdError", "LockNotAcquired", "LockLost", "Unavailable",
-    "DEFAULT_SERVER",
+    "Client", "Lease", "LeaseSet", "Semaphore", "LockInfo", "LockSpec", "Holder", "LockdError",
+    "LockNotAcquired", "LockLost", "Unavailable", "DEFAULT_SERVER",
 ]
 
 DEFAULT_SERVER = "127.0.0.1:7411"
@@ -147,7 +158,8 @@ class Lease:
 
     Attributes: name, namespace, owner, fencing_token (pass it to the protected
     resource with every write), hold_count (after this acquire), ttl (seconds,
-    as granted), lost (threading.Event, set once the lease is lost).
+    as granted), lost (threading.Event, set once the lease is lost), mode,
+    limit and permits (the kind asked for).
     """
 
     def __init__(self, state: _LeaseState, watchdog: _Watchdog):
@@ -164,6 +176,11 @@ class Lease:
     fencing_token = property(lambda self: self._state.fencing_token)
     hold_count = property(lambda self: self._state.hold_count)
     ttl = property(lambda self: self._state.ttl)
+    # The kind asked for: mode "shared" (acquire_shared) or "exclusive";
+    # limit and permits of a semaphore (0 for a lock).
+    mode = property(lambda self: self._state.mode)
+    limit = property(lambda self: self._state.limit)
+    permits = property(lambda self: self._state.permits)
 
     @property
     def lost(self) -> threading.Event:
@@ -277,22 +294,118 @@ class Lease:
             " LOST" if self._state.lost.is_set() else "")
 
 
-class _LockContext:
-    """What Client.lock() returns: acquires on enter, releases on exit."""
+class LeaseSet:
+    """The leases of one Client.acquire_all(), one per lock in the order
+    given (index it, iterate it). Each is renewed, lost and released on its
+    own. As a context manager it releases every active lease on exit (all of
+    them even when one fails; then the first error is raised, unless the
+    block raised)."""
 
-    def __init__(self, client: "Client", name: str, kwargs):
-        self._client = client
-        self._name = name
-        self._kwargs = kwargs
-        self._lease: Optional[Lease] = None
+    def __init__(self, leases: List[Lease]):
+        self.leases = leases
 
-    def __enter__(self) -> Lease:
-        self._lease = self._client.acquire(self._name, **self._kwargs)
-        return self._lease
+    def __getitem__(self, i: int) -> Lease:
+        return self.leases[i]
+
+    def __iter__(self) -> Iterator[Lease]:
+        return iter(self.leases)
+
+    def __len__(self) -> int:
+        return len(self.leases)
+
+    def valid(self) -> bool:
+        """Every lease valid()."""
+        return bool(self.leases) and all(lease.valid() for lease in self.leases)
+
+    def release(self, timeout: Optional[float] = None) -> None:
+        """Releases every active lease (each as Lease.release()); raises the
+        first error after trying them all."""
+        first: Optional[LockdError] = None
+        for lease in self.leases:
+            if not lease.active:
+                continue
+            try:
+                lease.release(timeout)
+            except LockdError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def __enter__(self) -> "LeaseSet":
+        return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        lease, self._lease = self._lease, None
-        return lease.__exit__(exc_type, exc, tb)
+        first: Optional[LockdError] = None
+        for lease in self.leases:
+            try:
+                lease.__exit__(exc_type, exc, tb)
+            except LockdError as e:
+                first = first or e
+        if first is not None:
+            raise first
+        return False
+
+    def __repr__(self) -> str:
+        return "<lockd.LeaseSet %r>" % (self.leases,)
+
+
+class Semaphore:
+    """A leased semaphore: the name ``name`` with ``limit`` permits
+    (1-10,000), shared by every owner that acquires it with the same limit.
+    Owners whose permits add up to at most ``limit`` hold it at once; waiting
+    acquires are granted in FIFO order (a large request at the head holds
+    back later small ones). Each Lease is one owner's permits, with its own
+    lease and fencing token. A handle (no state of its own); thread-safe.
+    Made by Client.semaphore()."""
+
+    def __init__(self, client: "Client", name: str, limit: int, namespace: Optional[str]):
+        self.client, self.name, self.limit, self.namespace = client, name, limit, namespace
+
+    def acquire(self, permits: int = 1, **kwargs) -> Lease:
+        """Takes ``permits`` (1-limit), waiting up to ``wait``; keyword
+        arguments as Client.acquire() (but not namespace). Raises as
+        Client.acquire(), LockdError with reason LOCK_KIND_MISMATCH (the name
+        is held as a lock, or as a semaphore of another limit) or
+        PERMITS_MISMATCH (this owner holds it with other permits), at once
+        whatever the wait; INVALID_ARGUMENT (nothing sent) for a limit or
+        permits out of range."""
+        if not 1 <= self.limit <= 10000:
+            raise LockdError("semaphore limit must be 1-10000, not %d" % self.limit,
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        if not 1 <= permits <= self.limit:
+            raise LockdError("permits must be 1-%d (the limit), not %d" % (self.limit, permits),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        self.client._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
+                                        kwargs.get("timeout"))
+        spec = LockSpec(self.name, self.namespace, limit=self.limit, permits=permits)
+        return self.client._acquire([spec], False, namespace=self.namespace, **kwargs)[0]
+
+    def try_acquire(self, permits: int = 1, **kwargs) -> Lease:
+        """acquire() with wait=0."""
+        kwargs["wait"] = 0
+        return self.acquire(permits, **kwargs)
+
+    def hold(self, permits: int = 1, **kwargs) -> "_LockContext":
+        """``with sem.hold(2, wait=5) as lease:``: acquire() on entry, release
+        on exit."""
+        return _LockContext(lambda: self.acquire(permits, **kwargs))
+
+
+class _LockContext:
+    """What Client.lock() and its kin return: acquires on enter (a Lease or
+    a LeaseSet), releases on exit."""
+
+    def __init__(self, acquire: Callable[[], Union[Lease, LeaseSet]]):
+        self._acquire = acquire
+        self._held: Optional[Union[Lease, LeaseSet]] = None
+
+    def __enter__(self):
+        self._held = self._acquire()
+        return self._held
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        held, self._held = self._held, None
+        return held.__exit__(exc_type, exc, tb)
 
 
 # --------------------------------------------------------------------------- Client
@@ -430,9 +543,9 @@ class Client:
         """``with client.lock(name, ttl=10, wait=5) as lease:`` acquires on entry
         (see acquire()) and releases on exit; if the lease was lost meanwhile,
         the exit raises LockLost (unless the block raised)."""
-        return _LockContext(self, name, dict(ttl=ttl, wait=wait, timeout=timeout,
-                                             namespace=namespace, owner=owner,
-                                             auto_renew=auto_renew, on_lost=on_lost))
+        return _LockContext(lambda: self.acquire(name, ttl=ttl, wait=wait, timeout=timeout,
+                                                 namespace=namespace, owner=owner,
+                                                 auto_renew=auto_renew, on_lost=on_lost))
 
     def acquire(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
                 timeout: Optional[float] = None, namespace: Optional[str] = None,
@@ -463,18 +576,88 @@ class Client:
         module docstring). Past ``timeout`` the call may block for that undo
         (up to min(rpc_timeout, release_timeout)) or for the post-wait renewal
         (up to min(rpc_timeout, ttl/3))."""
+        self._check_acquire_args(ttl, wait, timeout)
+        return self._acquire([LockSpec(name, namespace)], False, ttl=ttl, wait=wait,
+                             timeout=timeout, namespace=namespace, owner=owner,
+                             auto_renew=auto_renew, on_lost=on_lost)[0]
+
+    def acquire_shared(self, name: str, **kwargs) -> Lease:
+        """acquire() of the lock SHARED (a reader of a read-write lock):
+        together with other shared holders, never with an exclusive one.
+        FIFO across modes: behind an exclusive acquire that waits, a shared
+        one waits too (writers never starve). An owner holding the lock
+        exclusive gets a reentrant exclusive hold. Raises as acquire(), and
+        LockdError with reason LOCK_KIND_MISMATCH (at once, whatever
+        ``wait``) when the name is held as a semaphore.
+
+        The other way round, acquire() by an owner holding the lock shared
+        (an upgrade) is granted at once when it is the only holder and
+        nobody waits, else raises LockdError with reason UPGRADE_WOULD_BLOCK
+        at once: release the shared hold and acquire exclusive instead."""
+        self._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
+                                 kwargs.get("timeout"))
+        return self._acquire([LockSpec(name, kwargs.get("namespace"), SHARED)], False,
+                             **kwargs)[0]
+
+    def shared_lock(self, name: str, **kwargs) -> "_LockContext":
+        """``with client.shared_lock(name, wait=5) as lease:``: acquire_shared()
+        on entry, release on exit (as lock())."""
+        return _LockContext(lambda: self.acquire_shared(name, **kwargs))
+
+    def acquire_all(self, locks: Sequence[Union[str, LockSpec]], **kwargs) -> "LeaseSet":
+        """Takes every lock of ``locks`` (1-64 names or LockSpecs, no
+        (namespace, name) twice) for one owner, all or nothing, in one
+        AcquireAll call (over the session when acquire() would use it).
+        Keyword arguments as acquire(); ``namespace`` is that of a LockSpec
+        without one. lockd takes the locks in (namespace, name) order within
+        the one ``wait``, so two callers never deadlock whatever order they
+        list them in. Returns a LeaseSet: one Lease per lock, in the order
+        given, each renewed, lost and released on its own. Raises as
+        acquire(): LockNotAcquired (``holder``: the lock that was held;
+        nothing is held), LockdError with the reason of a kind refusal.
+        An attempt whose outcome is unknown is undone on every lock."""
+        specs = [LockSpec(x) if isinstance(x, str) else x for x in locks]
+        self._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
+                                 kwargs.get("timeout"))
+        return LeaseSet(self._acquire(specs, True, **kwargs))
+
+    def lock_all(self, locks: Sequence[Union[str, LockSpec]], **kwargs) -> "_LockContext":
+        """``with client.lock_all(["a", "b"], wait=5) as leases:``:
+        acquire_all() on entry, every lease released on exit."""
+        return _LockContext(lambda: self.acquire_all(locks, **kwargs))
+
+    def semaphore(self, name: str, limit: int, *,
+                  namespace: Optional[str] = None) -> "Semaphore":
+        """A handle on the semaphore ``name`` of ``limit`` permits (1-10,000)."""
+        return Semaphore(self, name, limit, namespace)
+
+    @staticmethod
+    def _check_acquire_args(ttl: Optional[float], wait: float, timeout: Optional[float]) -> None:
         if ttl is not None and ttl <= 0:
             raise LockdError("ttl must be positive", grpc.StatusCode.INVALID_ARGUMENT)
         if wait < 0 or (timeout is not None and timeout <= 0):
             raise LockdError("wait must not be negative and timeout must be positive",
                              grpc.StatusCode.INVALID_ARGUMENT)
-        ns = self._ns(namespace)
+
+    def _acquire(self, specs: List[LockSpec], all_locks: bool, *, ttl: Optional[float] = None,
+                 wait: float = 0, timeout: Optional[float] = None,
+                 namespace: Optional[str] = None, owner: Optional[str] = None,
+                 auto_renew: bool = True,
+                 on_lost: Optional[Callable[[LockLost], None]] = None) -> List[Lease]:
+        """The one acquire of every kind: ``specs`` (one, or all of them with
+        AcquireAll) on the path _choose_path picks."""
+        default_ns = self._ns(namespace)
+        locks = [lock_pb2.LockSpec(namespace=self._ns(s.namespace) if s.namespace is not None
+                                   else default_ns, name=s.name,
+                                   mode=_mode_to_proto(s.mode), limit=s.limit,
+                                   permits=s.permits) for s in specs]
         session = self._choose_path(ttl, owner, auto_renew)
-        call = AcquireCall(self._core, ns, name, owner or self.owner, ttl, wait, timeout)
+        call = AcquireCall(self._core, locks, owner or self.owner, ttl, wait, timeout,
+                           all_locks)
         if session is not None:
-            state = self._acquire_over_session(session, call, on_lost)
-            if state is not None:
-                return Lease(state, self._watchdog)
+            states = self._acquire_over_session(session, call, on_lost)
+            if states is not None:
+                return [Lease(state, self._watchdog) for state in states]
         return self._acquire_unary(call, ttl, auto_renew, on_lost)
 
     # The one choice of path of an acquire(); the first row that holds decides.
@@ -513,7 +696,7 @@ class Client:
         return session
 
     def _acquire_over_session(self, session: _Session, call: AcquireCall,
-                              on_lost) -> Optional[_LeaseState]:
+                              on_lost) -> Optional[List[_LeaseState]]:
         """The session path: ``call`` as operations on the stream of
         ``session``, which keeps the lease (lockd renews it while the stream
         is open). Returns the lease's state, or None when lockd does not
@@ -521,47 +704,74 @@ class Client:
         from then on and the caller goes on with ``call`` on that path."""
         undo_bound = self._core.undo_timeout()
         try:
-            resp, state = call.send(lambda t: session.acquire(call.request, t, undo_bound, on_lost))
+            resp, states = call.send(
+                lambda t: session.acquire(call.request, t, undo_bound, on_lost))
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._use_sessions = False
                 return None
             raise call.failure(e) from None
         call.check_granted(resp)
-        return state
+        return states
 
     def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
-                       on_lost) -> Lease:
-        """The unary path: Acquire RPCs (``call`` retries them and undoes
-        attempts of unknown outcome), validity from the granting attempt's
-        send time, a renewal at once when the wait used up a third of the
-        lease (_renew_late_grant), and the watchdog for the rest."""
+                       on_lost) -> List[Lease]:
+        """The unary path: Acquire (or AcquireAll) RPCs (``call`` retries
+        them and undoes attempts of unknown outcome), validity from the
+        granting attempt's send time, a renewal at once when the wait used up
+        a third of the lease (_renew_late_grant), and the watchdog for the
+        rest. Each lock of an AcquireAll is a grant of its own; if one cannot
+        be used, the others are given back (all or nothing)."""
+        rpc = self._core.stub.AcquireAll if call.all else self._core.stub.Acquire
         try:
-            resp = call.send(lambda t: self._core.stub.Acquire(call.request, timeout=t))
+            resp = call.send(lambda t: rpc(call.request, timeout=t))
         except grpc.RpcError as e:
             raise call.failure(e) from None
-        call.check_granted(resp)
-        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else (ttl or 0)
-        if granted <= 0:
-            raise LockdError("lockd acquire of %s: the server granted the lock without a "
-                             "lease_ttl" % _describe(call.namespace, call.name),
-                             grpc.StatusCode.INTERNAL)
-        valid_until, renew_at = self._renew_late_grant(call, resp, granted, auto_renew)
-        state = _LeaseState(self._core, call.namespace, call.name, call.owner,
-                            resp.fencing_token, resp.hold_count, granted, auto_renew,
-                            valid_until, on_lost)
-        self._watchdog.add(state, renew_at)
-        return Lease(state, self._watchdog)
+        responses = call.check_granted(resp)
+        grants = []  # (spec, response, granted ttl, valid_until, renew_at)
+        for i, (spec, r) in enumerate(zip(call.locks, responses)):
+            try:
+                granted = _seconds(r.lease_ttl) if r.HasField("lease_ttl") else (ttl or 0)
+                if granted <= 0:
+                    raise LockdError("lockd acquire of %s: the server granted the lock without "
+                                     "a lease_ttl" % _describe(spec.namespace, spec.name),
+                                     grpc.StatusCode.INTERNAL)
+                valid_until, renew_at = self._renew_late_grant(call, spec, r, granted, auto_renew)
+            except LockdError:
+                for j, (other, o) in enumerate(zip(call.locks, responses)):
+                    if j != i:
+                        self._give_back(other, call.owner, o.fencing_token)
+                raise
+            grants.append((spec, r, granted, valid_until, renew_at))
+        leases = []
+        for spec, r, granted, valid_until, renew_at in grants:
+            state = _LeaseState(self._core, spec.namespace, spec.name, call.owner,
+                                r.fencing_token, r.hold_count, granted, auto_renew,
+                                valid_until, on_lost, _mode_from_proto(spec.mode), spec.limit,
+                                spec.permits)
+            self._watchdog.add(state, renew_at)
+            leases.append(Lease(state, self._watchdog))
+        return leases
 
-    def _renew_late_grant(self, call: AcquireCall, resp: lock_pb2.AcquireResponse,
+    def _give_back(self, spec: lock_pb2.LockSpec, owner: str, token: int) -> None:
+        """Best effort release of a grant that is not handed out."""
+        try:
+            self._core.release_hold(spec.namespace, spec.name, owner, token,
+                                    time.monotonic() + self._core.release_timeout)
+        except LockdError:
+            pass
+
+    def _renew_late_grant(self, call: AcquireCall, spec: lock_pb2.LockSpec,
+                          resp: lock_pb2.AcquireResponse,
                           granted: float, auto_renew: bool) -> Tuple[float, float]:
-        """(valid_until, first renewal) of a unary grant of ``granted``
-        seconds. After a long wait most of the validity measured from the
-        send time may be gone although the grant is fresh: when a renewal is
-        already due (or the validity has passed) it renews now. Raises
-        LockLost if the lease ended meanwhile; Unavailable (after releasing
-        the hold) if it could not be renewed before its validity passed."""
-        core, ns, name = self._core, call.namespace, call.name
+        """(valid_until, first renewal) of a unary grant of ``spec`` for
+        ``granted`` seconds. After a long wait most of the validity measured
+        from the send time may be gone although the grant is fresh: when a
+        renewal is already due (or the validity has passed) it renews now.
+        Raises LockLost if the lease ended meanwhile; Unavailable (after
+        releasing the hold) if it could not be renewed before its validity
+        passed."""
+        core, ns, name = self._core, spec.namespace, spec.name
         valid_until = unary_valid_until(call.send_time, granted, core.drift(granted))
         renew_at = call.send_time + granted / 3
         now = time.monotonic()
@@ -588,11 +798,7 @@ class Client:
                                "the reply could be used: %s" % (_describe(ns, name), err)) \
                     from None
             if time.monotonic() >= valid_until:
-                try:
-                    core.release_hold(ns, name, call.owner, resp.fencing_token,
-                                      time.monotonic() + core.release_timeout)
-                except LockdError:
-                    pass
+                self._give_back(spec, call.owner, resp.fencing_token)
                 raise Unavailable("lockd acquire of %s: granted after waiting, but the "
                                   "lease could not be renewed: %s"
                                   % (_describe(ns, name), err)) from None

@@ -1,7 +1,7 @@
 """lockd client errors: the exceptions lockd raises, and the one translation
 of gRPC errors into them. Public names are re-exported by ``lockd``."""
 
-from typing import Optional
+from typing import Dict, Optional
 
 import grpc
 
@@ -15,11 +15,21 @@ class LockdError(Exception):
     ``unconfirmed_acquire_request_id``: set on an acquire() failure when the
     outcome of its last attempt was unknown and the undo of that attempt went
     unanswered: the attempt may have left a hold (ending with its lease), which
-    ``client.undo_acquire(name, owner, that id)`` gives back. None otherwise."""
+    ``client.undo_acquire(name, owner, that id)`` gives back. None otherwise.
 
-    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None):
+    ``reason``: the reason lockd gave (its google.rpc.ErrorInfo), e.g.
+    LOCK_KIND_MISMATCH (the name is held as another kind, or as a semaphore
+    of another limit; ``metadata`` has ``kind`` and, for a semaphore,
+    ``limit``), UPGRADE_WOULD_BLOCK (a shared holder asked exclusive while
+    others hold or wait), PERMITS_MISMATCH (a semaphore holder asked again
+    with other permits), LOCK_NOT_HELD; None when it gave none."""
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None,
+                 reason: Optional[str] = None, metadata: Optional[Dict[str, str]] = None):
         super().__init__(message)
         self.code = code
+        self.reason = reason
+        self.metadata: Dict[str, str] = dict(metadata or {})
         self.unconfirmed_acquire_request_id: Optional[str] = None
 
 
@@ -45,8 +55,7 @@ class LockLost(LockdError):
     keep_on_disconnect=False)."""
 
     def __init__(self, message: str, reason: str = "LOCK_NOT_HELD"):
-        super().__init__(message, grpc.StatusCode.FAILED_PRECONDITION)
-        self.reason = reason
+        super().__init__(message, grpc.StatusCode.FAILED_PRECONDITION, reason)
 
 
 class Unavailable(LockdError):
@@ -69,29 +78,38 @@ def _describe(namespace: str, name: str) -> str:
     return '"%s" (namespace %s)' % (name, namespace or "default")
 
 
-def _is_lock_not_held(err: grpc.RpcError) -> bool:
-    if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
-        return False
+def _error_info(err: grpc.RpcError) -> Optional[error_details_pb2.ErrorInfo]:
+    """The lockd ErrorInfo in the error's details, if any."""
     for key, value in err.trailing_metadata() or ():
         if key != "grpc-status-details-bin":
             continue
         try:
             status = status_pb2.Status.FromString(value)
-        except Exception:  # malformed details: treat as plain FAILED_PRECONDITION
-            return False
+        except Exception:  # malformed details: no reason
+            return None
         for any_msg in status.details:
             info = error_details_pb2.ErrorInfo()
-            if any_msg.Is(info.DESCRIPTOR) and any_msg.Unpack(info):
-                if info.reason == "LOCK_NOT_HELD" and info.domain == "lockd":
-                    return True
-    return False
+            if any_msg.Is(info.DESCRIPTOR) and any_msg.Unpack(info) and info.domain == "lockd":
+                return info
+    return None
 
 
 def _translate(op: str, namespace: str, name: str, err: grpc.RpcError) -> LockdError:
     """The one place where gRPC errors become this module's exceptions."""
-    message = "lockd %s of %s: %s" % (op, _describe(namespace, name), err.details())
-    if _is_lock_not_held(err):
+    return _translate_on(op, _describe(namespace, name), err)
+
+
+def _translate_on(op: str, what: str, err: grpc.RpcError) -> LockdError:
+    """_translate for an operation on ``what`` (one lock, or several)."""
+    message = "lockd %s of %s: %s" % (op, what, err.details())
+    info = _error_info(err)
+    if info is not None and info.reason == "LOCK_NOT_HELD" \
+            and err.code() == grpc.StatusCode.FAILED_PRECONDITION:
         return LockLost(message, "LOCK_NOT_HELD")
     if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(message, err.code())
-    return LockdError(message, err.code())
+    if info is None or not info.reason:
+        return LockdError(message, err.code())
+    metadata = dict(info.metadata)
+    message += " [%s]" % " ".join([info.reason] + ["%s=%s" % kv for kv in sorted(metadata.items())])
+    return LockdError(message, err.code(), info.reason, metadata)

@@ -7,9 +7,10 @@ command of docs/clients/python.md, installs it into a fresh
 `python3 -m venv --system-site-packages` (grpcio and protobuf come from
 Debian's python3-grpcio and python3-protobuf, which must satisfy the wheel's
 declared dependencies: pip checks them, no --no-deps), and runs
-tests/test_client.py, tests/test_session.py, tests/test_replicas.py (which
-needs redis-server) and tests/test_lease_validity.py (the shared vectors in
-clients/testdata) with the venv's python from a
+tests/test_client.py, tests/test_session.py, tests/test_kinds.py,
+tests/test_replicas.py (which needs redis-server) and
+tests/test_lease_validity.py (the shared vectors in clients/testdata) with
+the venv's python from a
 directory that holds no `lockd` package, after checking that `import lockd`
 resolves into the venv.
 
@@ -96,7 +97,7 @@ def main() -> int:
         print("import lockd ->", where.strip(), flush=True)
 
         run([python, "-m", "unittest", "-v", "test_client", "test_session", "test_replicas",
-             "test_lease_validity"], env=env, cwd=tests)
+             "test_lease_validity", "test_kinds"], env=env, cwd=tests)
     except subprocess.CalledProcessError as e:
         fail("%s exited %d" % (" ".join(e.cmd), e.returncode))
     finally:

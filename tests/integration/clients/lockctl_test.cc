@@ -2,7 +2,8 @@
 // exit codes, --output json as proto3 JSON (parsed back), health checks,
 // the completion script, --version of lockctl and lockd, release/renew of the hold with a given
 // fencing token, a --server list with a dead address, `run` as a distributed flock (mutual
-// exclusion between racing runs, exit status pass-through, signals on loss, forwarding), and
+// exclusion between racing runs, exit status pass-through, signals on loss, forwarding), shared
+// locks, semaphores and `run --lock a --lock b` (AcquireAll), and
 // acquires whose reply never comes (through StallProxy): undone automatically, or by hand with
 // `release
 // --acquire-request-id` when even the undo gets no answer.
@@ -350,6 +351,59 @@ TEST_F(LockctlTest, RunPassesTheExitCodeThroughAndReleases) {
   EXPECT_EQ(Run({"run", "--name", "job", "--", "true"}).code, 0);
   EXPECT_EQ(Run({"run", "--name", "job", "--", "/nonexistent/command"}).code, 127);
   EXPECT_EQ(Field(Run({"describe", "--name", "job"}).output, "held"), "false");
+}
+
+TEST_F(LockctlTest, SharedAcquiresOverlapAndDescribeListsEveryHolder) {
+  Result r1 = Run({"acquire", "--name", "catalog", "--shared", "--owner", "r1", "--ttl", "20s"});
+  ASSERT_EQ(r1.code, 0) << r1.output;
+  EXPECT_EQ(Field(r1.output, "mode"), "shared");
+  Result r2 = Run({"acquire", "--name", "catalog", "--shared", "--owner", "r2", "--ttl", "20s"});
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  EXPECT_EQ(Run({"acquire", "--name", "catalog", "--owner", "w"}).code, kNotAcquired);
+  Result d = Run({"describe", "--name", "catalog"});
+  ASSERT_EQ(d.code, 0) << d.output;
+  EXPECT_EQ(Field(d.output, "mode"), "shared");
+  EXPECT_EQ(Field(d.output, "holders"), "2");
+  EXPECT_THAT(d.output, HasSubstr("  - owner: r1  mode: shared  hold_count: 1  permits: 0"));
+  EXPECT_THAT(d.output, HasSubstr("  - owner: r2  mode: shared"));
+  v1::LockInfo json =
+      JsonLine<v1::LockInfo>(Run({"describe", "--name", "catalog", "--output", "json"}).output);
+  EXPECT_EQ(json.mode(), v1::LOCK_MODE_SHARED);
+  ASSERT_EQ(json.holders_size(), 2);
+  EXPECT_EQ(json.holders(0).owner(), "r1");
+  EXPECT_TRUE(json.holders(1).has_ttl_remaining());
+  // Another kind: refused at once with lockd's reason, exit 1.
+  Result sem = Run({"acquire", "--name", "catalog", "--limit", "4", "--wait", "10s"});
+  EXPECT_EQ(sem.code, 1) << sem.output;
+  EXPECT_THAT(sem.output, HasSubstr("LOCK_KIND_MISMATCH"));
+}
+
+TEST_F(LockctlTest, SemaphoreRunsHoldTheirPermitsWhileTheCommandRuns) {
+  Result held = Run({"acquire", "--name", "api", "--limit", "3", "--permits", "2", "--owner", "a",
+                     "--ttl", "20s"});
+  ASSERT_EQ(held.code, 0) << held.output;
+  EXPECT_EQ(Field(held.output, "permits"), "2");
+  // One permit left: a run of 1 fits, a run of 2 does not.
+  EXPECT_EQ(Run({"run", "--name", "api", "--limit", "3", "--", "true"}).code, 0);
+  EXPECT_EQ(Run({"run", "--name", "api", "--limit", "3", "--permits", "2", "--", "true"}).code,
+            kNotAcquired);
+  Result d = Run({"describe", "--name", "api"});
+  EXPECT_EQ(Field(d.output, "limit"), "3");
+  EXPECT_EQ(Field(d.output, "holders"), "1");
+}
+
+TEST_F(LockctlTest, RunWithSeveralLocksTakesThemAllOrNone) {
+  Result r = Run({"run", "--lock", "acct/2", "--lock", "acct/1", "--", "sh", "-c",
+                  "echo names=$LOCKD_LOCK_NAME tokens=$LOCKD_FENCING_TOKEN"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("names=acct/2,acct/1"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("tokens=[1-9][0-9]*,[1-9][0-9]*"));
+  EXPECT_EQ(Field(Run({"describe", "--name", "acct/1"}).output, "held"), "false");
+  // One of them held by someone else: none is taken.
+  ASSERT_EQ(Run({"acquire", "--name", "acct/1", "--owner", "other", "--ttl", "20s"}).code, 0);
+  Result blocked = Run({"run", "--lock", "acct/2", "--lock", "acct/1", "--", "true"});
+  EXPECT_EQ(blocked.code, kNotAcquired) << blocked.output;
+  EXPECT_EQ(Field(Run({"describe", "--name", "acct/2"}).output, "held"), "false");
 }
 
 TEST_F(LockctlTest, RacingRunsNeverRunTheirCommandsAtTheSameTime) {

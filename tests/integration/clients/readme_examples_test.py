@@ -12,8 +12,10 @@ replaced by that of the lockd this test starts.
                    fresh CMake project whose CMakeLists.txt is the documented
                    snippet (find_package(lockd)), then run.
   python           run with /usr/bin/python3 and the assembled package.
+  python-kinds     the same (shared locks, semaphores, lock_all).
   lockctl          run with bash -e, lockctl on PATH, in a directory with a
                    ./report.sh.
+  lockctl-kinds    run with bash -e, lockctl on PATH.
 
 Environment (set by tests/integration/clients/CMakeLists.txt):
 LOCKD_SOURCE_DIR, LOCKD_BUILD_DIR, LOCKD_BINARY, LOCKCTL_DIR,
@@ -158,6 +160,28 @@ class ReadmeExamplesTest(unittest.TestCase):
         self.assertIn("released: true", out)
         self.assertIn("SERVING", out)
         self.assertRegex(out, r"lockctl \d+\.\d+\.\d+ \(git \w+\)")
+
+    def test_python_kinds_example_runs(self):
+        env = dict(os.environ, PYTHONPATH=os.environ["LOCKD_PYTHON_PKG"],
+                   PYTHONDONTWRITEBYTECODE="1")
+        code, out = run(["/usr/bin/python3", "-c", self.block("python-kinds")], timeout=60,
+                        env=env)
+        self.assertEqual(code, 0, out)
+        self.assertRegex(out, r"reading catalog with fencing token [1-9]\d*")
+        self.assertIn("calling payments-api with 1 of 4 permits", out)
+        self.assertRegex(out, r"moving money with fencing tokens \[[1-9]\d*, [1-9]\d*\]")
+
+    def test_lockctl_kinds_example_runs(self):
+        env = dict(os.environ, PATH=os.environ["LOCKCTL_DIR"] + os.pathsep + os.environ["PATH"])
+        env.pop("LOCKD_SERVER", None)
+        code, out = run(["bash", "-e", "-c", self.block("lockctl-kinds")], timeout=120, env=env,
+                        cwd=self.tmp)
+        self.assertEqual(code, 0, out)
+        self.assertIn("mode: shared", out)
+        self.assertIn("owner: reader-1", out)
+        self.assertIn("owner: reader-2", out)
+        self.assertIn("2 of 4 permits", out)
+        self.assertRegex(out, r"tokens [1-9]\d*,[1-9]\d*")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,19 @@
 //    acquire_request_id (an older one would take the undo for a plain
 //    Release of one hold).
 //
+// Kinds (docs/api.md "Shared locks, semaphores and all-or-nothing
+// acquires"): a name is a lock, held EXCLUSIVE (Client::Acquire, a writer)
+// or SHARED (Client::AcquireShared, a reader), or a semaphore of `limit`
+// permits (Semaphore::Acquire). Every holder has its own hold, lease and
+// fencing token, so a Lease of a shared lock or of semaphore permits is
+// renewed, lost, released and undone exactly as an exclusive one, on the
+// session or the unary path alike. Client::AcquireAll takes several names
+// for one owner, all or nothing (a LeaseSet). The server's refusals of a
+// kind carry their reason (ErrorReason): LOCK_KIND_MISMATCH (another kind or
+// limit holds the name), UPGRADE_WOULD_BLOCK (a SHARED holder asked
+// EXCLUSIVE while others hold or wait), PERMITS_MISMATCH (a semaphore holder
+// asked again with other permits); all kFailedPrecondition, returned at once.
+//
 // Owners: a Client has one owner id (ClientOptions::owner, default a random
 // id per Client). Locks are reentrant per owner, so two threads sharing one
 // Client and acquiring the same lock BOTH get it (hold count 2). For mutual
@@ -269,6 +282,25 @@ struct AcquireOptions {
   LostCallback on_lost;
 };
 
+// How a lock is held (lockd.v1.LockMode): alone (a mutex, a writer) or
+// together with other SHARED holders (readers). Semaphore holds are
+// kExclusive. Named HoldMode so that it never clashes with the server's
+// lockd::LockMode in a program that has both.
+enum class HoldMode { kExclusive, kShared };
+
+// "exclusive" or "shared".
+const char* HoldModeName(HoldMode mode);
+
+// One owner's hold of a name (LockInfo::holders).
+struct Holder {
+  std::string owner;
+  HoldMode mode = HoldMode::kExclusive;
+  uint32_t hold_count = 0;
+  uint32_t permits = 0;  // semaphore permits held (0 for a lock)
+  uint64_t fencing_token = 0;
+  absl::Duration ttl_remaining;  // by the backend's clock
+};
+
 // One lock's state (DescribeRequest / ListResponse).
 struct LockInfo {
   std::string ns;
@@ -283,6 +315,14 @@ struct LockInfo {
   uint32_t waiters = 0;
   // memory, redis, mysql or zookeeper.
   std::string backend;
+  // How it is held (kExclusive when free and for a semaphore). For a shared
+  // lock or a semaphore, owner, hold_count, fencing_token and ttl_remaining
+  // describe the newest holder.
+  HoldMode mode = HoldMode::kExclusive;
+  // Non-zero: the name is held as a semaphore of this many permits.
+  uint32_t limit = 0;
+  // Every holder, by fencing token, oldest first.
+  std::vector<Holder> holders;
 };
 
 struct ListOptions {
@@ -320,6 +360,14 @@ bool IsLockLost(const absl::Status& status);
 // For the kDeadlineExceeded returned when a lock was not acquired in time:
 // the holder the server reported. nullopt for any other status.
 std::optional<LockInfo> CurrentHolder(const absl::Status& status);
+
+// The reason lockd gave for a refusal (the google.rpc.ErrorInfo reason of
+// domain "lockd"): "LOCK_KIND_MISMATCH", "UPGRADE_WOULD_BLOCK",
+// "PERMITS_MISMATCH", ...; for a lost lease (IsLockLost) why it was lost
+// ("LOCK_NOT_HELD", "VALIDITY_EXPIRED", ...). nullopt when the status
+// carries none. The status message also names it, with the ErrorInfo metadata (for
+// LOCK_KIND_MISMATCH: kind=lock|semaphore and, for a semaphore, limit=N).
+std::optional<std::string> ErrorReason(const absl::Status& status);
 
 // For a failed Client::Acquire whose last attempt's outcome the client did
 // not learn AND whose undo went unanswered (the server was unreachable for
@@ -361,6 +409,13 @@ class Lease {
   uint32_t hold_count() const;
   // The lease granted by the server.
   absl::Duration ttl() const;
+  // The kind asked for: mode() kShared for Client::AcquireShared (an owner
+  // that already held the lock exclusive got a reentrant exclusive hold),
+  // else kExclusive; limit() the semaphore's limit and permits() the
+  // permits this hold took (both 0 for a lock).
+  HoldMode mode() const;
+  uint32_t limit() const;
+  uint32_t permits() const;
 
   // The client-side validity deadline: send time of the last successful
   // Acquire/Renew + ttl - drift. Never later than the server's expiry.
@@ -411,11 +466,62 @@ class Lease {
 
  private:
   friend class Client;
+  friend class Semaphore;
   Lease(std::shared_ptr<client_internal::ClientCore> core,
         std::shared_ptr<client_internal::LeaseState> state);
 
   std::shared_ptr<client_internal::ClientCore> core_;
   std::shared_ptr<client_internal::LeaseState> state_;
+};
+
+// The holds of one Client::AcquireAll, one Lease per lock in the order the
+// locks were given. Move-only RAII: the destructor releases every active
+// Lease (each as ~Lease does). Each Lease is renewed, lost and released on
+// its own; take one out with Take() to keep it past the set.
+//
+// Thread-safety: as Lease (moving or destroying a LeaseSet must not race
+// with other calls on it).
+class LeaseSet {
+ public:
+  LeaseSet() = default;  // empty
+  explicit LeaseSet(std::vector<Lease> leases) : leases_(std::move(leases)) {}
+  LeaseSet(LeaseSet&&) noexcept = default;
+  LeaseSet& operator=(LeaseSet&&) noexcept = default;  // releases the leases it replaces
+  ~LeaseSet() = default;
+
+  size_t size() const { return leases_.size(); }
+  Lease& operator[](size_t i) { return leases_[i]; }
+  const Lease& operator[](size_t i) const { return leases_[i]; }
+  std::vector<Lease>::iterator begin() { return leases_.begin(); }
+  std::vector<Lease>::iterator end() { return leases_.end(); }
+  std::vector<Lease>::const_iterator begin() const { return leases_.begin(); }
+  std::vector<Lease>::const_iterator end() const { return leases_.end(); }
+  // Moves the i-th Lease out (the set keeps an empty one in its place).
+  Lease Take(size_t i) { return std::move(leases_[i]); }
+
+  // Every Lease valid() (false for an empty set).
+  bool valid() const;
+  // Some Lease lost().
+  bool lost() const;
+  // Releases every active Lease (Lease::Release with `timeout` each), all
+  // of them even after a failure. OK if every release was; else the first
+  // error (each Lease is inactive afterwards whatever the result).
+  absl::Status Release(absl::Duration timeout = absl::ZeroDuration());
+
+ private:
+  std::vector<Lease> leases_;
+};
+
+// One lock of Client::AcquireAll.
+struct LockSpec {
+  std::string name;
+  // Empty: AcquireOptions::ns, else ClientOptions::default_namespace.
+  std::string ns;
+  // A lock: kExclusive (a writer) or kShared (a reader), limit 0.
+  HoldMode mode = HoldMode::kExclusive;
+  // A semaphore: limit 1-10,000 with permits 1-limit (0: 1); mode kExclusive.
+  uint32_t limit = 0;
+  uint32_t permits = 0;
 };
 
 // A connection to lockd. Cheap to move; not copyable; a moved-from Client may
@@ -475,6 +581,41 @@ class Client {
   // Acquire with options.wait = 0: one attempt (retried only on UNAVAILABLE).
   absl::StatusOr<Lease> TryAcquire(absl::string_view name, AcquireOptions options = {});
 
+  // Takes the lock `name` SHARED (a reader of a read-write lock): together
+  // with other SHARED holders, never with an EXCLUSIVE one (Acquire). FIFO
+  // across modes: behind an EXCLUSIVE acquire that waits, a SHARED one
+  // waits too (writers never starve). Reentrant; an owner that holds the
+  // lock EXCLUSIVE gets a reentrant exclusive hold. Blocks, returns and
+  // undoes as Acquire, plus kFailedPrecondition with ErrorReason
+  // LOCK_KIND_MISMATCH when the name is held as a semaphore (at once,
+  // whatever options.wait).
+  //
+  // The other way round, Acquire by an owner that holds the lock SHARED
+  // (an upgrade) is granted at once when that owner is the only holder and
+  // nobody waits (a new, larger token), else it fails at once with
+  // kFailedPrecondition and ErrorReason UPGRADE_WOULD_BLOCK: release the
+  // shared hold and acquire exclusive instead.
+  absl::StatusOr<Lease> AcquireShared(absl::string_view name, AcquireOptions options = {});
+
+  // Takes every lock of `locks` (1-64, no (ns, name) twice) for one owner,
+  // all or nothing, with one AcquireAll call (over the session when the
+  // Client's session holds, see ChooseAcquirePath's rows; options as for
+  // Acquire, options.ns being the namespace of a LockSpec without one).
+  // The server takes them in (ns, name) order within options.wait, so two
+  // callers never deadlock whatever order they list them in.
+  // OK: a LeaseSet with one Lease per lock, in the order of `locks`; each
+  //   has its own hold and token (renewed, lost and released on its own).
+  // kDeadlineExceeded: not every lock within the wait; nothing is held;
+  //   CurrentHolder(status) is the lock that could not be taken.
+  // kFailedPrecondition + ErrorReason (LOCK_KIND_MISMATCH,
+  //   UPGRADE_WOULD_BLOCK, PERMITS_MISMATCH) for one of the locks; nothing
+  //   is held. kInvalidArgument, kUnavailable, kResourceExhausted as Acquire.
+  // Uncertain outcomes are undone lock by lock (Release with
+  // acquire_request_id = the call's request_id, on every lock), so a failed
+  // call leaves no hold unless UnconfirmedAcquireRequestId(status) is set.
+  absl::StatusOr<LeaseSet> AcquireAll(const std::vector<LockSpec>& locks,
+                                      AcquireOptions options = {});
+
   // Low-level operations on a hold identified by owner, for tools and for
   // handing a lock between processes. Each blocks up to rpc_timeout,
   // retrying on UNAVAILABLE (Release with one request_id).
@@ -523,7 +664,48 @@ class Client {
                                                    absl::string_view ns = "");
 
  private:
+  friend class Semaphore;
   std::shared_ptr<client_internal::ClientCore> core_;
+};
+
+// The largest semaphore limit lockd takes.
+inline constexpr uint32_t kMaxSemaphoreLimit = 10000;
+
+// A leased semaphore: the name `name` with `limit` permits, shared by every
+// owner that acquires it with the same limit (docs/api.md "Shared locks,
+// semaphores and all-or-nothing acquires"). Owners whose permits add up to
+// at most `limit` hold it at once; a waiting acquire is granted in FIFO
+// order (a large request at the head holds back later small ones). Each
+// Lease is one owner's permits with its own lease and fencing token; it is
+// renewed, lost, released and undone as any Lease.
+//
+// A Semaphore is a handle (no state on the server of its own): cheap to
+// copy, thread-safe, and it keeps its Client's connection alive.
+class Semaphore {
+ public:
+  // `limit` 1-10,000 (checked by Acquire), fixed for the handle's life.
+  Semaphore(const Client& client, std::string name, uint32_t limit, std::string ns = "");
+
+  const std::string& name() const { return name_; }
+  uint32_t limit() const { return limit_; }
+
+  // Takes `permits` (1-limit) of the semaphore, waiting up to options.wait
+  // (options.ns is ignored: the handle's namespace applies). Blocks,
+  // returns and undoes as Client::Acquire, plus, at once and whatever the
+  // wait, kFailedPrecondition with ErrorReason LOCK_KIND_MISMATCH (the name
+  // is held as a lock, or as a semaphore of another limit) or
+  // PERMITS_MISMATCH (this owner holds it with other permits: a reentrant
+  // acquire must ask the same permits). kInvalidArgument (nothing sent)
+  // for a limit or permits out of range.
+  absl::StatusOr<Lease> Acquire(uint32_t permits = 1, AcquireOptions options = {});
+  // Acquire with options.wait = 0.
+  absl::StatusOr<Lease> TryAcquire(uint32_t permits = 1, AcquireOptions options = {});
+
+ private:
+  std::shared_ptr<client_internal::ClientCore> core_;
+  std::string name_;
+  std::string ns_;
+  uint32_t limit_;
 };
 
 }  // namespace lockd
