@@ -2,7 +2,7 @@
 # Builds everything a user installs, for version VERSION, into OUT_DIR
 # (default build/release/VERSION), then checks that the artifacts work:
 #
-#   scripts/release.sh 0.1.0 [--out DIR] [--local-bases] [--allow-dirty] [--no-verify]
+#   scripts/release.sh 0.1.0 [--out DIR] [--tag IMAGE] [--local-bases] [--allow-dirty] [--no-verify]
 #
 # Artifacts:
 #   lockd-VERSION-image.oci.tar       the container image (deploy/Dockerfile) as
@@ -27,18 +27,22 @@
 #
 # VERSION must equal the VERSION file (bump it and commit first); the tree
 # must be clean (--allow-dirty: for trying the script, never for a release).
+# --tag names the image built (default localhost/lockd:VERSION; the test
+# suite's run picks its own so as not to replace a user's image).
 # --local-bases builds on the mmdebstrap stand-ins of the Debian base images
 # (tests/deploy/base-images.sh) for machines without a registry. Nothing is
 # pushed: docs/releasing.md says how a maintainer publishes the artifacts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=${1:?usage: scripts/release.sh VERSION [--out DIR] [--local-bases] [--allow-dirty] [--no-verify]}
+version=${1:?usage: scripts/release.sh VERSION [--out DIR] [--tag IMAGE] [--local-bases] [--allow-dirty] [--no-verify]}
 shift
 out="$root/build/release/$version"
+image="localhost/lockd:$version"
 local_bases=0 allow_dirty=0 verify=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
+    --tag) image=$2; shift 2 ;;
     --local-bases) local_bases=1; shift ;;
     --allow-dirty) allow_dirty=1; shift ;;
     --no-verify) verify=0; shift ;;
@@ -62,7 +66,6 @@ tools="$root/build/release-tools"
 "$root/tests/deploy/setup-tools.sh" "$tools" >/dev/null
 helm="$tools/bin/helm"
 arch=$(dpkg --print-architecture)
-image="localhost/lockd:$version"
 
 # --- the image, its archive and SBOM ----------------------------------------
 bases=()
