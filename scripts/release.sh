@@ -94,10 +94,9 @@ podman cp "$ctr:/usr/bin/lockd" "$dist/bin/lockd"
 podman cp "$ctr:/usr/bin/lockctl" "$dist/bin/lockctl"
 podman rm --force "$ctr" >/dev/null
 cp "$root/LICENSE" "$root/deploy/lockd.example.yaml" "$dist/"
-# The Debian packages whose libraries the binaries load (what the image installs).
-podman run --rm --entrypoint sh "$image" -c \
-  'ldd /usr/bin/lockd /usr/bin/lockctl | awk "\$3 ~ /^\// {print \$3}" | sort -u |
-   xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u' >"$dist/runtime-packages.txt"
+# The Debian packages whose libraries the binaries load: the list the
+# image's build made and installed (deploy/Dockerfile).
+podman run --rm --entrypoint cat "$image" /usr/share/lockd/runtime-packages >"$dist/runtime-packages.txt"
 cat >"$dist/README" <<EOF
 lockd $version for Linux ($arch), built for Debian 12 (bookworm).
 Install the runtime packages first:
@@ -131,6 +130,8 @@ if [ "$verify" = 1 ]; then
     "$stage/unpacked/lockd-$version-linux-$arch/bin/$b" --version | grep -q -- "$version" ||
       die "$b --version does not print $version"
   done
+  grep -q '^libgrpc++' "$stage/unpacked/lockd-$version-linux-$arch/runtime-packages.txt" ||
+    die "runtime-packages.txt does not list gRPC's package"
   log "verify: the wheel in a fresh venv"
   /usr/bin/python3 -m venv --system-site-packages "$stage/venv"
   "$stage/venv/bin/pip" install --quiet --no-index "$out"/lockd_client-"$version"-*.whl
