@@ -31,8 +31,8 @@
 // Input has been validated by the caller; backends need not re-check it
 // (REQUIRES clauses below) and never return kInvalidArgument.
 //
-// Kinds (docs/api.md "Shared locks, semaphores and all-or-nothing
-// acquires"): a name is a *lock*, held EXCLUSIVE by one owner or SHARED by
+// Kinds (see docs/api.md "Shared locks, semaphores and all-or-nothing acquires"):
+// a name is a *lock*, held EXCLUSIVE by one owner or SHARED by
 // any number of owners, or a *semaphore* of `limit` permits, held by owners
 // whose permits add up to at most `limit`. Its holders decide its kind; a
 // name without holders takes the kind of its next grant. Every backend
@@ -317,7 +317,9 @@ class Backend {
   //
   // A parked call whose owner comes to hold the lock (through another call,
   // on this process or another replica) is granted at once as a reentrant
-  // acquire; it never waits on its own owner.
+  // acquire; it never waits on its own owner. By the holder rules of
+  // "Kinds" above, so a parked EXCLUSIVE call whose owner comes to hold
+  // SHARED is an upgrade that waited: UpgradeWouldBlockError.
   //
   // `cancel` may be null (the call cannot be cancelled).
   virtual void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
