@@ -156,8 +156,10 @@ class PrometheusTest(unittest.TestCase):
             lease.renew()
             lease.release()
             # A hold kept over the Session stream's first renewal round.
-            with c.lock("renewed", ttl=3):
-                time.sleep(1.6)
+            # (8 s: a lease the client keeps over a Session stream; 5 s is too
+            # short for its lease-validity bound, so it goes unary.)
+            with c.lock("renewed", ttl=8):
+                time.sleep(3.2)  # a renewal round each ttl/3
             # A lock in a namespace outside metrics.namespaces.
             with c.lock("x", ttl=5, namespace="billing"):
                 pass
