@@ -160,11 +160,12 @@ bool Admit(grpc::ServerUnaryReactor* reactor, const absl::StatusOr<Params>& para
 
 }  // namespace
 
-LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz)
+LockServiceImpl::LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz,
+                                 Metrics* metrics)
     : backend_(backend),
       lease_(lease),
       authz_(authz),
-      sessions_(backend, lease, authz, &in_flight_) {}
+      sessions_(backend, lease, authz, &in_flight_, metrics) {}
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* LockServiceImpl::Session(
     grpc::CallbackServerContext* ctx) {

@@ -22,9 +22,12 @@ namespace lockd {
 
 class LockServiceImpl final : public v1::LockService::CallbackService {
  public:
-  // `backend` (and `authz`, if not null) must outlive the service and every
-  // call it serves. With a null `authz` every caller may do everything.
-  LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz = nullptr);
+  // `backend` (and `authz` and `metrics`, if not null) must outlive the
+  // service and every call it serves. With a null `authz` every caller may
+  // do everything. `metrics` counts sessions (the backend's calls are counted
+  // by a MetricsBackend around `backend`).
+  LockServiceImpl(Backend* backend, LeaseBounds lease, const Authorizer* authz = nullptr,
+                  Metrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* ctx, const v1::AcquireRequest* req,
                                     v1::AcquireResponse* resp) override;

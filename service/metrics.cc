@@ -15,13 +15,15 @@ using prometheus::Histogram;
 
 constexpr const char* kKindNames[] = {"exclusive", "shared", "semaphore"};
 constexpr const char* kModeNames[] = {"try", "wait"};
-constexpr const char* kOutcomeNames[] = {"acquired", "not_acquired", "cancelled", "error"};
+constexpr const char* kOutcomeNames[] = {"acquired", "not_acquired", "cancelled", "rejected",
+                                         "error"};
 constexpr const char* kEndNames[] = {"released", "expired", "force_released", "disconnected"};
 constexpr const char* kRenewNames[] = {"ok", "lost", "error"};
 constexpr const char* kOpNames[] = {"acquire",  "release", "renew",
                                     "describe", "list",    "force_release"};
 constexpr const char* kResultNames[] = {"ok", "not_held", "unavailable", "error"};
 constexpr const char* kForceNames[] = {"released", "not_held", "token_mismatch", "error"};
+constexpr const char* kSessionLostNames[] = {"lease_expired", "force_released", "not_held"};
 constexpr Permission kPermValues[] = {Permission::kLock, Permission::kRead, Permission::kAdmin};
 
 const Histogram::BucketBoundaries& LatencyBuckets() {
@@ -133,6 +135,43 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
                           "that this replica saw (must stay 0)")
                       .Register(r)
                       .Add({{"backend", backend}});
+  sessions_open_ = &prometheus::BuildGauge()
+                        .Name("lockd_sessions_open")
+                        .Help("Session streams open on this replica")
+                        .Register(r)
+                        .Add({{"backend", backend}});
+  session_holds_ = &prometheus::BuildGauge()
+                        .Name("lockd_session_holds")
+                        .Help("holds bound to the open Session streams of this replica")
+                        .Register(r)
+                        .Add({{"backend", backend}});
+  auto& rounds = prometheus::BuildCounter()
+                     .Name("lockd_session_renew_rounds_total")
+                     .Help(
+                         "renewal rounds of Session streams (every hold of one session renewed "
+                         "at once) by result (error: a renewal failed for another reason than a "
+                         "lost hold)")
+                     .Register(r);
+  for (int k = 0; k < 2; ++k) {
+    session_rounds_[k] = &rounds.Add({{"backend", backend}, {"result", k ? "error" : "ok"}});
+  }
+  auto& lost = prometheus::BuildCounter()
+                   .Name("lockd_session_lost_total")
+                   .Help("`lost` messages pushed to Session streams, by reason")
+                   .Register(r);
+  for (int k = 0; k < kSessionLost; ++k) {
+    session_lost_[k] = &lost.Add({{"backend", backend}, {"reason", kSessionLostNames[k]}});
+  }
+  auto& resumes = prometheus::BuildCounter()
+                      .Name("lockd_session_resumes_total")
+                      .Help(
+                          "open.resume entries of new Session streams, by result (refused: not "
+                          "held with that token any more)")
+                      .Register(r);
+  for (int k = 0; k < 2; ++k) {
+    session_resumes_[k] =
+        &resumes.Add({{"backend", backend}, {"result", k ? "refused" : "resumed"}});
+  }
   cert_expiry_family_ = &prometheus::BuildGauge()
                              .Name("lockd_tls_certificate_expiry_timestamp_seconds")
                              .Help("Unix time at which the serving TLS certificate expires")
@@ -148,40 +187,40 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
       for (int m = 0; m < kModes; ++m) {
         for (int o = 0; o < kOutcomes; ++o) {
           p.acquires[k][m][o] = &acquires.Add({{"backend", backend},
-                                               {"namespace", ns},
+                                               {"lock_namespace", ns},
                                                {"kind", kKindNames[k]},
                                                {"mode", kModeNames[m]},
                                                {"result", kOutcomeNames[o]}});
         }
         p.grant[k][m] = &grant.Add({{"backend", backend},
-                                    {"namespace", ns},
+                                    {"lock_namespace", ns},
                                     {"kind", kKindNames[k]},
                                     {"mode", kModeNames[m]}},
                                    LatencyBuckets());
       }
       for (int o = 0; o < kOutcomes; ++o) {
         p.wait[k][o] = &wait.Add({{"backend", backend},
-                                  {"namespace", ns},
+                                  {"lock_namespace", ns},
                                   {"kind", kKindNames[k]},
                                   {"result", kOutcomeNames[o]}},
                                  LatencyBuckets());
       }
     }
     for (int e = 0; e < kEnds; ++e) {
-      p.hold[e] = &hold.Add({{"backend", backend}, {"namespace", ns}, {"ended", kEndNames[e]}},
+      p.hold[e] = &hold.Add({{"backend", backend}, {"lock_namespace", ns}, {"ended", kEndNames[e]}},
                             HoldBuckets());
     }
     for (int k = 0; k < kRenews; ++k) {
       p.renewals[k] =
-          &renewals.Add({{"backend", backend}, {"namespace", ns}, {"result", kRenewNames[k]}});
+          &renewals.Add({{"backend", backend}, {"lock_namespace", ns}, {"result", kRenewNames[k]}});
     }
     for (int k = 0; k < kForce; ++k) {
       p.force[k] =
-          &force.Add({{"backend", backend}, {"namespace", ns}, {"result", kForceNames[k]}});
+          &force.Add({{"backend", backend}, {"lock_namespace", ns}, {"result", kForceNames[k]}});
     }
     for (int k = 0; k < kPerms; ++k) {
       for (int u = 0; u < 2; ++u) {
-        p.denied[k][u] = &denied.Add({{"namespace", ns},
+        p.denied[k][u] = &denied.Add({{"lock_namespace", ns},
                                       {"permission", std::string(PermissionName(kPermValues[k]))},
                                       {"code", u ? "unauthenticated" : "permission_denied"}});
       }
@@ -233,6 +272,11 @@ void Metrics::ForceReleaseDone(int ns, ForceLabel outcome) {
 
 void Metrics::AuthDenied(absl::string_view ns, Permission permission, bool unauthenticated) {
   per_ns_[NamespaceIndex(ns)].denied[PermIndex(permission)][unauthenticated ? 1 : 0]->Increment();
+}
+
+void Metrics::SessionLostPushed(absl::string_view reason) {
+  int k = reason == "FORCE_RELEASED" ? 1 : reason == "NOT_HELD" ? 2 : 0;
+  session_lost_[k]->Increment();
 }
 
 void Metrics::SetCertificateExpiry(absl::Time not_after) {

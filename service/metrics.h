@@ -1,31 +1,39 @@
 // lockd's Prometheus metrics (prometheus-cpp) and the /metrics endpoint.
 //
 // Labels never carry a lock name, owner or request id (unbounded
-// cardinality). `namespace` is the request's namespace only if it is in the
-// configured allow-list (`metrics.namespaces`), else "_other". Every series
+// cardinality). `lock_namespace` is the request's namespace only if it is in
+// the configured allow-list (`metrics.namespaces`), else "_other" (not
+// `namespace`, which Prometheus sets from the Kubernetes namespace of the
+// scraped pod). Every series
 // is created up front, so the hot path is a few atomic increments (and, for
 // histograms, prometheus-cpp's per-series mutex) with no map lookup beyond
 // the namespace's index.
 //
 // Families (docs/operations/monitoring.md lists them with their meaning):
 //   lockd_build_info{version,revision,backend}                gauge = 1
-//   lockd_acquire_requests_total{backend,namespace,kind,mode,result}
+//   lockd_acquire_requests_total{backend,lock_namespace,kind,mode,result}
 //       kind: exclusive | shared | semaphore (what the acquire asked; each
 //       lock of an AcquireAll counts as one acquire); mode: try | wait;
-//       result: acquired | not_acquired | cancelled | error
-//   lockd_acquire_grant_seconds{backend,namespace,kind,mode}  histogram
-//   lockd_acquire_wait_seconds{backend,namespace,kind,result} histogram (mode=wait)
-//   lockd_hold_duration_seconds{backend,namespace,ended}      histogram
+//       result: acquired | not_acquired | cancelled | rejected (max_waiters:
+//       RESOURCE_EXHAUSTED) | error
+//   lockd_acquire_grant_seconds{backend,lock_namespace,kind,mode}  histogram
+//   lockd_acquire_wait_seconds{backend,lock_namespace,kind,result} histogram (mode=wait)
+//   lockd_hold_duration_seconds{backend,lock_namespace,ended}      histogram
 //       ended: released | expired | force_released | disconnected
 //   lockd_locks_held{backend}, lockd_waiters{backend}         gauges
-//   lockd_lease_renewals_total{backend,namespace,result}      ok | lost | error
+//   lockd_lease_renewals_total{backend,lock_namespace,result}      ok | lost | error
 //   lockd_backend_request_duration_seconds{backend,operation,result}
 //       operation: acquire | release | renew | describe | list | force_release;
 //       result: ok | not_held | unavailable | error
 //   lockd_backend_up{backend}                                 gauge 0/1
-//   lockd_force_releases_total{backend,namespace,result}      released | not_held | token_mismatch
-//   | error lockd_fencing_token_regressions_total{backend}            counter
-//   lockd_auth_denied_total{namespace,permission,code}        unauthenticated | permission_denied
+//   lockd_force_releases_total{backend,lock_namespace,result}      released | not_held |
+//   token_mismatch | error lockd_fencing_token_regressions_total{backend}            counter
+//   lockd_auth_denied_total{lock_namespace,permission,code}        unauthenticated |
+//   permission_denied lockd_sessions_open{backend}, lockd_session_holds{backend}  gauges
+//   lockd_session_renew_rounds_total{backend,result}          ok | error
+//   lockd_session_lost_total{backend,reason}                  lease_expired | force_released
+//                                                             | not_held
+//   lockd_session_resumes_total{backend,result}               resumed | refused
 //   lockd_tls_certificate_expiry_timestamp_seconds            gauge (Unix time; with TLS)
 //
 // Thread-safe: every method may be called from any thread.
@@ -59,7 +67,13 @@ inline constexpr absl::string_view kOtherNamespace = "_other";
 
 enum class AcquireMode { kTry = 0, kWait = 1 };
 enum class KindLabel { kExclusive = 0, kShared = 1, kSemaphore = 2 };
-enum class AcquireLabel { kAcquired = 0, kNotAcquired = 1, kCancelled = 2, kError = 3 };
+enum class AcquireLabel {
+  kAcquired = 0,
+  kNotAcquired = 1,
+  kCancelled = 2,
+  kRejected = 3,
+  kError = 4
+};
 enum class HoldEnd { kReleased = 0, kExpired = 1, kForceReleased = 2, kDisconnected = 3 };
 enum class RenewLabel { kOk = 0, kLost = 1, kError = 2 };
 enum class BackendOp { kAcquire = 0, kRelease, kRenew, kDescribe, kList, kForceRelease };
@@ -97,11 +111,20 @@ class Metrics {
   prometheus::Gauge& locks_held() { return *held_; }
   prometheus::Gauge& waiters() { return *waiters_; }
   void SetBackendUp(bool up) { backend_up_->Set(up ? 1 : 0); }
+  // Sessions (service/session.h): a stream opened / ended; holds bound to
+  // sessions came or went; a renewal round ended; a `lost` was pushed
+  // (`reason` as in LockLost); an open.resume entry was taken over or not.
+  void SessionOpened() { sessions_open_->Increment(); }
+  void SessionClosed() { sessions_open_->Decrement(); }
+  void SessionHoldsChanged(double delta) { session_holds_->Increment(delta); }
+  void SessionRenewRound(bool ok) { session_rounds_[ok ? 0 : 1]->Increment(); }
+  void SessionLostPushed(absl::string_view reason);
+  void SessionResume(bool resumed) { session_resumes_[resumed ? 0 : 1]->Increment(); }
   // Unix time at which the serving certificate expires.
   void SetCertificateExpiry(absl::Time not_after);
 
  private:
-  static constexpr int kKinds = 3, kModes = 2, kOutcomes = 4, kEnds = 4, kRenews = 3, kOps = 6,
+  static constexpr int kKinds = 3, kModes = 2, kOutcomes = 5, kEnds = 4, kRenews = 3, kOps = 6,
                        kResults = 4, kForce = 4, kPerms = 3;
   struct PerNamespace {
     prometheus::Counter* acquires[kKinds][kModes][kOutcomes];
@@ -121,6 +144,12 @@ class Metrics {
   prometheus::Gauge* waiters_;
   prometheus::Gauge* backend_up_;
   prometheus::Counter* regressions_;
+  static constexpr int kSessionLost = 3;
+  prometheus::Gauge* sessions_open_;
+  prometheus::Gauge* session_holds_;
+  prometheus::Counter* session_rounds_[2];
+  prometheus::Counter* session_lost_[kSessionLost];
+  prometheus::Counter* session_resumes_[2];
   prometheus::Gauge* cert_expiry_ = nullptr;
   prometheus::Family<prometheus::Gauge>* cert_expiry_family_;
 };

@@ -151,6 +151,8 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
                       }
                     } else if (absl::IsCancelled(r.status())) {
                       outcome = AcquireLabel::kCancelled;
+                    } else if (absl::IsResourceExhausted(r.status())) {
+                      outcome = AcquireLabel::kRejected;  // max_waiters
                     }
                     if (mode == AcquireMode::kWait) {
                       metrics_->waiters().Decrement();

@@ -112,14 +112,18 @@ TEST_F(MetricsBackendTest, AcquiresAreCountedByNamespaceModeAndResult) {
   EXPECT_TRUE(Acquire("billing", "b", "o1").acquired);
   const std::string acq = "lockd_acquire_requests_total";
   const prometheus::Labels ex = {{"kind", "exclusive"}};
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "acquired"}}, ex), 1);
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "not_acquired"}}, ex),
+  EXPECT_EQ(Value(acq, {{"lock_namespace", "orders"}, {"mode", "try"}, {"result", "acquired"}}, ex),
             1);
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "wait"}, {"result", "not_acquired"}}, ex),
+  EXPECT_EQ(
+      Value(acq, {{"lock_namespace", "orders"}, {"mode", "try"}, {"result", "not_acquired"}}, ex),
+      1);
+  EXPECT_EQ(
+      Value(acq, {{"lock_namespace", "orders"}, {"mode", "wait"}, {"result", "not_acquired"}}, ex),
+      1);
+  EXPECT_EQ(Value(acq, {{"lock_namespace", "_other"}, {"mode", "try"}, {"result", "acquired"}}, ex),
             1);
-  EXPECT_EQ(Value(acq, {{"namespace", "_other"}, {"mode", "try"}, {"result", "acquired"}}, ex), 1);
   EXPECT_EQ(Value("lockd_acquire_wait_seconds_count",
-                  {{"namespace", "orders"}, {"result", "not_acquired"}}, ex),
+                  {{"lock_namespace", "orders"}, {"result", "not_acquired"}}, ex),
             1);
   EXPECT_EQ(Value("lockd_locks_held"), 2);
   EXPECT_EQ(Value("lockd_waiters"), 0);
@@ -139,9 +143,9 @@ TEST_F(MetricsBackendTest, AcquiresAreCountedByKind) {
     done.WaitForNotification();
     double total = 0;
     for (const char* result : {"acquired", "not_acquired", "cancelled", "error"}) {
-      total +=
-          Value("lockd_acquire_requests_total",
-                {{"namespace", "orders"}, {"kind", kind}, {"mode", "try"}, {"result", result}});
+      total += Value(
+          "lockd_acquire_requests_total",
+          {{"lock_namespace", "orders"}, {"kind", kind}, {"mode", "try"}, {"result", result}});
     }
     EXPECT_EQ(total, 1) << kind;
   }
@@ -158,23 +162,24 @@ TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {
   EXPECT_EQ(Value("lockd_locks_held"), 1);
   ASSERT_TRUE(Release("orders", "r", "o1").ok());
   EXPECT_EQ(Value("lockd_locks_held"), 0);
-  EXPECT_EQ(
-      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "released"}}),
-      1);
+  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
+                  {{"lock_namespace", "orders"}, {"ended", "released"}}),
+            1);
 
   ASSERT_TRUE(Acquire("orders", "e", "o1", absl::Milliseconds(100)).acquired);
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_THAT(Renew("orders", "e", "o1"), IsLockNotHeld());
-  EXPECT_EQ(Value("lockd_lease_renewals_total", {{"namespace", "orders"}, {"result", "lost"}}), 1);
-  EXPECT_EQ(
-      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),
-      1);
+  EXPECT_EQ(Value("lockd_lease_renewals_total", {{"lock_namespace", "orders"}, {"result", "lost"}}),
+            1);
+  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
+                  {{"lock_namespace", "orders"}, {"ended", "expired"}}),
+            1);
 
   ASSERT_TRUE(Acquire("orders", "s", "o1").acquired);
   backend_->SweepExpired(absl::Now() + absl::Seconds(40));
-  EXPECT_EQ(
-      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),
-      2);
+  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
+                  {{"lock_namespace", "orders"}, {"ended", "expired"}}),
+            2);
   EXPECT_EQ(Value("lockd_locks_held"), 0);
   EXPECT_EQ(Value("lockd_backend_request_duration_seconds_count",
                   {{"operation", "release"}, {"result", "not_held"}}),
@@ -199,12 +204,12 @@ TEST_F(MetricsBackendTest, EachSharedHolderIsAHoldOfItsOwn) {
   EXPECT_EQ(Value("lockd_locks_held"), 2);
   ASSERT_TRUE(Release("orders", "rw", "r1").ok());
   EXPECT_EQ(Value("lockd_locks_held"), 1);
-  EXPECT_EQ(
-      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "released"}}),
-      1);
-  EXPECT_EQ(
-      Value("lockd_hold_duration_seconds_count", {{"namespace", "orders"}, {"ended", "expired"}}),
-      0);
+  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
+                  {{"lock_namespace", "orders"}, {"ended", "released"}}),
+            1);
+  EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
+                  {{"lock_namespace", "orders"}, {"ended", "expired"}}),
+            0);
   ASSERT_TRUE(shared("r3"));
   absl::Notification forced;
   backend_->ForceRelease(ForceReleaseParams{{"orders", "rw"}, 0},
@@ -212,8 +217,63 @@ TEST_F(MetricsBackendTest, EachSharedHolderIsAHoldOfItsOwn) {
   forced.WaitForNotification();
   EXPECT_EQ(Value("lockd_locks_held"), 0);
   EXPECT_EQ(Value("lockd_hold_duration_seconds_count",
-                  {{"namespace", "orders"}, {"ended", "force_released"}}),
+                  {{"lock_namespace", "orders"}, {"ended", "force_released"}}),
             2);
+}
+
+TEST_F(MetricsBackendTest, MaxWaitersRejectionsAreTheirOwnOutcome) {
+  MemoryOptions options;
+  options.max_waiters = 1;
+  auto inner = NewMemoryBackend(options);
+  ASSERT_TRUE(inner.ok());
+  backend_->Shutdown();
+  backend_ = std::make_unique<MetricsBackend>(*std::move(inner), metrics_.get());
+  ASSERT_TRUE(Acquire("orders", "full", "holder").acquired);
+  absl::Notification first_done;
+  backend_->Acquire(AcquireParams{{"orders", "full"}, "w1", absl::Seconds(30), absl::Seconds(30)},
+                    nullptr, [&](absl::StatusOr<AcquireResult> r) {
+                      EXPECT_TRUE(r.ok() && r->acquired) << r.status();
+                      first_done.Notify();
+                    });
+  absl::Notification second_done;
+  backend_->Acquire(AcquireParams{{"orders", "full"}, "w2", absl::Seconds(30), absl::Seconds(30)},
+                    nullptr, [&](absl::StatusOr<AcquireResult> r) {
+                      EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+                      second_done.Notify();
+                    });
+  second_done.WaitForNotification();
+  const prometheus::Labels wait = {{"lock_namespace", "orders"}, {"mode", "wait"}};
+  EXPECT_EQ(Value("lockd_acquire_requests_total", wait, {{"result", "rejected"}}), 1);
+  EXPECT_EQ(Value("lockd_acquire_requests_total", wait, {{"result", "error"}}), 0);
+  ASSERT_TRUE(Release("orders", "full", "holder").ok());
+  first_done.WaitForNotification();
+}
+
+TEST(SessionMetricsTest, SessionSeriesExistFromTheStartAndMove) {
+  Metrics m("memory", {});
+  std::string text = prometheus::TextSerializer().Serialize(m.registry()->Collect());
+  for (const char* series :
+       {"lockd_sessions_open{backend=\"memory\"} 0", "lockd_session_holds{backend=\"memory\"} 0",
+        "lockd_session_renew_rounds_total{backend=\"memory\",result=\"error\"} 0",
+        "lockd_session_lost_total{backend=\"memory\",reason=\"lease_expired\"} 0",
+        "lockd_session_resumes_total{backend=\"memory\",result=\"refused\"} 0"}) {
+    EXPECT_THAT(text, HasSubstr(series));
+  }
+  m.SessionOpened();
+  m.SessionHoldsChanged(3);
+  m.SessionLostPushed("FORCE_RELEASED");
+  m.SessionLostPushed("NOT_HELD");
+  m.SessionResume(true);
+  m.SessionRenewRound(false);
+  text = prometheus::TextSerializer().Serialize(m.registry()->Collect());
+  for (const char* series :
+       {"lockd_sessions_open{backend=\"memory\"} 1", "lockd_session_holds{backend=\"memory\"} 3",
+        "lockd_session_renew_rounds_total{backend=\"memory\",result=\"error\"} 1",
+        "lockd_session_lost_total{backend=\"memory\",reason=\"force_released\"} 1",
+        "lockd_session_lost_total{backend=\"memory\",reason=\"not_held\"} 1",
+        "lockd_session_resumes_total{backend=\"memory\",result=\"resumed\"} 1"}) {
+    EXPECT_THAT(text, HasSubstr(series));
+  }
 }
 
 TEST_F(MetricsBackendTest, BuildInfoCarriesTheVersionFileAndTheRevision) {

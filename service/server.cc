@@ -38,8 +38,8 @@ absl::StatusOr<std::unique_ptr<LockdServer>> LockdServer::Start(const Config& co
   }
   s->support_ = *std::move(support);
   s->backend_ = std::move(backend);
-  s->service_ =
-      std::make_unique<LockServiceImpl>(s->backend_.get(), config.lease, s->support_->authorizer());
+  s->service_ = std::make_unique<LockServiceImpl>(
+      s->backend_.get(), config.lease, s->support_->authorizer(), s->support_->metrics());
 
   grpc::ServerBuilder builder;
   // Without this gRPC sets SO_REUSEPORT, and a second lockd on a taken port

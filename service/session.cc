@@ -8,8 +8,13 @@
 namespace lockd {
 
 SessionHub::SessionHub(Backend* backend, LeaseBounds lease, const Authorizer* authz,
-                       std::atomic<int64_t>* in_flight)
-    : backend_(backend), lease_(lease), authz_(authz), in_flight_(in_flight), renewals_(backend) {}
+                       std::atomic<int64_t>* in_flight, Metrics* metrics)
+    : backend_(backend),
+      lease_(lease),
+      authz_(authz),
+      in_flight_(in_flight),
+      metrics_(metrics),
+      renewals_(backend) {}
 
 SessionHub::~SessionHub() = default;
 
@@ -24,12 +29,13 @@ bool SessionHub::Add(SessionReactor* s) {
   absl::MutexLock l(&mu_);
   if (ending_) return false;
   live_.insert(s);
+  if (metrics_ != nullptr) metrics_->SessionOpened();
   return true;
 }
 
 void SessionHub::Remove(SessionReactor* s) {
   absl::MutexLock l(&mu_);
-  live_.erase(s);
+  if (live_.erase(s) != 0 && metrics_ != nullptr) metrics_->SessionClosed();
 }
 
 // Sessions are called under mu_: a session leaves live_ (in OnDone, under

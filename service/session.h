@@ -87,6 +87,7 @@
 #include "lockd/v1/lock.grpc.pb.h"
 #include "service/auth.h"
 #include "service/config.h"
+#include "service/metrics.h"
 #include "service/renew_coalescer.h"
 
 namespace lockd {
@@ -103,10 +104,10 @@ inline constexpr size_t kMaxSessionOps = 10000;
 
 class SessionHub {
  public:
-  // `backend` and `authz` (may be null) must outlive the hub. `in_flight`
-  // counts each session from its start to gRPC's OnDone.
+  // `backend`, `authz` and `metrics` (both may be null) must outlive the
+  // hub. `in_flight` counts each session from its start to gRPC's OnDone.
   SessionHub(Backend* backend, LeaseBounds lease, const Authorizer* authz,
-             std::atomic<int64_t>* in_flight);
+             std::atomic<int64_t>* in_flight, Metrics* metrics = nullptr);
   // REQUIRES: every session has ended (gRPC called OnDone for each): the
   // server was shut down and waited for.
   ~SessionHub();
@@ -138,6 +139,7 @@ class SessionHub {
   const LeaseBounds lease_;
   const Authorizer* const authz_;
   std::atomic<int64_t>* const in_flight_;
+  Metrics* const metrics_;  // null: no metrics
   RenewCoalescer renewals_;
 
   mutable absl::Mutex mu_;

@@ -19,11 +19,24 @@ namespace lockd {
 // go; a healthy hold is renewed every ttl/3 and never comes this close.
 constexpr int kLostMarginDivisor = 10;  // kLostMargin = ttl / 10
 
+SessionHolds::~SessionHolds() {
+  absl::MutexLock l(&mu_);
+  if (deps_.metrics != nullptr) deps_.metrics->SessionHoldsChanged(-static_cast<double>(counted_));
+}
+
+void SessionHolds::CountHoldsLocked() {
+  if (deps_.metrics == nullptr || counted_ == holds_.size()) return;
+  deps_.metrics->SessionHoldsChanged(static_cast<double>(holds_.size()) -
+                                     static_cast<double>(counted_));
+  counted_ = holds_.size();
+}
+
 void SessionHolds::Add(const LockKey& key, uint64_t token, absl::Time expires) {
   absl::MutexLock l(&mu_);
   Hold& h = holds_[key];
   h.token = token;
   h.expires = expires;
+  CountHoldsLocked();
 }
 
 void SessionHolds::ScheduleRenewal(absl::Duration delay) {
@@ -43,6 +56,10 @@ void SessionHolds::TakeOver(SessionOpenParams::Resume ref,
       std::move(done)(state.status());
       return;
     }
+    auto refused = [this](absl::string_view why) {
+      if (deps_.metrics != nullptr) deps_.metrics->SessionResume(false);
+      return absl::NotFoundError(why);
+    };
     // The owner's own hold, among every holder of a shared lock or a
     // semaphore.
     bool held =
@@ -51,22 +68,23 @@ void SessionHolds::TakeOver(SessionOpenParams::Resume ref,
       held = held || (h.owner == params_.owner && h.fencing_token == ref.fencing_token);
     }
     if (!held) {
-      std::move(done)(absl::NotFoundError("not held with that token"));
+      std::move(done)(refused("not held with that token"));
       return;
     }
     RenewParams renew{ref.key, params_.owner, params_.ttl, ref.fencing_token};
     deps_.backend->Renew(
-        std::move(renew),
-        [this, self = std::move(self), state = *std::move(state), token = ref.fencing_token,
-         done = std::move(done), sent = absl::Now()](absl::StatusOr<RenewResult> r) mutable {
+        std::move(renew), [this, self = std::move(self), state = *std::move(state),
+                           token = ref.fencing_token, done = std::move(done), sent = absl::Now(),
+                           refused = std::move(refused)](absl::StatusOr<RenewResult> r) mutable {
           if (!r.ok()) {
-            std::move(done)(IsLockNotHeld(r.status()) ? absl::NotFoundError("gone") : r.status());
+            std::move(done)(IsLockNotHeld(r.status()) ? refused("gone") : r.status());
             return;
           }
           if (r->fencing_token != token) {
-            std::move(done)(absl::NotFoundError("re-granted"));
+            std::move(done)(refused("re-granted"));
             return;
           }
+          if (deps_.metrics != nullptr) deps_.metrics->SessionResume(true);
           v1::LockInfo info;
           ToLockInfo(state, deps_.backend->name(), &info);
           SetProtoDuration(r->ttl, info.mutable_ttl_remaining());
@@ -111,6 +129,7 @@ void SessionHolds::CheckExpiry() {
       }
     }
     ScheduleExpiryCheckLocked();
+    CountHoldsLocked();
   }
   for (const auto& [key, token] : lost) SendLost(key, token, "LEASE_EXPIRED");
 }
@@ -148,6 +167,7 @@ void SessionHolds::OnRenewed(const std::vector<LockKey>& keys, const std::vector
                              absl::Time sent,
                              const std::vector<absl::StatusOr<RenewResult>>& results) {
   std::vector<std::pair<size_t, absl::string_view>> lost;  // index, reason
+  bool round_ok = true;
   {
     absl::MutexLock l(&mu_);
     if (renewal_ == Renewal::kInFlight) renewal_ = Renewal::kIdle;
@@ -165,11 +185,14 @@ void SessionHolds::OnRenewed(const std::vector<LockKey>& keys, const std::vector
         holds_.erase(it);
       }
       // Other errors (the backend unreachable): the next round tries again.
+      round_ok = round_ok && (r.ok() || IsLockNotHeld(r.status()));
     }
+    CountHoldsLocked();
     // Rounds start every lease/3 however long each takes (at once when a
     // round took longer), so a slow backend does not stretch the cadence.
     ScheduleRenewalLocked(sent + params_.ttl / 3 - absl::Now());
   }
+  if (deps_.metrics != nullptr) deps_.metrics->SessionRenewRound(round_ok);
   for (const auto& [i, reason] : lost) SendLost(keys[i], tokens[i], reason);
 }
 
@@ -181,6 +204,7 @@ void SessionHolds::SendLost(const LockKey& key, uint64_t token, absl::string_vie
   lost->set_fencing_token(token);
   lost->set_reason(std::string(reason));
   deps_.writer->Send(std::move(resp));
+  if (deps_.metrics != nullptr) deps_.metrics->SessionLostPushed(reason);
 }
 
 // --- Releases and the end -----------------------------------------------------
@@ -196,6 +220,7 @@ void SessionHolds::Released(const LockKey& key, const absl::StatusOr<ReleaseResu
   if (it == holds_.end()) return;
   --it->second.releasing;
   if ((r.ok() && r->hold_count == 0) || (!r.ok() && IsLockNotHeld(r.status()))) holds_.erase(it);
+  CountHoldsLocked();
 }
 
 void SessionHolds::ForceReleased(const LockKey& key, uint64_t token) {
@@ -204,6 +229,7 @@ void SessionHolds::ForceReleased(const LockKey& key, uint64_t token) {
     auto it = holds_.find(key);
     if (it == holds_.end() || it->second.token != token) return;
     holds_.erase(it);
+    CountHoldsLocked();
   }
   SendLost(key, token, "FORCE_RELEASED");
 }
@@ -220,6 +246,7 @@ std::vector<std::pair<LockKey, uint64_t>> SessionHolds::TakeAll() {
   absl::MutexLock l(&mu_);
   for (const auto& [key, hold] : holds_) all.emplace_back(key, hold.token);
   holds_.clear();
+  CountHoldsLocked();
   return all;
 }
 

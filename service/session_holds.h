@@ -42,6 +42,7 @@
 #include "backends/backend.h"
 #include "backends/common/timer_queue.h"
 #include "lockd/v1/lock.pb.h"
+#include "service/metrics.h"
 #include "service/renew_coalescer.h"
 #include "service/session_writer.h"
 #include "service/validation.h"
@@ -67,8 +68,11 @@ class SessionHolds {
     Backend* backend = nullptr;
     TimerQueue* timers = nullptr;
     RenewCoalescer* renewals = nullptr;
+    Metrics* metrics = nullptr;  // null: no metrics
   };
   SessionHolds(Deps deps, const SessionParams& params) : deps_(deps), params_(params) {}
+  // Takes the holds it still counts out of lockd_session_holds.
+  ~SessionHolds();
   SessionHolds(const SessionHolds&) = delete;
   SessionHolds& operator=(const SessionHolds&) = delete;
 
@@ -133,6 +137,8 @@ class SessionHolds {
                  absl::Time sent, const std::vector<absl::StatusOr<RenewResult>>& results)
       ABSL_LOCKS_EXCLUDED(mu_);
   void SendLost(const LockKey& key, uint64_t token, absl::string_view reason);
+  // Brings lockd_session_holds up to date with holds_ (call after changing it).
+  void CountHoldsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Deps deps_;
   const SessionParams params_;
@@ -142,6 +148,7 @@ class SessionHolds {
   Renewal renewal_ ABSL_GUARDED_BY(mu_) = Renewal::kIdle;
   TimerQueue::TimerId renew_timer_ ABSL_GUARDED_BY(mu_) = 0;   // in kScheduled
   TimerQueue::TimerId expiry_timer_ ABSL_GUARDED_BY(mu_) = 0;  // 0: none pending
+  size_t counted_ ABSL_GUARDED_BY(mu_) = 0;  // holds_.size() as lockd_session_holds has it
 };
 
 }  // namespace lockd

@@ -198,7 +198,8 @@ void SessionReactor::HandleOpen(const v1::SessionOpen& open) {
     identity = *std::move(id);
   }
   if (p->owner.empty()) p->owner = DefaultOwner(authz, identity);
-  SessionHolds::Deps deps{this, &writer_, backend_, &hub_->timers_, &hub_->renewals_};
+  SessionHolds::Deps deps{this,           &writer_,         backend_,
+                          &hub_->timers_, &hub_->renewals_, hub_->metrics_};
   auto holds = std::make_unique<SessionHolds>(
       deps, SessionParams{p->owner, std::move(ns), p->ttl, p->keep_on_disconnect});
   SessionHolds* h = holds.get();

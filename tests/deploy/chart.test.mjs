@@ -52,7 +52,7 @@ const one = (objs, kind, name) => {
 };
 const podSpec = (objs) => one(objs, 'Deployment').spec.template.spec;
 const lockdContainer = (objs) => podSpec(objs).containers.find((c) => c.name === 'lockd');
-const configOf = (objs) => one(objs, 'ConfigMap').data['lockd.yaml'];
+const configOf = (objs) => one(objs.filter((o) => !o.metadata.name.endsWith('-dashboard')), 'ConfigMap').data['lockd.yaml'];
 const matches = (selector, labels) =>
   Object.entries(selector).every(([k, v]) => labels[k] === v);
 
@@ -220,11 +220,53 @@ test('optional objects appear only when asked for', () => {
   for (const k of ['HorizontalPodAutoscaler', 'NetworkPolicy', 'ServiceMonitor', 'PrometheusRule']) {
     assert.ok(kinds(all).includes(k), k);
   }
+  assert.equal(all.filter((o) => o.kind === 'ConfigMap').length, 2, 'the configuration and the dashboard');
   assert.equal(one(all, 'Deployment').spec.replicas, undefined, 'the HPA owns the replica count');
   const np = one(all, 'NetworkPolicy');
   assert.deepEqual(np.spec.ingress[0].from[0].podSelector.matchLabels, { 'lockd-client': 'yes' });
   assert.deepEqual(np.spec.egress[1].ports, [{ port: 3306, protocol: 'TCP' }]);
   assert.match(renderFails({ set: ['metrics.serviceMonitor.enabled=true'] }), /need metrics.enabled/);
+});
+
+// deploy/monitoring holds the rules and dashboard for a Prometheus and
+// Grafana without the operator or the sidecar; the chart ships the same files.
+const MONITORING = join(CHART, '..', '..', 'monitoring');
+
+test('the PrometheusRule carries every alert of deploy/monitoring, which promtool checks and unit-tests as rendered', () => {
+  const shipped = parseYaml(readFileSync(join(MONITORING, 'lockd-alerts.yaml'), 'utf8'));
+  const want = shipped.groups.flatMap((g) => g.rules);
+  assert.ok(want.length >= 6);
+  const rule = one(render({ set: ['metrics.enabled=true', 'metrics.prometheusRule.enabled=true'] }), 'PrometheusRule');
+  const rendered = rule.spec.groups.flatMap((g) => g.rules);
+  for (const r of want) assert.deepEqual(rendered.find((x) => x.alert === r.alert), r, r.alert);
+  assert.deepEqual(rendered.map((r) => r.alert).filter((a) => !want.some((w) => w.alert === a)),
+    ['LockdDown', 'LockdAllReplicasDown']);
+
+  const dir = mkdtempSync(join(tmpdir(), 'lockd-rules-'));
+  try {
+    writeFileSync(join(dir, 'rendered.yaml'), stringifyYaml({ groups: rule.spec.groups }));
+    execFileSync('promtool', ['check', 'rules', join(dir, 'rendered.yaml')], { stdio: 'pipe' });
+    // The rules' own unit tests, run against the rendered rules.
+    const tests = parseYaml(readFileSync(join(MONITORING, 'lockd-alerts.test.yaml'), 'utf8'));
+    tests.rule_files = ['rendered.yaml'];
+    writeFileSync(join(dir, 'rendered.test.yaml'), stringifyYaml(tests));
+    execFileSync('promtool', ['test', 'rules', 'rendered.test.yaml'], { cwd: dir, stdio: 'pipe' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the dashboard ConfigMap carries deploy/monitoring\'s dashboard with the Grafana sidecar\'s label', () => {
+  const dashboards = (objs) => objs.filter((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-dashboard'));
+  assert.equal(dashboards(render({ set: ['metrics.enabled=true'] })).length, 0, 'off by default');
+  assert.equal(dashboards(render({ set: ['metrics.dashboard.enabled=true'] })).length, 0, 'needs metrics.enabled');
+  const cm = dashboards(render({ set: ['metrics.enabled=true', 'metrics.dashboard.enabled=true',
+    'metrics.dashboard.annotations.grafana_folder=locks'] }));
+  assert.equal(cm.length, 1);
+  assert.equal(cm[0].metadata.labels.grafana_dashboard, '1');
+  assert.equal(cm[0].metadata.annotations.grafana_folder, 'locks');
+  assert.deepEqual(JSON.parse(cm[0].data['lockd.json']),
+    JSON.parse(readFileSync(join(MONITORING, 'lockd-dashboard.json'), 'utf8')));
 });
 
 // The install notes, rendered through a copy of the chart with one more
