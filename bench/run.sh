@@ -121,60 +121,6 @@ if [[ $REPORT == 1 ]] && ! command -v gnuplot >/dev/null; then
   $SUDO apt-get install -y -q gnuplot-nox >&2 || log "gnuplot-nox could not be installed; no charts"
 fi
 
-
-
-
-
-# ZooKeeper, as tests/support/zookeeper_server.cc starts it (Debian's jars).
-start_zookeeper() {
-  local dir=$WORK/zookeeper; mkdir -p "$dir/data"
-  ZK_PORT=$(free_port)
-  cat >"$dir/zoo.cfg" <<EOF
-tickTime=100
-dataDir=$dir/data
-clientPort=$ZK_PORT
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-minSessionTimeout=200
-maxSessionTimeout=60000
-admin.enableServer=false
-4lw.commands.whitelist=*
-forceSync=no
-EOF
-  zk_java org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
-  ZK_PID=$!; PIDS+=("$ZK_PID")
-  wait_for 120 zk_ok "$ZK_PORT" || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
-  log "ZooKeeper on 127.0.0.1:$ZK_PORT (pid $ZK_PID)"
-}
-
-# start_lockd BACKEND: sets LOCKD_PORT, LOCKD_PID.
-start_lockd() {
-  local backend=$1 flags=()
-  case $backend in
-    memory) flags=(--backend=memory) ;;
-    redis) flags=(--backend=redis "--redis.addresses=127.0.0.1:$REDIS_PORT") ;;
-    mysql) flags=(--backend=mysql --mysql.host=127.0.0.1 "--mysql.port=$MYSQL_PORT" --mysql.user=lockd
-                  "--mysql.password_file=$MYSQL_PASSWORD_FILE" --mysql.database=lockd) ;;
-    zookeeper) flags=(--backend=zookeeper "--zookeeper.hosts=127.0.0.1:$ZK_PORT") ;;
-  esac
-  # shellcheck disable=SC2206
-  [[ -n ${LOCKD_EXTRA_FLAGS:-} ]] && flags+=($LOCKD_EXTRA_FLAGS)
-  LOCKD_PORT=$(free_port)
-  LOCKD_LOG=$WORK/lockd-$backend.log
-  LOCKD_CMD="lockd --listen=127.0.0.1:$LOCKD_PORT ${flags[*]}"
-  "$LOCKD" "--listen=127.0.0.1:$LOCKD_PORT" "${flags[@]}" >"$LOCKD_LOG" 2>&1 &
-  LOCKD_PID=$!; PIDS+=("$LOCKD_PID")
-  wait_for 60 grep -q "lockd serving on" "$LOCKD_LOG" || die "lockd ($backend) did not start: $(cat "$LOCKD_LOG")"
-  echo "$LOCKD_CMD" >>"$OUT/commands.txt"
-  log "lockd backend=$backend on 127.0.0.1:$LOCKD_PORT (pid $LOCKD_PID)"
-}
-
-stop_lockd() {
-  kill -TERM "$LOCKD_PID" 2>/dev/null || true
-  wait "$LOCKD_PID" 2>/dev/null || true
-}
-
-
 # bench LABEL API REP ARGS...: one lockbench run (with --api=API unless API
 # is "-", the direct baseline); its JSON line (plus the repetition, the
 # 1-minute load average before it and the CPU seconds each process used
