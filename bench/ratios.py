@@ -58,41 +58,55 @@ def backends_of(points):
     return [b for b in BACKENDS if b in seen] + sorted(seen - set(BACKENDS))
 
 
+def table(header, rows):
+    print("| " + " | ".join(header) + " |")
+    print("|---" * len(header) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print()
+
+
 def kinds(points, limit):
     sem = "semaphore-%d" % limit
-    print("| backend | rw shared CS/s | rw exclusive CS/s | ratio (>= 3) | max readers together "
-          "| p99 read / write (shared) | fairness (shared) "
-          "| semaphore %d CS/s | semaphore 1 CS/s | ratio (>= 2.5) | max permits held | p99 | "
-          "acquire-all CS/s | p99 | fairness | wait timeouts |" % limit)
-    print("|---" * 18 + "|")
+    rw, semaphore, acquire_all = [], [], []
     for b in backends_of(points):
         rs = points.get((b, "rw-shared", "rw"), [])
         rx = points.get((b, "rw-exclusive", "rw"), [])
         s4 = points.get((b, sem, "semaphore"), [])
         s1 = points.get((b, "semaphore-1", "semaphore"), [])
         aa = points.get((b, "acquire-all", "acquire-all"), [])
-        rw_ratio = ratio(median(rs, "cs_per_s"), median(rx, "cs_per_s"))
-        sem_ratio = ratio(median(s4, "cs_per_s"), median(s1, "cs_per_s"))
-        cells = [
-            b,
-            fmt(median(rs, "cs_per_s")), fmt(median(rx, "cs_per_s")), fmt(rw_ratio, 2),
-            fmt(max((r["max_concurrent_readers"] for r in rs), default=None)),
-            "%s / %s ms" % (fmt(median(rs, "read_acquire_p99_ms"), 1),
-                            fmt(median(rs, "write_acquire_p99_ms"), 1)),
-            fmt(median(rs, "fairness"), 2),
-            fmt(median(s4, "cs_per_s")), fmt(median(s1, "cs_per_s")), fmt(sem_ratio, 2),
-            fmt(max((r["max_permits_held"] for r in s4), default=None)),
-            "%s ms" % fmt(median(s4, "acquire_p99_ms"), 1),
-            fmt(median(aa, "cs_per_s")), "%s ms" % fmt(median(aa, "acquire_p99_ms"), 1),
-            fmt(median(aa, "fairness"), 2), fmt(sum(r["wait_timeouts"] for r in aa) if aa else None),
-        ]
-        print("| " + " | ".join(cells) + " |")
+        if rs or rx:
+            rw.append([
+                b, fmt(median(rs, "cs_per_s")), fmt(median(rx, "cs_per_s")),
+                "**%s**" % fmt(ratio(median(rs, "cs_per_s"), median(rx, "cs_per_s")), 2),
+                fmt(max((r["max_concurrent_readers"] for r in rs), default=None)),
+                "%s / %s ms" % (fmt(median(rs, "read_acquire_p99_ms"), 1),
+                                fmt(median(rs, "write_acquire_p99_ms"), 1)),
+                "%s ms" % fmt(median(rx, "acquire_p99_ms"), 1),
+                fmt(median(rs, "fairness"), 2)])
+        if s4 or s1:
+            semaphore.append([
+                b, fmt(median(s4, "cs_per_s")), fmt(median(s1, "cs_per_s")),
+                "**%s**" % fmt(ratio(median(s4, "cs_per_s"), median(s1, "cs_per_s")), 2),
+                fmt(max((r["max_permits_held"] for r in s4), default=None)),
+                "%s / %s ms" % (fmt(median(s4, "acquire_p99_ms"), 1),
+                                fmt(median(s1, "acquire_p99_ms"), 1)),
+                fmt(median(s4, "fairness"), 2)])
+        if aa:
+            acquire_all.append([
+                b, fmt(median(aa, "cs_per_s")), "%s ms" % fmt(median(aa, "acquire_p99_ms"), 1),
+                fmt(median(aa, "fairness"), 2), fmt(sum(r["wait_timeouts"] for r in aa)),
+                fmt(sum(r["exclusion_violations"] for r in aa))])
+    table(["backend", "rw shared CS/s", "rw all-exclusive CS/s", "ratio (>= 3)",
+           "max readers together", "p99 read / write", "p99 all-exclusive", "fairness"], rw)
+    table(["backend", "semaphore %d CS/s" % limit, "semaphore 1 CS/s", "ratio (>= 2.5)",
+           "max permits held", "p99 limit %d / 1" % limit, "fairness"], semaphore)
+    table(["backend", "acquire-all CS/s", "p99", "fairness", "wait timeouts",
+           "violations"], acquire_all)
 
 
 def before_after(points):
-    print("| backend | scenario | before | after | after / before (>= 0.95) | "
-          "acquire p99 before / after |")
-    print("|---" * 6 + "|")
+    rows = []
     for b in backends_of(points):
         for scenario, key in (("contended", "cs_per_s"), ("uncontended", "pairs_per_s")):
             before = points.get((b, "before", scenario), [])
@@ -100,12 +114,12 @@ def before_after(points):
             if not before and not after:
                 continue
             mb, ma = median(before, key), median(after, key)
-            print("| %s | %s %s | %s | %s | %s | %s / %s ms |" % (
-                b, scenario, key, fmt(mb), fmt(ma), fmt(ratio(ma, mb), 3),
-                fmt(median(before, "acquire_p99_ms"), 2), fmt(median(after, "acquire_p99_ms"), 2)))
-    print()
-    print("Each cell: median of %s; runs per point: %s." % (
-        "the repetitions", ", ".join(sorted({str(len(v)) for v in points.values()}))))
+            rows.append([b, "%s %s" % (scenario, key), fmt(mb), fmt(ma),
+                         "**%s**" % fmt(ratio(ma, mb), 3),
+                         "%s / %s ms" % (fmt(median(before, "acquire_p99_ms"), 2),
+                                         fmt(median(after, "acquire_p99_ms"), 2))])
+    table(["backend", "scenario", "before", "after", "after / before (>= 0.95)",
+           "acquire p99 before / after"], rows)
 
 
 def main():
