@@ -9,7 +9,8 @@
 //    `lock` on open.namespace (the default when empty) and an owner the
 //    caller may use (owner_prefix), else the stream ends with that
 //    PERMISSION_DENIED or UNAUTHENTICATED; each open.resume entry and each
-//    acquire and release needs `lock` on its own namespace (a refused
+//    acquire and release needs `lock` on its own namespace (an
+//    acquire_all, on every namespace it names; a refused
 //    resume entry is not taken over, a refused operation answers the
 //    error). Every denial is audited (Authorizer).
 //  * Reading: one read outstanding, re-armed once a request is handled.
@@ -23,7 +24,13 @@
 //    backend like a unary one; `cancel` fires its CancelSignal. Every acquire
 //    carries a request_id (the caller's or a generated one), so a grant that
 //    arrives after its cancel is given back exactly (Release with
-//    acquire_request_id and the grant's fencing token).
+//    acquire_request_id and the grant's fencing token). An acquire_all is
+//    the unary AcquireAll (service/acquire_all.h) with the session's owner,
+//    namespace default and lease; its holds become the session's, one per
+//    lock, when every lock is held and the operation was neither cancelled
+//    nor overtaken by the end of the stream. A hold is one (lock, owner)
+//    hold whatever its kind: shared holds and semaphore permits are
+//    renewed, lost, released and resumed like exclusive ones.
 //  * Tokens: every renewal and release the session makes on its own names
 //    the hold by its fencing token, so a late one (this replica cut off from
 //    the client or the backend) never touches a later hold the owner took
