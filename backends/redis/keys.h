@@ -24,7 +24,8 @@
 //                   while they wait; a script drops a member past it.
 //   P:{ns:E}:rel    pub/sub channel: the release script PUBLISHes the freed
 //                   token when the lock becomes free, the acquire script
-//                   "g<token> <owner>" when it is granted, "w" when a
+//                   "g<token> <owner>" when it is granted ("s<token>
+//                   <owner>": granted SHARED), "w" when a
 //                   waiter may now be admitted (a shared or semaphore
 //                   holder left, a queue entry ahead went away).
 // where E = EncodeName(name). Everything between the braces is the hash tag,

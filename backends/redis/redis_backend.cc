@@ -554,16 +554,20 @@ class RedisBackend final : public Backend,
   void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
-    if (absl::ConsumePrefix(&message, "g")) {
-      // "g<token> <owner>": the lock was granted to owner.
+    const bool shared = absl::ConsumePrefix(&message, "s");
+    if (shared || absl::ConsumePrefix(&message, "g")) {
+      // "g<token> <owner>": the lock was granted to owner ("s": SHARED).
       size_t space = message.find(' ');
       uint64_t token = 0;
       if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
         return;
       }
-      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token);
+      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token,
+                         shared ? LockMode::kShared : LockMode::kExclusive);
       return;
     }
+    // A freed token, or "w" (a SHARED or semaphore holder left, a queue entry
+    // went away): 0, which is never stale news.
     uint64_t released_token = 0;  // 0 (unknown) if the message is not a token
     if (!absl::SimpleAtoi(message, &released_token)) released_token = 0;
     engine_.Wake(*key, released_token);

@@ -122,8 +122,9 @@ end
 // when Redis restarts without the data, or from a snapshot (RDB, AOF
 // everysec) older than the last grants, as long as the primary's clock does
 // not go back. It forgets the owner's last freeing release (the owner's last
-// request is this one now), and PUBLISHes "g<token> <owner>" so that waiters
-// of that owner on any replica are granted as reentrant acquires.
+// request is this one now), and PUBLISHes "g<token> <owner>" ("s<token>
+// <owner>" for a SHARED grant) so that waiters of that owner on any replica
+// are granted as reentrant acquires.
 // The uncontended EXCLUSIVE grant writes the lock and fence keys only, as
 // before shared locks existed (the queue is only read: EXISTS).
 inline constexpr char kAcquireScript[] = R"lua(
@@ -225,7 +226,7 @@ local function wait_reply()
   return state(lock, {0, '', 0, retry})
 end
 local function granted(token, count)
-  redis.call('PUBLISH', chan, 'g' .. token .. ' ' .. owner)
+  redis.call('PUBLISH', chan, (mode == 'S' and 's' or 'g') .. token .. ' ' .. owner)
   if redis.call('EXISTS', queue) == 1 then
     leave()
     if mode ~= 'X' and redis.call('EXISTS', queue) == 1 then redis.call('PUBLISH', chan, 'w') end
