@@ -317,7 +317,9 @@ class Backend {
   //
   // A parked call whose owner comes to hold the lock (through another call,
   // on this process or another replica) is granted at once as a reentrant
-  // acquire; it never waits on its own owner.
+  // acquire; it never waits on its own owner. By the holder rules of
+  // "Kinds" above, so a parked EXCLUSIVE call whose owner comes to hold
+  // SHARED is an upgrade that waited: UpgradeWouldBlockError.
   //
   // `cancel` may be null (the call cannot be cancelled).
   virtual void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,

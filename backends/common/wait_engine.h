@@ -29,6 +29,10 @@
 //     once. Where O's mode is not known (a SHARED grant with hold count > 1
 //     may be a re-entry on an EXCLUSIVE hold), O's EXCLUSIVE calls stay
 //     parked and their own attempt decides.
+//   - The wait ends at the deadline (OK, acquired=false, the lock's state from
+//     LockStrategy::Current), on cancel (kCancelled), on an attempt error
+//     other than kUnavailable (that error), or at Shutdown (kUnavailable).
+//     kUnavailable from an attempt only means "try again later".
 //
 // Kinds (backend.h "Kinds"), one queue per name across modes, no barging:
 //   - A call joins holders when it asks SHARED, or asks permits of a
@@ -46,10 +50,6 @@
 //   - Nothing else depends on the kind: the strategy's attempt applies the
 //     admission rules (free, compatible mode, permits that fit), reentrancy,
 //     kind mismatch and the upgrade rule of a call that did not wait.
-//   - The wait ends at the deadline (OK, acquired=false, the lock's state from
-//     LockStrategy::Current), on cancel (kCancelled), on an attempt error
-//     other than kUnavailable (that error), or at Shutdown (kUnavailable).
-//     kUnavailable from an attempt only means "try again later".
 //
 // Capacity, for every backend: at most `max_waiters` calls are waiting at
 // once, counting parked calls and calls whose retry is in flight; one more is
