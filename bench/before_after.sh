@@ -71,14 +71,8 @@ if [[ $BUILD == 1 ]]; then
     git -C "$ROOT" archive "$BASE_SHA" | tar -x -C "$BEFORE_DIR/src"
     echo "${BASE_SHA:0:7}" >"$BEFORE_DIR/src/.source-commit"
   fi
-  for dir in "$BEFORE_DIR/build:$BEFORE_DIR/src:lockd" "$BUILD_DIR:$ROOT:lockd lockbench"; do
-    IFS=: read -r build src targets <<<"$dir"
-    if [[ ! -f $build/CMakeCache.txt ]]; then
-      cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-    fi
-    # shellcheck disable=SC2086
-    cmake --build "$build" -j2 --target $targets >&2
-  done
+  build_release "$BEFORE_DIR/build" "$BEFORE_DIR/src" 2 lockd
+  build_release "$BUILD_DIR" "$ROOT" 2 lockd lockbench
 fi
 [[ $RUN == 1 ]] || exit 0
 LOCKBENCH=$BUILD_DIR/tools/lockbench/lockbench
@@ -115,19 +109,13 @@ measure() {
 
 start_redis
 for backend in $BACKENDS; do
-  case $backend in
-    mysql) start_mariadb ;;
-    zookeeper) start_zookeeper ;;
-  esac
+  start_servers "$backend"
   log "backend $backend (load $(cut -d' ' -f1-3 /proc/loadavg))"
   for rep in $(seq 1 "$REPS"); do
     if (( rep % 2 == 1 )); then order="before after"; else order="after before"; fi
     for label in $order; do measure "$label" "$backend" "$rep"; done
   done
-  case $backend in
-    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
-    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
-  esac
+  stop_servers "$backend"
 done
 
 python3 "$ROOT/bench/ratios.py" before-after "$RESULTS"

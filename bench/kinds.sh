@@ -58,10 +58,7 @@ WORK_NAME=lockd-kinds
 source "$ROOT/bench/lib.sh"
 
 if [[ $BUILD == 1 ]]; then
-  if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
-    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-  fi
-  cmake --build "$BUILD_DIR" -j2 --target lockd lockbench >&2
+  build_release "$BUILD_DIR" "$ROOT" 2 lockd lockbench
 fi
 LOCKD=$BUILD_DIR/service/lockd
 LOCKBENCH=$BUILD_DIR/tools/lockbench/lockbench
@@ -75,10 +72,7 @@ echo "# bench/kinds.sh $ARGS_USED ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(git -C "$RO
 
 start_redis
 for backend in $BACKENDS; do
-  case $backend in
-    mysql) start_mariadb ;;
-    zookeeper) start_zookeeper ;;
-  esac
+  start_servers "$backend"
   start_lockd "$backend"
   "$LOCKBENCH" uncontended --target="127.0.0.1:$LOCKD_PORT" --clients=4 --duration=1s >/dev/null 2>&1 || true
   log "backend $backend (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -91,10 +85,7 @@ for backend in $BACKENDS; do
     bench_json "$RESULTS" acquire-all "$rep" acquire-all "${common[@]}" --names=8
   done
   stop_lockd
-  case $backend in
-    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
-    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
-  esac
+  stop_servers "$backend"
 done
 
 python3 "$ROOT/bench/ratios.py" kinds "$RESULTS" --limit "$LIMIT"

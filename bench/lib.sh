@@ -2,8 +2,9 @@
 # this makes $WORK, a temporary directory, and on exit kills every process
 # whose pid is in PIDS and removes $WORK. Also: free_port, log/die, wait_for,
 # start_redis, start_mariadb, zk_java/zk_ok/start_zookeeper (ZooKeeper
-# servers), start_lockd/stop_lockd (one lockd: set LOCKD and OUT first) and
-# cpu_ticks.
+# servers), start_servers/stop_servers (a backend's own servers),
+# start_lockd/stop_lockd (one lockd: set LOCKD and OUT first), build_release
+# and cpu_ticks.
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/$WORK_NAME.XXXXXX")
 PIDS=()
@@ -176,4 +177,30 @@ keys = ["backend", "scenario", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "fai
         "max_concurrent_readers", "max_permits_held", "wait_timeouts", "lost_updates",
         "exclusion_violations", "ok"]
 print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
+}
+
+# start_servers BACKEND / stop_servers BACKEND: the servers a backend needs
+# besides the Redis every script starts (MariaDB for mysql, ZooKeeper for
+# zookeeper; none for memory and redis).
+start_servers() {
+  case $1 in
+    mysql) start_mariadb ;;
+    zookeeper) start_zookeeper ;;
+  esac
+}
+stop_servers() {
+  case $1 in
+    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
+    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
+  esac
+}
+
+# build_release BUILD_DIR SOURCE_DIR JOBS TARGET...: a Release build of the
+# targets (configured on first use).
+build_release() {
+  local build=$1 src=$2 jobs=$3; shift 3
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  fi
+  cmake --build "$build" -j"$jobs" --target "$@" >&2
 }

@@ -97,10 +97,7 @@ source "$ROOT/bench/lib.sh"
 
 # --- build -------------------------------------------------------------------
 if [[ $BUILD == 1 ]]; then
-  if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
-    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-  fi
-  cmake --build "$BUILD_DIR" -j"$(nproc)" --target lockd lockbench lockbench_null_server >&2
+  build_release "$BUILD_DIR" "$ROOT" "$(nproc)" lockd lockbench lockbench_null_server
 fi
 LOCKD=$BUILD_DIR/service/lockd
 LOCKBENCH=$BUILD_DIR/tools/lockbench/lockbench
@@ -252,10 +249,7 @@ echo "# run $RUN_ID: bench/run.sh $ARGS_USED" >>"$OUT/commands.txt"
 
 start_redis
 for backend in $BACKENDS; do
-  case $backend in
-    mysql) start_mariadb ;;
-    zookeeper) start_zookeeper ;;
-  esac
+  start_servers "$backend"
   start_lockd "$backend"
   # Warm-up (connections, caches, JIT of ZooKeeper); not recorded.
   for api in $APIS; do
@@ -266,10 +260,7 @@ for backend in $BACKENDS; do
   run_scenarios "$backend"
   echo "lockd_threads_$backend=$(grep Threads /proc/$LOCKD_PID/status | awk '{print $2}')" >>"$OUT/env.txt"
   stop_lockd
-  case $backend in
-    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
-    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
-  esac
+  stop_servers "$backend"
 done
 
 # The gRPC floor: the uncontended runs (each API: unary calls, and ops on a
