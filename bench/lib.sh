@@ -1,8 +1,10 @@
 # Shared by the scripts in bench/ (sourced, not run). Set WORK_NAME first:
 # this makes $WORK, a temporary directory, and on exit kills every process
 # whose pid is in PIDS and removes $WORK. Also: free_port, log/die, wait_for,
-# start_redis, start_mariadb, zk_java/zk_ok (ZooKeeper servers) and
-# cpu_ticks.
+# start_redis, start_mariadb, zk_java/zk_ok/start_zookeeper (ZooKeeper
+# servers), start_servers/stop_servers (a backend's own servers),
+# start_lockd/stop_lockd (one lockd: set LOCKD and OUT first), build_release
+# and cpu_ticks.
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/$WORK_NAME.XXXXXX")
 PIDS=()
@@ -101,3 +103,104 @@ zk_ok() {
 # CPU time (user+system, in clock ticks) a process has used so far; 0 if none.
 cpu_ticks() { [[ -n ${1:-} && -r /proc/$1/stat ]] && awk '{print $14+$15}' "/proc/$1/stat" || echo 0; }
 TICK=$(getconf CLK_TCK)
+
+# ZooKeeper, as tests/support/zookeeper_server.cc starts it (Debian's jars).
+start_zookeeper() {
+  local dir=$WORK/zookeeper; mkdir -p "$dir/data"
+  ZK_PORT=$(free_port)
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=100
+dataDir=$dir/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+minSessionTimeout=200
+maxSessionTimeout=60000
+admin.enableServer=false
+4lw.commands.whitelist=*
+forceSync=no
+EOF
+  zk_java org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
+  ZK_PID=$!; PIDS+=("$ZK_PID")
+  wait_for 120 zk_ok "$ZK_PORT" || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
+  log "ZooKeeper on 127.0.0.1:$ZK_PORT (pid $ZK_PID)"
+}
+
+# start_lockd BACKEND: sets LOCKD_PORT, LOCKD_PID.
+start_lockd() {
+  local backend=$1 flags=()
+  case $backend in
+    memory) flags=(--backend=memory) ;;
+    redis) flags=(--backend=redis "--redis.addresses=127.0.0.1:$REDIS_PORT") ;;
+    mysql) flags=(--backend=mysql --mysql.host=127.0.0.1 "--mysql.port=$MYSQL_PORT" --mysql.user=lockd
+                  "--mysql.password_file=$MYSQL_PASSWORD_FILE" --mysql.database=lockd) ;;
+    zookeeper) flags=(--backend=zookeeper "--zookeeper.hosts=127.0.0.1:$ZK_PORT") ;;
+  esac
+  # shellcheck disable=SC2206
+  [[ -n ${LOCKD_EXTRA_FLAGS:-} ]] && flags+=($LOCKD_EXTRA_FLAGS)
+  LOCKD_PORT=$(free_port)
+  LOCKD_LOG=$WORK/lockd-$backend.log
+  LOCKD_CMD="lockd --listen=127.0.0.1:$LOCKD_PORT ${flags[*]}"
+  "$LOCKD" "--listen=127.0.0.1:$LOCKD_PORT" "${flags[@]}" >"$LOCKD_LOG" 2>&1 &
+  LOCKD_PID=$!; PIDS+=("$LOCKD_PID")
+  wait_for 60 grep -q "lockd serving on" "$LOCKD_LOG" || die "lockd ($backend) did not start: $(cat "$LOCKD_LOG")"
+  echo "$LOCKD_CMD" >>"$OUT/commands.txt"
+  log "lockd backend=$backend on 127.0.0.1:$LOCKD_PORT (pid $LOCKD_PID)"
+}
+
+stop_lockd() {
+  kill -TERM "$LOCKD_PID" 2>/dev/null || true
+  wait "$LOCKD_PID" 2>/dev/null || true
+}
+
+# bench_json RESULTS LABEL REP LOCKBENCH_ARGS...: one lockbench run (--json)
+# against the running lockd; its JSON object, with "label", "rep" and the
+# 1-minute load average before it ("load1_before") added, is appended to
+# RESULTS, its command line to $OUT/commands.txt. A run that printed nothing
+# appends {"label", "rep", "failed": true, "exit"} instead.
+bench_json() {
+  local results=$1 label=$2 rep=$3; shift 3
+  local load out rc=0
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  echo "lockbench $*" >>"$OUT/commands.txt"
+  out=$("$LOCKBENCH" "$@" --json 2>>"$OUT/lockbench.stderr") || rc=$?
+  if [[ -z $out ]]; then
+    log "  $label rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
+    echo "{\"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc}" >>"$results"
+    return 0
+  fi
+  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, /" >>"$results"
+  log "  $label rep $rep: $(echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+keys = ["backend", "scenario", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "fairness",
+        "max_concurrent_readers", "max_permits_held", "wait_timeouts", "lost_updates",
+        "exclusion_violations", "ok"]
+print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
+}
+
+# start_servers BACKEND / stop_servers BACKEND: the servers a backend needs
+# besides the Redis every script starts (MariaDB for mysql, ZooKeeper for
+# zookeeper; none for memory and redis).
+start_servers() {
+  case $1 in
+    mysql) start_mariadb ;;
+    zookeeper) start_zookeeper ;;
+  esac
+}
+stop_servers() {
+  case $1 in
+    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
+    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
+  esac
+}
+
+# build_release BUILD_DIR SOURCE_DIR JOBS TARGET...: a Release build of the
+# targets (configured on first use).
+build_release() {
+  local build=$1 src=$2 jobs=$3; shift 3
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  fi
+  cmake --build "$build" -j"$jobs" --target "$@" >&2
+}

@@ -97,10 +97,7 @@ source "$ROOT/bench/lib.sh"
 
 # --- build -------------------------------------------------------------------
 if [[ $BUILD == 1 ]]; then
-  if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
-    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-  fi
-  cmake --build "$BUILD_DIR" -j"$(nproc)" --target lockd lockbench lockbench_null_server >&2
+  build_release "$BUILD_DIR" "$ROOT" "$(nproc)" lockd lockbench lockbench_null_server
 fi
 LOCKD=$BUILD_DIR/service/lockd
 LOCKBENCH=$BUILD_DIR/tools/lockbench/lockbench
@@ -120,60 +117,6 @@ if [[ $REPORT == 1 ]] && ! command -v gnuplot >/dev/null; then
   SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
   $SUDO apt-get install -y -q gnuplot-nox >&2 || log "gnuplot-nox could not be installed; no charts"
 fi
-
-
-
-
-
-# ZooKeeper, as tests/support/zookeeper_server.cc starts it (Debian's jars).
-start_zookeeper() {
-  local dir=$WORK/zookeeper; mkdir -p "$dir/data"
-  ZK_PORT=$(free_port)
-  cat >"$dir/zoo.cfg" <<EOF
-tickTime=100
-dataDir=$dir/data
-clientPort=$ZK_PORT
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-minSessionTimeout=200
-maxSessionTimeout=60000
-admin.enableServer=false
-4lw.commands.whitelist=*
-forceSync=no
-EOF
-  zk_java org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
-  ZK_PID=$!; PIDS+=("$ZK_PID")
-  wait_for 120 zk_ok "$ZK_PORT" || die "ZooKeeper did not start: $(tail -20 "$dir/zookeeper.log")"
-  log "ZooKeeper on 127.0.0.1:$ZK_PORT (pid $ZK_PID)"
-}
-
-# start_lockd BACKEND: sets LOCKD_PORT, LOCKD_PID.
-start_lockd() {
-  local backend=$1 flags=()
-  case $backend in
-    memory) flags=(--backend=memory) ;;
-    redis) flags=(--backend=redis "--redis.addresses=127.0.0.1:$REDIS_PORT") ;;
-    mysql) flags=(--backend=mysql --mysql.host=127.0.0.1 "--mysql.port=$MYSQL_PORT" --mysql.user=lockd
-                  "--mysql.password_file=$MYSQL_PASSWORD_FILE" --mysql.database=lockd) ;;
-    zookeeper) flags=(--backend=zookeeper "--zookeeper.hosts=127.0.0.1:$ZK_PORT") ;;
-  esac
-  # shellcheck disable=SC2206
-  [[ -n ${LOCKD_EXTRA_FLAGS:-} ]] && flags+=($LOCKD_EXTRA_FLAGS)
-  LOCKD_PORT=$(free_port)
-  LOCKD_LOG=$WORK/lockd-$backend.log
-  LOCKD_CMD="lockd --listen=127.0.0.1:$LOCKD_PORT ${flags[*]}"
-  "$LOCKD" "--listen=127.0.0.1:$LOCKD_PORT" "${flags[@]}" >"$LOCKD_LOG" 2>&1 &
-  LOCKD_PID=$!; PIDS+=("$LOCKD_PID")
-  wait_for 60 grep -q "lockd serving on" "$LOCKD_LOG" || die "lockd ($backend) did not start: $(cat "$LOCKD_LOG")"
-  echo "$LOCKD_CMD" >>"$OUT/commands.txt"
-  log "lockd backend=$backend on 127.0.0.1:$LOCKD_PORT (pid $LOCKD_PID)"
-}
-
-stop_lockd() {
-  kill -TERM "$LOCKD_PID" 2>/dev/null || true
-  wait "$LOCKD_PID" 2>/dev/null || true
-}
-
 
 # bench LABEL API REP ARGS...: one lockbench run (with --api=API unless API
 # is "-", the direct baseline); its JSON line (plus the repetition, the
@@ -306,10 +249,7 @@ echo "# run $RUN_ID: bench/run.sh $ARGS_USED" >>"$OUT/commands.txt"
 
 start_redis
 for backend in $BACKENDS; do
-  case $backend in
-    mysql) start_mariadb ;;
-    zookeeper) start_zookeeper ;;
-  esac
+  start_servers "$backend"
   start_lockd "$backend"
   # Warm-up (connections, caches, JIT of ZooKeeper); not recorded.
   for api in $APIS; do
@@ -320,10 +260,7 @@ for backend in $BACKENDS; do
   run_scenarios "$backend"
   echo "lockd_threads_$backend=$(grep Threads /proc/$LOCKD_PID/status | awk '{print $2}')" >>"$OUT/env.txt"
   stop_lockd
-  case $backend in
-    mysql) kill -TERM "$MYSQL_PID"; wait "$MYSQL_PID" 2>/dev/null || true ;;
-    zookeeper) kill -TERM "$ZK_PID"; wait "$ZK_PID" 2>/dev/null || true ;;
-  esac
+  stop_servers "$backend"
 done
 
 # The gRPC floor: the uncontended runs (each API: unary calls, and ops on a

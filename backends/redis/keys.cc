@@ -102,10 +102,11 @@ std::string KeyCodec::Tagged(const LockKey& key, absl::string_view suffix) const
 }
 
 LockKeys KeyCodec::KeysFor(const LockKey& key) const {
-  // One encoding, four keys.
+  // One encoding, six names.
   std::string tag = absl::StrCat(prefix_, ":{", key.ns, ":", EncodeName(key.name), "}:");
-  return LockKeys{absl::StrCat(tag, "lock"), absl::StrCat(tag, "fence"), absl::StrCat(tag, "freed"),
-                  absl::StrCat(tag, "rel")};
+  return LockKeys{absl::StrCat(tag, "lock"),  absl::StrCat(tag, "fence"),
+                  absl::StrCat(tag, "freed"), absl::StrCat(tag, "queue"),
+                  absl::StrCat(tag, "qlife"), absl::StrCat(tag, "rel")};
 }
 
 std::string KeyCodec::ChannelFor(const LockKey& key) const { return Tagged(key, "rel"); }

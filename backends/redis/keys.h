@@ -2,16 +2,32 @@
 // (a KeyCodec is immutable after construction).
 //
 // For lock (ns, name) under prefix P the backend uses:
-//   P:{ns:E}:lock   hash: owner, count, token, and the owner's last request
-//                   (rkind, rid, rcount, rttl); PEXPIREs with the lease.
+//   P:{ns:E}:lock   hash. Held EXCLUSIVE (the format of lockd before shared
+//                   locks, unchanged): owner, count, token, and the owner's
+//                   last request (rkind, rid, rcount, rttl); PEXPIREs with
+//                   the lease. Held SHARED or as a semaphore: kind (S or M),
+//                   limit (M), and per holder a field h:<owner>, a JSON
+//                   record of its token, count, permits, lease end (Redis
+//                   clock, ms) and last request; PEXPIREs with the last
+//                   lease to end (scripts.h).
 //   P:{ns:E}:fence  the last token (max of a counter and the server clock in
 //                   microseconds) of the lock; expires fence_retention after
 //                   the end of the lock's last lease.
 //   P:{ns:E}:freed  hash owner -> rid of the Releases with a request_id that
 //                   freed the lock; expires after release_memory.
+//   P:{ns:E}:queue  sorted set: the acquires waiting on the lock, on every
+//                   replica, in arrival order (score); one member per
+//                   replica, owner and mode: "<replica>|<X, S or M<permits>>|
+//                   <owner>". Written only while calls wait.
+//   P:{ns:E}:qlife  sorted set: the same members, scored by the end of their
+//                   lifetime (Redis clock, ms), which their replica extends
+//                   while they wait; a script drops a member past it.
 //   P:{ns:E}:rel    pub/sub channel: the release script PUBLISHes the freed
 //                   token when the lock becomes free, the acquire script
-//                   "g<token> <owner>" when it is granted.
+//                   "g<token> <owner>" when it is granted ("s<token>
+//                   <owner>": granted SHARED), "w" when a
+//                   waiter may now be admitted (a shared or semaphore
+//                   holder left, a queue entry ahead went away).
 // where E = EncodeName(name). Everything between the braces is the hash tag,
 // so all keys of one lock live in one Redis Cluster slot.
 //
@@ -49,6 +65,8 @@ struct LockKeys {
   std::string lock;
   std::string fence;
   std::string freed;
+  std::string queue;
+  std::string qlife;
   std::string channel;
 };
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/redis/cluster_slots.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -107,7 +108,23 @@ TEST(KeyCodecTest, AllKeysOfALockShareOneHashTag) {
     EXPECT_EQ(tag, absl::StrCat("ns:", EncodeName(name)));
     EXPECT_EQ(HashTag(k.fence), tag);
     EXPECT_EQ(HashTag(k.freed), tag);
+    EXPECT_EQ(HashTag(k.queue), tag);
+    EXPECT_EQ(HashTag(k.qlife), tag);
     EXPECT_EQ(HashTag(k.channel), tag);
+  }
+}
+
+// The queue keys of shared locks and semaphores are written by the same
+// scripts as the lock: in cluster mode they must hash to its slot.
+TEST(KeyCodecTest, QueueKeysHashToTheSlotOfTheLock) {
+  KeyCodec codec("lockd");
+  for (const std::string& name : AwkwardNames()) {
+    LockKeys k = codec.KeysFor(LockKey{"ns", name});
+    int slot = HashSlot(k.lock);
+    EXPECT_EQ(HashSlot(k.queue), slot) << k.queue;
+    EXPECT_EQ(HashSlot(k.qlife), slot) << k.qlife;
+    EXPECT_EQ(HashSlot(k.fence), slot) << k.fence;
+    EXPECT_EQ(HashSlot(k.channel), slot) << k.channel;
   }
 }
 
@@ -117,6 +134,8 @@ TEST(KeyCodecTest, LayoutIsDocumented) {
   EXPECT_EQ(k.lock, "p:{default:a%7Bb%7D}:lock");
   EXPECT_EQ(k.fence, "p:{default:a%7Bb%7D}:fence");
   EXPECT_EQ(k.freed, "p:{default:a%7Bb%7D}:freed");
+  EXPECT_EQ(k.queue, "p:{default:a%7Bb%7D}:queue");
+  EXPECT_EQ(k.qlife, "p:{default:a%7Bb%7D}:qlife");
   EXPECT_EQ(k.channel, "p:{default:a%7Bb%7D}:rel");
   EXPECT_EQ(codec.ChannelFor(LockKey{"default", "a{b}"}), k.channel);
 }

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,27 +45,50 @@ constexpr absl::Duration kNoTtlRecheck = absl::Seconds(1);
 constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
-// Cluster mode publishes with SPUBLISH (scripts.h).
+// A queue entry lives this long unless its replica extends it (every
+// kQueueExtendEvery while its call waits): a replica that dies leaves
+// entries that stop holding back the others within this time.
+constexpr absl::Duration kQueueEntryLifetime = absl::Seconds(10);
+constexpr absl::Duration kQueueExtendEvery = absl::Seconds(3);
+// How often the extension timer looks for entries due.
+constexpr absl::Duration kQueueExtendTick = absl::Seconds(1);
+
+// Every script starts with the prelude; cluster mode publishes with SPUBLISH
+// (scripts.h).
 struct Scripts {
   explicit Scripts(bool sharded)
       : acquire{"acquire", Body(redis::kAcquireScript, sharded), ""},
         release{"release", Body(redis::kReleaseScript, sharded), ""},
-        force_release{"force_release", Body(redis::kForceReleaseScript, sharded), ""} {}
+        renew{"renew", Body(redis::kRenewScript, sharded), ""},
+        describe{"describe", Body(redis::kDescribeScript, sharded), ""},
+        force_release{"force_release", Body(redis::kForceReleaseScript, sharded), ""},
+        leave_queue{"leave_queue", Body(redis::kLeaveQueueScript, sharded), ""},
+        extend_queue{"extend_queue", Body(redis::kExtendQueueScript, sharded), ""} {}
 
   static std::string Body(const char* script, bool sharded) {
-    return sharded ? redis::Sharded(script) : std::string(script);
+    std::string body = redis::Prelude(script);
+    return sharded ? redis::Sharded(body) : body;
   }
 
   redis::Script acquire;
   redis::Script release;
-  redis::Script renew{"renew", redis::kRenewScript, ""};
-  redis::Script describe{"describe", redis::kDescribeScript, ""};
+  redis::Script renew;
+  redis::Script describe;
   redis::Script force_release;
+  redis::Script leave_queue;
+  redis::Script extend_queue;
 
   std::vector<redis::Script*> All() {
-    return {&acquire, &release, &renew, &describe, &force_release};
+    return {&acquire, &release, &renew, &describe, &force_release, &leave_queue, &extend_queue};
   }
 };
+
+// This process's name in queue entries (keys.h): random, so that replicas
+// (and restarts of one) never share entries.
+std::string NewReplicaId() {
+  absl::BitGen gen;
+  return absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
+}
 
 // Waiting is the WaitEngine's; this class supplies its attempts (the acquire
 // script), and wakes it on release messages, grant messages and releases made
@@ -71,6 +96,12 @@ struct Scripts {
 // engine has waiters on it (KeyActive/KeyIdle); the subscription's
 // confirmation wakes the lock, so that a release between a failed attempt and
 // the subscription is not missed.
+// The order across replicas is the lock's queue in Redis (keys.h): a call
+// that waits takes a place in it with its first attempt that is not granted
+// (the acquire script does), this class extends the lifetime of its places
+// while their calls wait (queued_, a timer), and takes a place out when its
+// call ends without a grant (a grant takes it out itself). Calls of one
+// owner, mode and lock on this process share one place.
 class RedisBackend final : public Backend,
                            private LockStrategy,
                            private redis::Transport::Listener {
@@ -79,6 +110,7 @@ class RedisBackend final : public Backend,
       : options_(options),
         keys_(options.key_prefix),
         scripts_(std::move(scripts)),
+        replica_(NewReplicaId()),
         timers_(std::make_unique<TimerQueue>()),
         engine_(static_cast<LockStrategy*>(this), timers_.get(), options.max_waiters) {}
 
@@ -101,6 +133,8 @@ class RedisBackend final : public Backend,
             : redis::NewStandaloneTransport(std::move(t), listener);
     if (!transport.ok()) return transport.status();
     transport_ = *std::move(transport);
+    TimerQueue* timers = timers_.get();
+    timers->Schedule(kQueueExtendTick, [this, timers] { ExtendQueueEntries(timers); });
     return transport_->WaitReady(options_.connect_timeout + 4 * options_.command_timeout);
   }
 
@@ -120,11 +154,28 @@ class RedisBackend final : public Backend,
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
-    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
-      std::move(done)(s);
+    if (params.wait <= absl::ZeroDuration()) {
+      engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
       return;
     }
-    engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
+    std::string member = Member(params);
+    LockKey key = params.key;
+    {
+      absl::MutexLock l(&mu_);
+      QueuedLock& q = queued_[key];
+      if (q.members.empty()) q.extended = absl::Now();
+      ++q.members[member];
+    }
+    engine_.Acquire(
+        std::move(params), std::move(cancel),
+        [this, key, member, done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
+          bool last = Unqueue(key, member);
+          if (!last || (r.ok() && r->acquired)) {
+            std::move(done)(std::move(r));
+            return;
+          }
+          LeaveQueue(key, member, std::move(r), std::move(done));
+        });
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
@@ -163,7 +214,8 @@ class RedisBackend final : public Backend,
     Command attempt = AcquireCommand(head->params(), TryKind::kHead);
     attempt.done = [this, key, context = attempt.context,
                     head = *std::move(head)](absl::StatusOr<ReplyPtr> reply) mutable {
-      engine_.FinishHead(std::move(head), redis::ParseAcquire(key, context, reply));
+      TryResult r = redis::ParseAcquire(key, head.params().permits, context, reply);
+      engine_.FinishHead(std::move(head), std::move(r));
     };
     transport_->Send(std::move(cmd), std::move(attempt));
   }
@@ -194,15 +246,20 @@ class RedisBackend final : public Backend,
     redis::LockKeys k = keys_.KeysFor(params.key);
     Command cmd;
     cmd.script = &scripts_->force_release;
-    cmd.num_keys = 1;
-    cmd.args = {std::move(k.lock), absl::StrCat(params.fencing_token), std::move(k.channel)};
+    cmd.num_keys = 2;
+    cmd.args = {std::move(k.lock), std::move(k.qlife), absl::StrCat(params.fencing_token),
+                std::move(k.channel)};
     cmd.context = absl::StrCat("force release of lock ", LockName(params.key));
     cmd.done = [this, key = params.key, want = params.fencing_token, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       absl::StatusOr<ForceReleaseResult> r = redis::ParseForceRelease(key, want, context, reply);
       if (r.ok()) {
-        r->previous.waiters = engine_.Waiting(key);
-        if (r->released && !IsShutdown()) engine_.Wake(key, r->previous.fencing_token);
+        LockState& was = r->previous;
+        was.waiters = std::max(was.waiters, engine_.Waiting(key));
+        // A shared lock's or semaphore's newest token says nothing of the
+        // holding that was freed: wake without one.
+        bool single = was.holders.size() == 1 && was.limit == 0;
+        if (r->released && !IsShutdown()) engine_.Wake(key, single ? was.fencing_token : 0);
       }
       std::move(done)(std::move(r));
     };
@@ -252,9 +309,82 @@ class RedisBackend final : public Backend,
     std::vector<std::string> names;  // matching, > page_token
   };
 
+  // The places in the lock queues of this process's waiting calls (keys.h).
+  struct QueuedLock {
+    absl::flat_hash_map<std::string, int> members;  // member -> calls waiting
+    absl::Time extended;                            // last extension sent
+  };
+
   bool IsShutdown() const {
     absl::MutexLock l(&mu_);
     return shutdown_;
+  }
+
+  // The queue member of a call (keys.h).
+  std::string Member(const AcquireParams& p) const {
+    std::string mode = p.limit > 0                   ? absl::StrCat("M", p.permits)
+                       : p.mode == LockMode::kShared ? std::string("S")
+                                                     : std::string("X");
+    return absl::StrCat(replica_, "|", mode, "|", p.owner);
+  }
+
+  // One call sharing `member` stopped waiting; true if it was the last.
+  bool Unqueue(const LockKey& key, const std::string& member) {
+    absl::MutexLock l(&mu_);
+    auto it = queued_.find(key);
+    if (it == queued_.end()) return true;
+    auto m = it->second.members.find(member);
+    if (m != it->second.members.end() && --m->second > 0) return false;
+    if (m != it->second.members.end()) it->second.members.erase(m);
+    if (it->second.members.empty()) queued_.erase(it);
+    return true;
+  }
+
+  // Takes `member` out of the queue of `key`, then answers `done` with `r`
+  // (whatever the removal's outcome: an entry left behind ends with its
+  // lifetime).
+  void LeaveQueue(const LockKey& key, const std::string& member, absl::StatusOr<AcquireResult> r,
+                  Callback<AcquireResult> done) {
+    redis::LockKeys k = keys_.KeysFor(key);
+    Command cmd;
+    cmd.script = &scripts_->leave_queue;
+    cmd.num_keys = 2;
+    cmd.args = {std::move(k.queue), std::move(k.qlife), member, std::move(k.channel)};
+    cmd.context = absl::StrCat("leaving the queue of lock ", LockName(key));
+    cmd.done = [r = std::move(r), done = std::move(done)](absl::StatusOr<ReplyPtr>) mutable {
+      std::move(done)(std::move(r));
+    };
+    Send(cmd);
+  }
+
+  // The timer: extends the entries of every lock whose last extension is
+  // kQueueExtendEvery old, then schedules itself again on `timers` (timers_,
+  // which Shutdown() resets while this may run).
+  void ExtendQueueEntries(TimerQueue* timers) {
+    if (IsShutdown()) return;
+    std::vector<Command> cmds;
+    const absl::Time now = absl::Now();
+    {
+      absl::MutexLock l(&mu_);
+      for (auto& [key, q] : queued_) {
+        if (now - q.extended < kQueueExtendEvery) continue;
+        q.extended = now;
+        redis::LockKeys k = keys_.KeysFor(key);
+        Command cmd;
+        cmd.script = &scripts_->extend_queue;
+        cmd.num_keys = 2;
+        cmd.args = {std::move(k.queue), std::move(k.qlife),
+                    absl::StrCat(CeilMillis(kQueueEntryLifetime))};
+        for (const auto& [member, calls] : q.members) cmd.args.push_back(member);
+        cmd.context = absl::StrCat("extending the queue entries of lock ", LockName(key));
+        // A failure is made good by the next extension (well within the
+        // lifetime) or, at worst, by the entry's next attempt.
+        cmd.done = [](absl::StatusOr<ReplyPtr>) {};
+        cmds.push_back(std::move(cmd));
+      }
+    }
+    if (!cmds.empty()) transport_->SendAll(std::move(cmds));
+    timers->Schedule(kQueueExtendTick, [this, timers] { ExtendQueueEntries(timers); });
   }
 
   // Queues `cmd`; if that fails, finishes it with the error (inline).
@@ -286,31 +416,41 @@ class RedisBackend final : public Backend,
   // take a free lock; a waiter behind others of this process only re-enters
   // or replays (scripts.h: kMayTakeFree, kReenterOnly).
   Command AcquireCommand(const AcquireParams& p, TryKind kind) const {
-    const char* mode = kind == TryKind::kFirst || kind == TryKind::kHead ? redis::kMayTakeFree
-                                                                         : redis::kReenterOnly;
+    const char* try_kind = kind == TryKind::kFirst || kind == TryKind::kHead ? redis::kMayTakeFree
+                                                                             : redis::kReenterOnly;
+    const char* mode = p.limit > 0 ? "M" : p.mode == LockMode::kShared ? "S" : "X";
     redis::LockKeys k = keys_.KeysFor(p.key);
     int64_t ms = CeilMillis(p.ttl);
     Command cmd;
     cmd.script = &scripts_->acquire;
-    cmd.num_keys = 3;
+    cmd.num_keys = 5;
     cmd.args = {std::move(k.lock),
                 std::move(k.fence),
                 std::move(k.freed),
+                std::move(k.queue),
+                std::move(k.qlife),
                 p.owner,
                 absl::StrCat(ms),
                 p.request_id,
-                mode,
+                try_kind,
                 FenceTtl(ms),
-                std::move(k.channel)};
+                std::move(k.channel),
+                mode,
+                absl::StrCat(p.limit),
+                absl::StrCat(p.permits),
+                Member(p),
+                p.wait > absl::ZeroDuration() ? "1" : "0",
+                absl::StrCat(CeilMillis(kQueueEntryLifetime))};
     cmd.context = absl::StrCat("acquire of lock ", LockName(p.key));
     return cmd;
   }
 
   Command DescribeCommand(const LockKey& key) const {
+    redis::LockKeys k = keys_.KeysFor(key);
     Command cmd;
     cmd.script = &scripts_->describe;
-    cmd.num_keys = 1;
-    cmd.args = {keys_.KeysFor(key).lock};
+    cmd.num_keys = 2;
+    cmd.args = {std::move(k.lock), std::move(k.qlife)};
     cmd.context = absl::StrCat("describe of lock ", LockName(key));
     return cmd;
   }
@@ -324,9 +464,9 @@ class RedisBackend final : public Backend,
       return;
     }
     Command cmd = AcquireCommand(params, kind);
-    cmd.done = [key = params.key, context = cmd.context,
+    cmd.done = [key = params.key, permits = params.permits, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      std::move(done)(redis::ParseAcquire(key, context, reply));
+      std::move(done)(redis::ParseAcquire(key, permits, context, reply));
     };
     Send(cmd);
   }
@@ -336,20 +476,23 @@ class RedisBackend final : public Backend,
     cmd.done = [this, key, context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       absl::StatusOr<LockState> s = redis::ParseDescribe(key, context, reply);
-      if (s.ok()) s->waiters = engine_.Waiting(key);
+      if (s.ok()) s->waiters = std::max(s->waiters, engine_.Waiting(key));
       std::move(done)(std::move(s));
     };
     Send(cmd);
   }
 
   // Retries come from release messages; the timer covers what sends none: a
-  // lease that ends without a release, and an unreachable Redis.
+  // lease that ends without a release, a queue entry of another replica that
+  // ends without being taken out (its replica died), and an unreachable
+  // Redis.
   absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
     if (!last.result.ok()) return kErrorRetryDelay;
     if (last.result->acquired) return last.result->ttl + kExpirySlack;
-    if (!last.result->current.held) return absl::ZeroDuration();
-    if (last.holder_remaining == absl::InfiniteDuration()) return kNoTtlRecheck;
-    return last.holder_remaining + kExpirySlack;
+    if (last.holder_remaining != absl::InfiniteDuration()) {
+      return last.holder_remaining + kExpirySlack;
+    }
+    return last.result->current.held ? kNoTtlRecheck : absl::ZeroDuration();
   }
 
   void KeyActive(const LockKey& key) override { transport_->Subscribe(keys_.ChannelFor(key)); }
@@ -411,16 +554,20 @@ class RedisBackend final : public Backend,
   void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
-    if (absl::ConsumePrefix(&message, "g")) {
-      // "g<token> <owner>": the lock was granted to owner.
+    const bool shared = absl::ConsumePrefix(&message, "s");
+    if (shared || absl::ConsumePrefix(&message, "g")) {
+      // "g<token> <owner>": the lock was granted to owner ("s": SHARED).
       size_t space = message.find(' ');
       uint64_t token = 0;
       if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
         return;
       }
-      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token);
+      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token,
+                         shared ? LockMode::kShared : LockMode::kExclusive);
       return;
     }
+    // A freed token, or "w" (a SHARED or semaphore holder left, a queue entry
+    // went away): 0, which is never stale news.
     uint64_t released_token = 0;  // 0 (unknown) if the message is not a token
     if (!absl::SimpleAtoi(message, &released_token)) released_token = 0;
     engine_.Wake(*key, released_token);
@@ -430,9 +577,11 @@ class RedisBackend final : public Backend,
   const RedisOptions options_;
   const redis::KeyCodec keys_;
   const std::unique_ptr<Scripts> scripts_;
+  const std::string replica_;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<LockKey, QueuedLock> queued_ ABSL_GUARDED_BY(mu_);
 
   // Reset (thread joined) by Shutdown(), after the engine is shut down.
   std::unique_ptr<TimerQueue> timers_;

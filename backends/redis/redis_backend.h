@@ -20,9 +20,19 @@
 //  - Waiting uses one pub/sub connection per process: a waiter's lock
 //    channel is subscribed while this process has waiters on it, and a
 //    release message (or a timer at the holder's PTTL, for a lease that ends
-//    without a release) wakes only the first local waiter. Waiters of one
-//    process are granted in arrival order; across processes the first to run
-//    its script after a release wins.
+//    without a release) wakes only the first local waiter.
+//  - Kinds (backend.h "Kinds"): an EXCLUSIVE hold keeps the lock hash's
+//    format of before shared locks; SHARED and semaphore holders are one
+//    record each in the same hash, with their own lease end on the Redis
+//    clock (keys.h). Old lockd versions do not know these records: upgrade
+//    every replica before the first shared or semaphore acquire.
+//  - FIFO across replicas and modes: the lock's queue lives in Redis (keys.h)
+//    and every acquire script consults it. A waiting call takes a place with
+//    its first attempt that is not granted; this process extends its places
+//    every 3 s to 10 s while their calls wait and takes a place out when its
+//    call ends ungranted, so a dead replica's places stop counting within
+//    10 s. The uncontended EXCLUSIVE acquire and release stay one script
+//    each and write no queue key.
 //  - While Redis is unreachable, calls fail at once with kUnavailable,
 //    parked waiters stay parked until their own deadline, Health() reports
 //    kUnavailable, and connections, scripts and subscriptions come back by
@@ -61,9 +71,7 @@
 //    had not replicated (WAIT is not used); fencing is the defence. List
 //    walks every primary with SCAN, one after the other; a lock whose slot
 //    migrates during the walk may be missed or listed twice (List is a
-//    snapshot of no single moment anyway). Waiters are granted in arrival
-//    order only among the waiters of one lockd process, as in standalone
-//    mode.
+//    snapshot of no single moment anyway).
 //
 // Sentinel mode (RedisMode::kSentinel; sentinel.h): `addresses` are Redis
 // Sentinels. Every connection asks them in turn for the primary of

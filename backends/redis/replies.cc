@@ -49,36 +49,83 @@ absl::Status NotHeld(const LockKey& key, int64_t code) {
   return code == -1 ? LockFreeError(key) : HeldByOtherError(key);
 }
 
+// The state() part of a reply (scripts.h kPrelude), from element `at`:
+// mode, limit, then six elements per holder.
+bool StateAt(const redisReply* r, size_t at, LockState* s) {
+  std::string mode;
+  int64_t limit = 0;
+  if (!StringAt(r, at, &mode) || !IntAt(r, at + 1, &limit)) return false;
+  s->mode = mode == "S" ? LockMode::kShared : LockMode::kExclusive;
+  s->limit = static_cast<uint32_t>(limit);
+  s->holders.clear();
+  for (size_t i = at + 2; i < r->elements; i += 6) {
+    HolderState h;
+    std::string hmode;
+    int64_t count = 0, permits = 0, ms = 0;
+    if (!StringAt(r, i, &h.owner) || !StringAt(r, i + 1, &hmode) || !IntAt(r, i + 2, &count) ||
+        !IntAt(r, i + 3, &permits) || !TokenAt(r, i + 4, &h.fencing_token) ||
+        !IntAt(r, i + 5, &ms)) {
+      return false;
+    }
+    h.mode = hmode == "S" ? LockMode::kShared : LockMode::kExclusive;
+    h.hold_count = static_cast<uint32_t>(count);
+    h.permits = static_cast<uint32_t>(permits);
+    h.ttl_remaining = absl::Milliseconds(std::max<int64_t>(0, ms));
+    s->holders.push_back(std::move(h));
+  }
+  std::sort(s->holders.begin(), s->holders.end(), [](const HolderState& a, const HolderState& b) {
+    return a.fencing_token < b.fencing_token;
+  });
+  FillNewestHolder(*s);
+  return true;
+}
+
+// When the first of the holders' leases ends; infinite if none has a TTL.
+absl::Duration FirstLeaseEnd(const redisReply* r, size_t at) {
+  absl::Duration first = absl::InfiniteDuration();
+  for (size_t i = at + 2 + 5; i < r->elements; i += 6) {
+    int64_t ms = -1;
+    if (IntAt(r, i, &ms) && ms >= 0) first = std::min(first, absl::Milliseconds(ms));
+  }
+  return first;
+}
+
 }  // namespace
 
-TryResult ParseAcquire(const LockKey& key, absl::string_view context,
+TryResult ParseAcquire(const LockKey& key, uint32_t asked_permits, absl::string_view context,
                        absl::StatusOr<ReplyPtr>& reply) {
   if (!reply.ok()) return TryResult{reply.status()};
   const redisReply* r = reply->get();
-  int64_t granted = 0, hold_count = 0, ms = 0;
-  uint64_t token = 0;
-  std::string owner;
-  if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &granted) || !StringAt(r, 1, &owner) ||
-      !IntAt(r, 2, &hold_count) || !TokenAt(r, 3, &token) || !IntAt(r, 4, &ms)) {
+  int64_t granted = 0;
+  if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &granted)) {
     return TryResult{RedisError(context, nullptr, r)};
   }
   AcquireResult out;
   if (granted == 1) {
+    int64_t hold_count = 0, ms = 0;
+    if (!IntAt(r, 1, &hold_count) || !TokenAt(r, 2, &out.fencing_token) || !IntAt(r, 3, &ms)) {
+      return TryResult{RedisError(context, nullptr, r)};
+    }
     out.acquired = true;
-    out.fencing_token = token;
     out.hold_count = static_cast<uint32_t>(hold_count);
     out.ttl = absl::Milliseconds(ms);  // the lease in force
     return TryResult{out};
   }
+  std::string code;
+  int64_t extra = 0, retry_ms = -1;
+  if (!StringAt(r, 1, &code) || !IntAt(r, 2, &extra) || !IntAt(r, 3, &retry_ms)) {
+    return TryResult{RedisError(context, nullptr, r)};
+  }
+  if (code == "K") return TryResult{LockKindMismatchError(key, static_cast<uint32_t>(extra))};
+  if (code == "U") return TryResult{UpgradeWouldBlockError(key)};
+  if (code == "P") {
+    return TryResult{PermitsMismatchError(key, static_cast<uint32_t>(extra), asked_permits)};
+  }
   out.current.key = key;
-  if (owner.empty()) return TryResult{out};
-  // Not granted: `ms` is the holder's PTTL (-1: the key has no TTL).
-  out.current.held = true;
-  out.current.owner = std::move(owner);
-  out.current.hold_count = static_cast<uint32_t>(hold_count);
-  out.current.fencing_token = token;
-  out.current.ttl_remaining = absl::Milliseconds(std::max<int64_t>(0, ms));
-  return TryResult{out, ms >= 0 ? absl::Milliseconds(ms) : absl::InfiniteDuration()};
+  if (!StateAt(r, 4, &out.current)) return TryResult{RedisError(context, nullptr, r)};
+  absl::Duration next = FirstLeaseEnd(r, 4);
+  if (retry_ms >= 0) next = std::min(next, absl::Milliseconds(retry_ms));
+  return TryResult{out, next};
 }
 
 absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key, absl::StatusOr<ReplyPtr>& reply,
@@ -117,34 +164,30 @@ absl::StatusOr<LockState> ParseDescribe(const LockKey& key, absl::string_view co
   const redisReply* r = reply->get();
   LockState s;
   s.key = key;
-  if (r->type != REDIS_REPLY_ARRAY) return RedisError(context, nullptr, r);
-  if (r->elements == 0) return s;
-  int64_t count = 0;
-  int64_t pttl = 0;
-  if (!StringAt(r, 0, &s.owner) || !IntAt(r, 1, &count) || !TokenAt(r, 2, &s.fencing_token) ||
-      !IntAt(r, 3, &pttl)) {
+  int64_t waiters = 0;
+  if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &waiters) || !StateAt(r, 1, &s)) {
     return RedisError(context, nullptr, r);
   }
-  s.held = true;
-  s.hold_count = static_cast<uint32_t>(count);
-  s.ttl_remaining = absl::Milliseconds(std::max<int64_t>(0, pttl));
+  s.waiters = static_cast<uint32_t>(waiters);
   return s;
 }
 
 absl::StatusOr<ForceReleaseResult> ParseForceRelease(const LockKey& key, uint64_t want_token,
                                                      absl::string_view context,
                                                      absl::StatusOr<ReplyPtr>& reply) {
-  absl::StatusOr<LockState> previous = ParseDescribe(key, context, reply);
-  if (!previous.ok()) return previous.status();
+  if (!reply.ok()) return reply.status();
+  const redisReply* r = reply->get();
   ForceReleaseResult result;
-  result.previous = *std::move(previous);
-  if (!result.previous.held) return result;
-  int64_t code = 0;
-  if (!IntAt(reply->get(), 4, &code)) return RedisError(context, nullptr, reply->get());
-  if (code != 1) {
-    return FencingTokenMismatchError(key, want_token, result.previous.fencing_token);
+  LockState& s = result.previous;
+  s.key = key;
+  int64_t code = 0, waiters = 0;
+  if (r->type != REDIS_REPLY_ARRAY || !IntAt(r, 0, &code) || !IntAt(r, 1, &waiters) ||
+      !StateAt(r, 2, &s)) {
+    return RedisError(context, nullptr, r);
   }
-  result.released = true;
+  s.waiters = static_cast<uint32_t>(waiters);
+  if (code == 0) return FencingTokenMismatchError(key, want_token, s.fencing_token);
+  result.released = code == 1;
   return result;
 }
 

@@ -17,10 +17,12 @@
 
 namespace lockd::redis {
 
-// The acquire script's reply as a WaitEngine attempt result: granted, or not
-// with the holder (if any) and its PTTL as holder_remaining (infinite for a
-// key without a TTL).
-TryResult ParseAcquire(const LockKey& key, absl::string_view context,
+// The acquire script's reply as a WaitEngine attempt result: granted; or an
+// error (a kind, upgrade or permits refusal: `asked_permits` is the call's);
+// or not granted, with the lock's state and as holder_remaining the time
+// until the first holder's lease or the first queue entry ahead of the call
+// ends (infinite if none of them has an end).
+TryResult ParseAcquire(const LockKey& key, uint32_t asked_permits, absl::string_view context,
                        absl::StatusOr<ReplyPtr>& reply);
 
 // The release script's reply. `freed_token` is set to the token of the
@@ -32,11 +34,11 @@ absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key, absl::StatusOr<Re
 absl::StatusOr<RenewResult> ParseRenew(const LockKey& key, int64_t lease_ms,
                                        absl::string_view context, absl::StatusOr<ReplyPtr>& reply);
 
-// The describe script's reply (waiters left 0: the caller counts them).
+// The describe script's reply: holders, mode, limit and the queue's waiters.
 absl::StatusOr<LockState> ParseDescribe(const LockKey& key, absl::string_view context,
                                         absl::StatusOr<ReplyPtr>& reply);
 
-// The force-release script's reply (a describe reply, plus whether it freed).
+// The force-release script's reply (the state before, and whether it freed).
 absl::StatusOr<ForceReleaseResult> ParseForceRelease(const LockKey& key, uint64_t want_token,
                                                      absl::string_view context,
                                                      absl::StatusOr<ReplyPtr>& reply);

@@ -14,42 +14,136 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 
 namespace lockd::redis {
 
-// The acquire script's mode argument: whether the caller may take a free
-// lock. kMayTakeFree ('n', a new grant allowed): a first try, or the head of
-// this replica's waiters. kReenterOnly ('r'): a waiter behind others of this
-// replica; it must not jump that queue, so it only re-enters a lock its owner
-// holds (or replays a request_id) and leaves a free lock to the head.
+// The acquire script's try argument: whether the caller may take a new
+// grant. kMayTakeFree ('n'): a first try, or the head of this replica's
+// waiters. kReenterOnly ('r'): a waiter behind others of this replica; it
+// must not jump that queue, so it only re-enters a lock its owner holds (or
+// replays a request_id) and leaves a new grant to the head.
 inline constexpr char kMayTakeFree[] = "n";
 inline constexpr char kReenterOnly[] = "r";
 
-// Grants, re-enters or reports a lock.
-// KEYS: lock, fence, freed.
-// ARGV: owner, lease_ms, request_id ('' = none), mode (kMayTakeFree or
-//   kReenterOnly, above), fence_ttl_ms, channel. fence_ttl_ms '0': the fence
-//   key never expires.
-// Returns {granted, owner, hold_count, token, ms}:
-//   granted 1: ms is the lease in force; a repeat of the owner's last
-//   request_id returns that request's result and changes nothing.
-//   granted 0: owner/hold_count/token describe the holder ('' owner: free)
-//   and ms is the lock's PTTL (-2 when free).
+// The Lua every script below starts with (Prelude() prepends it): the
+// records of a lock held SHARED or as a semaphore (kind S or M, keys.h), one
+// hash field h:<owner> per holder, a JSON object {t: token (a string), c:
+// hold count, p: permits, e: lease end in ms of the Redis clock, k/i/n/l:
+// the holder's last request's kind (a or r), request_id, count and lease}.
+// A holder whose lease ended is ignored, and dropped by the scripts that
+// write (`drop`); the key PEXPIREs with the last lease to end.
+//   state(lock, out) appends {mode, limit, holders...} to `out`: mode X (one
+//   exclusive holder), S, M or '' (free); per holder owner, mode (X or S),
+//   count, permits, token, lease ms left (-1: no TTL).
+inline constexpr char kPrelude[] = R"lua(
+local now_ms
+local function clock()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_ms
+end
+local function holders(key, drop)
+  local all = redis.call('HGETALL', key)
+  local out, n = {}, 0
+  for i = 1, #all, 2 do
+    if all[i]:sub(1, 2) == 'h:' then
+      local r = cjson.decode(all[i + 1])
+      if r.e > clock() then
+        out[all[i]:sub(3)] = r
+        n = n + 1
+      elseif drop then
+        redis.call('HDEL', key, all[i])
+      end
+    end
+  end
+  if n == 0 and drop then redis.call('DEL', key) end
+  return out, n
+end
+local function save(key, owner, r) redis.call('HSET', key, 'h:' .. owner, cjson.encode(r)) end
+local function expire_at_last(key, hs)
+  local last = 0
+  for _, r in pairs(hs) do if r.e > last then last = r.e end end
+  redis.call('PEXPIRE', key, math.max(1, last - clock()))
+end
+local function state(lock, out)
+  local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'kind', 'limit')
+  if h[1] then
+    for _, v in ipairs({'X', 0, h[1], 'X', tonumber(h[2]), 0, h[3], redis.call('PTTL', lock)}) do
+      out[#out + 1] = v
+    end
+    return out
+  end
+  local hs, n = {}, 0
+  if h[4] then hs, n = holders(lock, false) end
+  if n == 0 then
+    out[#out + 1] = ''
+    out[#out + 1] = 0
+    return out
+  end
+  out[#out + 1] = h[4]
+  out[#out + 1] = tonumber(h[5] or '0')
+  local m = h[4] == 'S' and 'S' or 'X'
+  for o, r in pairs(hs) do
+    for _, v in ipairs({o, m, r.c, r.p, r.t, r.e - clock()}) do out[#out + 1] = v end
+  end
+  return out
+end
+)lua";
+
+// Grants, re-enters or reports a lock, a shared lock or a semaphore.
+// KEYS: lock, fence, freed, queue, qlife.
+// ARGV: owner, lease_ms, request_id ('' = none), try (kMayTakeFree or
+//   kReenterOnly), fence_ttl_ms ('0': the fence key never expires), channel,
+//   mode (X, S or M: a semaphore), limit, permits, member (this call's queue
+//   member, keys.h), join ('1': the call waits, so it takes a place in the
+//   queue when not granted), member_lifetime_ms.
+// Returns {1, hold_count, token, ms} when granted (ms: the lease in force; a
+//   repeat of the owner's last request_id returns that request's result and
+//   changes nothing), else {0, code, extra, retry_ms, state...}: code ''
+//   (not now; retry_ms: when the first queue entry of another replica ahead
+//   of this call ends unless extended, -1 if none), K (kind mismatch, extra:
+//   the holders' limit), U (an upgrade would block), P (permits mismatch,
+//   extra: the permits held); state as state() (kPrelude) appends it.
+// Admission (docs/api.md "Shared locks, semaphores and all-or-nothing
+// acquires"): a new grant needs the holders to admit it and no queue entry
+// ahead of it that it may not pass: none at all for EXCLUSIVE and semaphore
+// acquires, only SHARED ones for a SHARED acquire. Entries of the caller's
+// own replica do not count for a call that waits (join '1'): that replica
+// orders its own calls (and sends only its first one as kMayTakeFree). A
+// grant leaves the queue; after a SHARED or semaphore grant with entries
+// left, "w" is PUBLISHed so that the next ones try too.
 // A first grant's token is the larger of the fence key + 1 and the server's
 // TIME in microseconds + 1, written back to the fence key: tokens keep growing
 // when Redis restarts without the data, or from a snapshot (RDB, AOF
 // everysec) older than the last grants, as long as the primary's clock does
 // not go back. It forgets the owner's last freeing release (the owner's last
-// request is this one now), and PUBLISHes "g<token> <owner>" so that waiters
-// of that owner on any replica are granted as reentrant acquires.
+// request is this one now), and PUBLISHes "g<token> <owner>" ("s<token>
+// <owner>" for a SHARED grant) so that waiters of that owner on any replica
+// are granted as reentrant acquires.
+// The uncontended EXCLUSIVE grant writes the lock and fence keys only, as
+// before shared locks existed (the queue is only read: EXISTS).
 inline constexpr char kAcquireScript[] = R"lua(
-local lock, fence, freed = KEYS[1], KEYS[2], KEYS[3]
-local owner, ttl, rid, mode, fttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl')
+local lock, fence, freed, queue, qlife = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local owner, ttl, rid, try, fttl, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local mode, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local me, join, life = ARGV[10], ARGV[11], ARGV[12]
+local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl',
+                     'kind', 'limit')
 local function keep_fence()
   if fttl == '0' then redis.call('PERSIST', fence) else redis.call('PEXPIRE', fence, fttl) end
+end
+-- beside other holders: never shorten the fence key's life
+local function keep_fence_max()
+  if fttl == '0' then
+    redis.call('PERSIST', fence)
+  elseif redis.call('PTTL', fence) < tonumber(fttl) then
+    redis.call('PEXPIRE', fence, fttl)
+  end
 end
 local function remember(count)
   if rid == '' then
@@ -58,9 +152,14 @@ local function remember(count)
     redis.call('HSET', lock, 'rkind', 'a', 'rid', rid, 'rcount', count, 'rttl', ttl)
   end
 end
-if not h[1] then
-  -- mode 'r' (re-enter only): a free lock is left to the head of the queue
-  if mode == 'r' then return {0, '', 0, '0', -2} end
+local function remember_in(r, count)
+  if rid == '' then
+    r.k, r.i, r.n, r.l = nil, nil, nil, nil
+  else
+    r.k, r.i, r.n, r.l = 'a', rid, count, tonumber(ttl)
+  end
+end
+local function new_token()
   local t = redis.call('TIME')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
   local last = redis.call('GET', fence)
@@ -68,52 +167,222 @@ if not h[1] then
     redis.call('SET', fence, now)
   end
   redis.call('INCR', fence)
-  local token = redis.call('GET', fence)
-  redis.call('DEL', lock)
+  return redis.call('GET', fence)
+end
+local function leave()
+  if me ~= '' and redis.call('ZREM', queue, me) == 1 then redis.call('ZREM', qlife, me) end
+end
+local function purge()
+  local dead = redis.call('ZRANGEBYSCORE', qlife, '-inf', clock())
+  for _, m in ipairs(dead) do
+    redis.call('ZREM', queue, m)
+    redis.call('ZREM', qlife, m)
+  end
+end
+-- the entries this call waits behind (call purge() first)
+local function ahead()
+  local all = redis.call('ZRANGE', queue, 0, -1)
+  local mine = #all + 1
+  for i, m in ipairs(all) do
+    if m == me then
+      mine = i
+      break
+    end
+  end
+  local rep = me:match('^[^|]*|') or '|'
+  local out = {}
+  for i = 1, mine - 1 do
+    if join ~= '1' or all[i]:sub(1, #rep) ~= rep then out[#out + 1] = all[i] end
+  end
+  return out
+end
+local function admits(list)
+  if mode ~= 'S' then return #list == 0 end
+  for _, m in ipairs(list) do
+    if not m:find('^[^|]*|S|') then return false end
+  end
+  return true
+end
+local function fail(code, extra)
+  leave()
+  return {0, code, extra, -1}
+end
+local function wait_reply()
+  local retry = -1
+  if redis.call('EXISTS', queue) == 1 then purge() end
+  if join == '1' then
+    if not redis.call('ZSCORE', queue, me) then
+      local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+      redis.call('ZADD', queue, last[2] and (tonumber(last[2]) + 1) or 1, me)
+    end
+    redis.call('ZADD', qlife, clock() + tonumber(life), me)
+    redis.call('PEXPIRE', queue, life)
+    redis.call('PEXPIRE', qlife, life)
+    for _, m in ipairs(ahead()) do
+      local e = redis.call('ZSCORE', qlife, m)
+      if e and (retry < 0 or tonumber(e) - clock() < retry) then retry = tonumber(e) - clock() end
+    end
+  end
+  return state(lock, {0, '', 0, retry})
+end
+local function granted(token, count)
+  redis.call('PUBLISH', chan, (mode == 'S' and 's' or 'g') .. token .. ' ' .. owner)
+  if redis.call('EXISTS', queue) == 1 then
+    leave()
+    if mode ~= 'X' and redis.call('EXISTS', queue) == 1 then redis.call('PUBLISH', chan, 'w') end
+  end
+  return {1, count, token, tonumber(ttl)}
+end
+
+if h[1] then
+  if mode == 'M' then return fail('K', 0) end
+  if h[1] == owner then
+    if rid ~= '' and h[4] == 'a' and h[5] == rid then
+      return {1, tonumber(h[6]), h[3], tonumber(h[7])}
+    end
+    local c = redis.call('HINCRBY', lock, 'count', 1)
+    remember(c)
+    redis.call('PEXPIRE', lock, ttl)
+    keep_fence()
+    leave()
+    return {1, c, h[3], tonumber(ttl)}
+  end
+  return wait_reply()
+end
+
+local hs, n = {}, 0
+if h[8] then hs, n = holders(lock, true) end
+if n > 0 then
+  local lim = tonumber(h[9] or '0')
+  if (mode == 'M') ~= (h[8] == 'M') or (mode == 'M' and lim ~= limit) then
+    return fail('K', lim)
+  end
+  local r = hs[owner]
+  if r then
+    if mode == 'M' and r.p ~= permits then return fail('P', r.p) end
+    if rid ~= '' and r.k == 'a' and r.i == rid then return {1, r.n, r.t, r.l} end
+    if mode == 'X' then
+      -- an upgrade: only when alone and nobody else waits
+      if n > 1 then return fail('U', 0) end
+      if redis.call('EXISTS', queue) == 1 then
+        purge()
+        for _, m in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+          if m:match('^[^|]*|[^|]*|(.*)$') ~= owner then return fail('U', 0) end
+        end
+      end
+      local token = new_token()
+      redis.call('DEL', lock)
+      redis.call('HSET', lock, 'owner', owner, 'count', r.c + 1, 'token', token)
+      remember(r.c + 1)
+      redis.call('PEXPIRE', lock, ttl)
+      keep_fence_max()
+      return granted(token, r.c + 1)
+    end
+    r.c = r.c + 1
+    r.e = clock() + tonumber(ttl)
+    remember_in(r, r.c)
+    save(lock, owner, r)
+    expire_at_last(lock, hs)
+    keep_fence_max()
+    leave()
+    return {1, r.c, r.t, tonumber(ttl)}
+  end
+  if try ~= 'n' or mode == 'X' then return wait_reply() end
+  if mode == 'M' then
+    local used = permits
+    for _, o in pairs(hs) do used = used + o.p end
+    if used > limit then return wait_reply() end
+  end
+elseif try ~= 'n' then
+  return wait_reply()
+end
+
+if redis.call('EXISTS', queue) == 1 then
+  purge()
+  if not admits(ahead()) then return wait_reply() end
+end
+local token = new_token()
+if n == 0 then redis.call('DEL', lock) end
+redis.call('HDEL', freed, owner)
+if mode == 'X' then
   redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token)
   remember(1)
   redis.call('PEXPIRE', lock, ttl)
   keep_fence()
-  redis.call('HDEL', freed, owner)
-  redis.call('PUBLISH', ARGV[6], 'g' .. token .. ' ' .. owner)
-  return {1, owner, 1, token, tonumber(ttl)}
+  return granted(token, 1)
 end
-if h[1] == owner then
-  if rid ~= '' and h[4] == 'a' and h[5] == rid then
-    return {1, owner, tonumber(h[6]), h[3], tonumber(h[7])}
-  end
-  local c = redis.call('HINCRBY', lock, 'count', 1)
-  remember(c)
-  redis.call('PEXPIRE', lock, ttl)
-  keep_fence()
-  return {1, owner, c, h[3], tonumber(ttl)}
-end
-return {0, h[1], tonumber(h[2]), h[3], redis.call('PTTL', lock)}
+if n == 0 then redis.call('HSET', lock, 'kind', mode, 'limit', limit) end
+local r = {t = token, c = 1, p = permits, e = clock() + tonumber(ttl)}
+remember_in(r, 1)
+save(lock, owner, r)
+hs[owner] = r
+expire_at_last(lock, hs)
+keep_fence_max()
+return granted(token, 1)
 )lua";
 
 // Gives up one hold, or undoes one Acquire.
 // KEYS: lock, freed.
 // ARGV: owner, request_id, release_memory_ms, channel, acquire_request_id,
 //   token ('0': any hold of the owner).
-// Returns {code, hold_count[, token]}: code 1 freed (and the freed holding's
-// token PUBLISHed to the channel, and returned), 0 decremented, 2 nothing to
-// undo (hold_count is the owner's), -1 not held (free), -2 held by another
-// owner, -3 the owner's hold has another token. A repeat of the owner's last
-// request_id returns its result and changes nothing (whatever the token);
-// for the release that freed the lock, the freed hash remembers it per owner
-// (the last 64 owners within release_memory), also after the lock went to
-// another owner.
+// Returns {code, hold_count[, token]}: code 1 freed (and, for an EXCLUSIVE
+// hold, the freed holding's token PUBLISHed to the channel and returned; for
+// a SHARED or semaphore hold "w" PUBLISHed, whether or not other holders
+// remain), 0 decremented, 2 nothing to undo (hold_count is the owner's), -1
+// not held (free), -2 held by others, -3 the owner's hold has another
+// token. A repeat of the owner's last request_id returns its result and
+// changes nothing (whatever the token); for the release that freed the
+// owner's hold, the freed hash remembers it per owner (the last 64 owners
+// within release_memory), also after the lock went to another owner.
 // With acquire_request_id: if the owner's last request is that Acquire (and
 // the hold has the token, unless '0'), one hold is given back (codes 1 and
 // 0), else code 2; never -1/-2/-3.
 inline constexpr char kReleaseScript[] = R"lua(
 local lock, freed = KEYS[1], KEYS[2]
 local owner, rid, arid, want = ARGV[1], ARGV[2], ARGV[5], ARGV[6]
-local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount', 'token', 'count')
+local h = redis.call('HMGET', lock, 'owner', 'rkind', 'rid', 'rcount', 'token', 'count', 'kind')
 local function free()
   redis.call('DEL', lock)
   redis.call('PUBLISH', ARGV[4], h[5])
   return {1, 0, h[5]}
+end
+local function remember_freed()
+  if rid ~= '' then
+    if redis.call('HLEN', freed) >= 64 then redis.call('DEL', freed) end
+    redis.call('HSET', freed, owner, rid)
+    redis.call('PEXPIRE', freed, ARGV[3])
+  end
+end
+if not h[1] and h[7] then
+  local hs, n = holders(lock, true)
+  local r = hs[owner]
+  if not r then
+    if arid ~= '' then return {2, 0} end
+    if rid ~= '' and redis.call('HGET', freed, owner) == rid then return {1, 0} end
+    return {n == 0 and -1 or -2, 0}
+  end
+  if arid ~= '' then
+    if r.k ~= 'a' or r.i ~= arid or (want ~= '0' and r.t ~= want) then return {2, r.c} end
+  else
+    if rid ~= '' and r.k == 'r' and r.i == rid then return {0, r.n} end
+    if want ~= '0' and r.t ~= want then return {-3, 0} end
+  end
+  r.c = r.c - 1
+  if r.c > 0 then
+    if arid ~= '' or rid == '' then
+      r.k, r.i, r.n, r.l = nil, nil, nil, nil
+    else
+      r.k, r.i, r.n = 'r', rid, r.c
+    end
+    save(lock, owner, r)
+    return {0, r.c}
+  end
+  if arid == '' then remember_freed() end
+  redis.call('HDEL', lock, 'h:' .. owner)
+  hs[owner] = nil
+  if n == 1 then redis.call('DEL', lock) else expire_at_last(lock, hs) end
+  redis.call('PUBLISH', ARGV[4], 'w')
+  return {1, 0}
 end
 if arid ~= '' then
   if h[1] ~= owner then return {2, 0} end
@@ -143,21 +412,32 @@ if c > 0 then
   end
   return {0, c}
 end
-if rid ~= '' then
-  if redis.call('HLEN', freed) >= 64 then redis.call('DEL', freed) end
-  redis.call('HSET', freed, owner, rid)
-  redis.call('PEXPIRE', freed, ARGV[3])
-end
+remember_freed()
 return free()
 )lua";
 
-// Resets the lease of a held lock.
+// Resets the lease of the owner's hold.
 // KEYS: lock, fence. ARGV: owner, lease_ms, fence_ttl_ms ('0': persist),
 //   token ('0': any hold of the owner).
-// Returns {code, token}: 1 renewed, -1 free, -2 held by another owner, -3
-// the owner's hold has another token.
+// Returns {code, token}: 1 renewed, -1 free, -2 held by others, -3 the
+// owner's hold has another token.
 inline constexpr char kRenewScript[] = R"lua(
-local h = redis.call('HMGET', KEYS[1], 'owner', 'token')
+local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'kind')
+if not h[1] and h[3] then
+  local hs, n = holders(KEYS[1], true)
+  local r = hs[ARGV[1]]
+  if not r then return {n == 0 and -1 or -2, ''} end
+  if ARGV[4] ~= '0' and r.t ~= ARGV[4] then return {-3, ''} end
+  r.e = clock() + tonumber(ARGV[2])
+  save(KEYS[1], ARGV[1], r)
+  expire_at_last(KEYS[1], hs)
+  if ARGV[3] == '0' then
+    redis.call('PERSIST', KEYS[2])
+  elseif redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  end
+  return {1, r.t}
+end
 if not h[1] then return {-1, ''} end
 if h[1] ~= ARGV[1] then return {-2, ''} end
 if ARGV[4] ~= '0' and h[2] ~= ARGV[4] then return {-3, ''} end
@@ -166,28 +446,87 @@ if ARGV[3] == '0' then redis.call('PERSIST', KEYS[2]) else redis.call('PEXPIRE',
 return {1, h[2]}
 )lua";
 
-// One lock's state. KEYS: lock.
-// Returns {} when free, else {owner, hold_count, token, pttl_ms}.
+// One lock's state. KEYS: lock, qlife.
+// Returns {waiters, state...}: the queue entries alive, then as state()
+// (kPrelude). Changes nothing.
 inline constexpr char kDescribeScript[] = R"lua(
-local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')
-if not h[1] then return {} end
-return {h[1], tonumber(h[2]), h[3], redis.call('PTTL', KEYS[1])}
+return state(KEYS[1], {redis.call('ZCOUNT', KEYS[2], '(' .. clock(), '+inf')})
 )lua";
 
-// Frees a lock whatever its owner and hold count (ForceRelease).
-// KEYS: lock. ARGV: token ('0': any), channel.
-// Returns {} when free, else {owner, hold_count, token, pttl_ms, code}:
-// code 1 freed (and the freed token PUBLISHed, as a freeing release does),
-// 0 not freed because the holder's token is not ARGV[1].
+// Frees every holder of a lock, or the one holder with a token
+// (ForceRelease). KEYS: lock, qlife. ARGV: token ('0': every holder),
+// channel.
+// Returns {code, waiters, state...} (as the describe script, state from
+// before): code 1 freed (and PUBLISHed as a release does), 0 no holder has
+// the token, -1 free.
 inline constexpr char kForceReleaseScript[] = R"lua(
-local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'token')
-if not h[1] then return {} end
-local pttl = redis.call('PTTL', KEYS[1])
-if ARGV[1] ~= '0' and h[3] ~= ARGV[1] then return {h[1], tonumber(h[2]), h[3], pttl, 0} end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], h[3])
-return {h[1], tonumber(h[2]), h[3], pttl, 1}
+local lock, want = KEYS[1], ARGV[1]
+local out = {0, redis.call('ZCOUNT', KEYS[2], '(' .. clock(), '+inf')}
+local h = redis.call('HMGET', lock, 'owner', 'token')
+state(lock, out)
+if out[3] == '' then
+  out[1] = -1
+  return out
+end
+if h[1] then
+  if want ~= '0' and h[2] ~= want then return out end
+  redis.call('DEL', lock)
+  redis.call('PUBLISH', ARGV[2], h[2])
+  out[1] = 1
+  return out
+end
+if want == '0' then
+  redis.call('DEL', lock)
+  redis.call('PUBLISH', ARGV[2], 'w')
+  out[1] = 1
+  return out
+end
+local hs, n = holders(lock, true)
+for o, r in pairs(hs) do
+  if r.t == want then
+    redis.call('HDEL', lock, 'h:' .. o)
+    hs[o] = nil
+    if n == 1 then redis.call('DEL', lock) else expire_at_last(lock, hs) end
+    redis.call('PUBLISH', ARGV[2], 'w')
+    out[1] = 1
+    return out
+  end
+end
+return out
 )lua";
+
+// Takes a call's entry out of the queue (its wait ended without a grant).
+// KEYS: queue, qlife. ARGV: member, channel.
+// PUBLISHes "w" when entries were behind it. Returns 1 if it was there.
+inline constexpr char kLeaveQueueScript[] = R"lua(
+local at = redis.call('ZRANK', KEYS[1], ARGV[1])
+if not at then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) > at then redis.call('PUBLISH', ARGV[2], 'w') end
+return 1
+)lua";
+
+// Extends the lifetime of a replica's queue entries of one lock.
+// KEYS: queue, qlife. ARGV: lifetime_ms, member...
+// Members no longer queued are left out. Returns how many were extended.
+inline constexpr char kExtendQueueScript[] = R"lua(
+local n = 0
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[2], clock() + tonumber(ARGV[1]), ARGV[i])
+    n = n + 1
+  end
+end
+if n > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
+return n
+)lua";
+
+// `script` after kPrelude.
+inline std::string Prelude(absl::string_view script) { return absl::StrCat(kPrelude, script); }
 
 // `script` as cluster mode runs it: PUBLISH becomes SPUBLISH (sharded
 // pub/sub), so a message goes only to the node serving the lock's slot (and

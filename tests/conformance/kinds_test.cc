@@ -485,8 +485,7 @@ TEST_P(KindRules, SoleReaderUpgradesAtOnceWithALargerToken) {
 TEST_P(KindRules, UpgradeBesideAnotherReaderFailsAtOnceAndChangesNothing) {
   v1::AcquireResponse alice = Granted(Shared("up", "alice"), 0);
   Granted(Shared("up", "bob"), 1);
-  grpc::Status s = Refused(Exclusive("up", "alice", kLong), 2, "UPGRADE_WOULD_BLOCK");
-  EXPECT_THAT(s.error_message(), StartsWith("mode:"));
+  Refused(Exclusive("up", "alice", kLong), 2, "UPGRADE_WOULD_BLOCK");
   v1::LockInfo info = Describe("up", "", Stub(0));
   EXPECT_EQ(info.mode(), kShared);
   EXPECT_THAT(Owners(info), ElementsAre("alice", "bob"));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/completion_queue.h"
 #include "lockd/v1/lock.grpc.pb.h"
 #include "protos/proto_duration.h"
@@ -35,7 +36,8 @@ OpResult Execute(Locker& locker, const Op& op, const std::string& owner, absl::D
   return r;
 }
 
-// One client on an event loop: its channel's stub and the call in flight.
+// One client on an event loop: its channel's stub and the call (or pause)
+// in flight.
 struct AsyncClient {
   ClientLogic* logic = nullptr;
   std::unique_ptr<v1::LockService::Stub> stub;
@@ -47,14 +49,43 @@ struct AsyncClient {
   v1::ReleaseRequest release;
   v1::ReleaseResponse release_resp;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReleaseResponse>> release_call;
+  v1::AcquireAllRequest acquire_all;
+  v1::AcquireAllResponse acquire_all_resp;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::AcquireAllResponse>> acquire_all_call;
+  grpc::Alarm pause;
   grpc::Status status;
 };
+
+v1::LockMode ModeOf(const Op& op) {
+  return op.shared ? v1::LOCK_MODE_SHARED : v1::LOCK_MODE_EXCLUSIVE;
+}
+
+const char* CallName(Op::Kind kind) {
+  switch (kind) {
+    case Op::Kind::kAcquire:
+      return "Acquire";
+    case Op::Kind::kAcquireAll:
+      return "AcquireAll";
+    case Op::Kind::kRelease:
+      return "Release";
+    case Op::Kind::kPause:
+      return "pause";
+    case Op::Kind::kDone:
+      break;
+  }
+  return "none";
+}
 
 // Starts `op` for `c` on `cq`; false if the logic is done.
 bool Issue(AsyncClient& c, const Op& op, grpc::CompletionQueue* cq) {
   if (op.kind == Op::Kind::kDone) return false;
-  c.ctx = std::make_unique<grpc::ClientContext>();
   c.in_flight = op.kind;
+  if (op.kind == Op::Kind::kPause) {
+    c.status = grpc::Status::OK;
+    c.pause.Set(cq, std::chrono::system_clock::now() + absl::ToChronoNanoseconds(op.wait), &c);
+    return true;
+  }
+  c.ctx = std::make_unique<grpc::ClientContext>();
   if (op.kind == Op::Kind::kAcquire) {
     c.ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(op.wait) +
                         kRpcSlack);
@@ -64,8 +95,32 @@ bool Issue(AsyncClient& c, const Op& op, grpc::CompletionQueue* cq) {
     } else {
       c.acquire.clear_wait_timeout();
     }
+    // Defaults (an exclusive lock) are not sent: the exclusive scenarios'
+    // requests are the bytes they always were.
+    c.acquire.set_mode(ModeOf(op));
+    c.acquire.set_limit(op.limit);
+    c.acquire.set_permits(op.permits);
     c.acquire_call = c.stub->AsyncAcquire(c.ctx.get(), c.acquire, cq);
     c.acquire_call->Finish(&c.acquire_resp, &c.status, &c);
+  } else if (op.kind == Op::Kind::kAcquireAll) {
+    c.ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(op.wait) +
+                        kRpcSlack);
+    c.acquire_all.clear_locks();
+    for (const std::string& name : *op.names) {
+      v1::LockSpec* spec = c.acquire_all.add_locks();
+      spec->set_namespace_(c.acquire.namespace_());
+      spec->set_name(name);
+      spec->set_mode(ModeOf(op));
+      spec->set_limit(op.limit);
+      spec->set_permits(op.permits);
+    }
+    if (op.wait > absl::ZeroDuration()) {
+      SetProtoDuration(op.wait, c.acquire_all.mutable_wait_timeout());
+    } else {
+      c.acquire_all.clear_wait_timeout();
+    }
+    c.acquire_all_call = c.stub->AsyncAcquireAll(c.ctx.get(), c.acquire_all, cq);
+    c.acquire_all_call->Finish(&c.acquire_all_resp, &c.status, &c);
   } else {
     c.ctx->set_deadline(std::chrono::system_clock::now() + kRpcSlack);
     c.release.set_name(*op.name);
@@ -79,11 +134,12 @@ OpResult ResultOf(const AsyncClient& c) {
   OpResult r;
   if (!c.status.ok()) {
     r.status = absl::Status(static_cast<absl::StatusCode>(c.status.error_code()),
-                            absl::StrCat(c.in_flight == Op::Kind::kAcquire ? "Acquire" : "Release",
-                                         ": ", c.status.error_message()));
+                            absl::StrCat(CallName(c.in_flight), ": ", c.status.error_message()));
   } else if (c.in_flight == Op::Kind::kAcquire) {
     r.acquired = c.acquire_resp.acquired();
     r.fencing_token = c.acquire_resp.fencing_token();
+  } else if (c.in_flight == Op::Kind::kAcquireAll) {
+    r.acquired = c.acquire_all_resp.acquired();
   }
   return r;
 }
@@ -130,6 +186,8 @@ void RunOnEventLoops(const std::vector<std::shared_ptr<grpc::Channel>>& channels
     SetProtoDuration(lease, c.acquire.mutable_lease_ttl());
     c.release.set_namespace_(ns);
     c.release.set_owner(c.logic->owner());
+    c.acquire_all.set_owner(c.logic->owner());
+    SetProtoDuration(lease, c.acquire_all.mutable_lease_ttl());
   }
   absl::Notification go;
   std::vector<std::thread> workers;

@@ -14,6 +14,14 @@
 // A logic may block briefly inside Next() (the contended scenario's critical
 // section talks to Redis); its event loop waits meanwhile, which delays no
 // one else's measurement because no other client can be granted the lock.
+// A logic whose holders overlap (shared locks, semaphores) must not block:
+// it holds with a kPause op instead, a timer on the event loop.
+//
+// The other kinds (shared locks, semaphores, AcquireAll: docs/api.md and
+// docs/locks.md): a kAcquire with `shared` or `limit`, kAcquireAll and kPause run
+// on RunOnEventLoops only (unary calls). The other drivers send every
+// kAcquire as an exclusive acquire and know neither kAcquireAll nor kPause;
+// the scenarios that use them refuse to run on those drivers.
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_DRIVER_H_
 #define LOCKD_TOOLS_LOCKBENCH_DRIVER_H_
@@ -32,15 +40,26 @@
 namespace lockd::bench {
 
 struct Op {
-  enum class Kind { kAcquire, kRelease, kDone };
+  enum class Kind { kAcquire, kAcquireAll, kRelease, kPause, kDone };
   Kind kind = Kind::kDone;
-  const std::string* name = nullptr;           // must outlive the operation
-  absl::Duration wait = absl::ZeroDuration();  // kAcquire only
+  const std::string* name = nullptr;  // kAcquire, kRelease; must outlive the operation
+  // kAcquire, kAcquireAll: the wait_timeout (zero: try once); kPause: how
+  // long to pause.
+  absl::Duration wait = absl::ZeroDuration();
+  // kAcquireAll: the locks in the order the caller lists them (the server
+  // sorts them); must outlive the operation.
+  const std::vector<std::string>* names = nullptr;
+  // kAcquire, kAcquireAll (every lock): the kind. The defaults are an
+  // exclusive lock; `limit` non-zero makes it a semaphore acquire of
+  // `permits` (0 means 1).
+  bool shared = false;
+  uint32_t limit = 0;
+  uint32_t permits = 0;
 };
 
 struct OpResult {
-  absl::Status status;  // the call failed (not: "not acquired")
-  bool acquired = false;
+  absl::Status status;    // the call failed (not: "not acquired")
+  bool acquired = false;  // kAcquireAll: every lock is held
   uint64_t fencing_token = 0;
 };
 

@@ -50,6 +50,26 @@ Scenarios:
   expiry       per lock, a holder that never releases and waiters that never
                release either; reports how long after each lease ends the next
                waiter is granted.
+  rw           C clients on one read-write lock for --duration: each acquire
+               is a read (SHARED) with probability --readers, else a write
+               (EXCLUSIVE); each holds for --hold, then releases. Reports
+               CS/s, acquire latency (all, reads, writes), fairness (min/max
+               CS per client), the most readers seen holding at once (each
+               client counts itself from the grant it received to the
+               release it sends) and exclusion violations (a writer seen
+               with anyone: exit status 1). --read-mode=exclusive takes
+               every read EXCLUSIVE: the baseline of the same run.
+  semaphore    C clients on one semaphore of --limit permits, each acquire
+               taking --permits, holding for --hold. Reports CS/s, latency,
+               fairness, the most permits seen held at once and violations
+               (more than --limit).
+  acquire-all  C clients over --names locks: each round takes two distinct
+               ones at random with ONE AcquireAll call, listed in a random
+               order (callers list them in opposite orders), holds both for
+               --hold, releases both. Reports CS/s, latency, fairness, wait
+               timeouts (a deadlock would show here) and violations.
+               rw, semaphore and acquire-all: unary calls on event loops
+               only (not --api=session, --sync-client or --direct-redis).
 
 Common flags:
   --target=HOST:PORT[,HOST:PORT...]  lockd address(es), clients round-robin
@@ -106,6 +126,19 @@ holders:
   --timeout=DUR        limit for opening+acquiring all and for closing (300s)
 expiry:
   --chain=N            clients per lock: one holder, N-1 waiters (3)
+rw, semaphore, acquire-all:
+  --duration=DUR       how long to run (5s)
+  --hold=DUR           how long each grant is held, a timer that costs no
+                       CPU (1ms); 0: release at once
+  --wait=DUR           wait_timeout of each acquire (10s)
+rw:
+  --readers=R          share of acquires that are reads, 0-1 (0.9)
+  --read-mode=shared|exclusive   how reads take the lock (shared)
+semaphore:
+  --limit=N            the semaphore's permits, 1-10000 (4)
+  --permits=K          permits each acquire takes, 1-limit (1)
+acquire-all:
+  --names=N            locks the pairs are drawn from (8)
 
 Exit status: 0 ok, 1 the run failed or found broken exclusion, 2 bad usage.
 )";
@@ -204,6 +237,12 @@ int Main(int argc, char** argv) {
     known.insert({"sessions", "channels", "hold", "lockd-pid", "timeout"});
   } else if (scenario == "expiry") {
     known.insert({"chain"});
+  } else if (scenario == "rw") {
+    known.insert({"duration", "hold", "wait", "readers", "read-mode"});
+  } else if (scenario == "semaphore") {
+    known.insert({"duration", "hold", "wait", "limit", "permits"});
+  } else if (scenario == "acquire-all") {
+    known.insert({"duration", "hold", "wait", "names"});
   } else {
     std::cerr << "lockbench: unknown scenario \"" << scenario << "\" (see lockbench --help)\n";
     return 2;
@@ -232,6 +271,13 @@ int Main(int argc, char** argv) {
                  "by Session streams (the server renews them); use --api=session\n";
     return 2;
   }
+  const bool hold_loop = scenario == "rw" || scenario == "semaphore" || scenario == "acquire-all";
+  if (hold_loop && (api == "session" || common.sync_client || !common.direct_redis.empty())) {
+    std::cerr << "lockbench: " << scenario
+              << " runs with unary calls on event loops only (not --api=session, "
+                 "--sync-client or --direct-redis)\n";
+    return 2;
+  }
   if (api == "session") {
     if (scenario == "expiry") {
       std::cerr << "lockbench: expiry cannot run with --api=session: a session renews its "
@@ -252,6 +298,10 @@ int Main(int argc, char** argv) {
   WaitersOptions waiters;
   HoldersOptions holders;
   ExpiryOptions expiry;
+  HoldLoopOptions loop;
+  RwOptions rw;
+  SemaphoreOptions semaphore;
+  AcquireAllOptions acquire_all;
   if (scenario == "holders") common.lease = absl::Seconds(2);
   contended.counter_redis = GetString(*flags, "counter-redis", "");
 
@@ -261,7 +311,6 @@ int Main(int argc, char** argv) {
       GetInt(*flags, "client-threads", &common.client_threads, 0),
       GetDuration(*flags, "lease", &common.lease),
       GetInt(*flags, "budget", &contended.budget, 1),
-      GetDuration(*flags, "wait", &contended.wait),
       GetInt(*flags, "names-per-client", &uncontended.names_per_client, 1),
       GetInt(*flags, "waiters", &waiters.waiters, 1),
       GetInt(*flags, "locks", &waiters.locks, 1),
@@ -274,9 +323,17 @@ int Main(int argc, char** argv) {
       GetInt(*flags, "lockd-pid", &holders.lockd_pid, 0),
       GetDuration(*flags, "timeout", &holders.timeout),
       GetInt(*flags, "chain", &expiry.chain, 2),
+      GetDuration(*flags, "hold", &loop.hold),
+      GetInt(*flags, "limit", &semaphore.limit, 1),
+      GetInt(*flags, "permits", &semaphore.permits, 1),
+      GetInt(*flags, "names", &acquire_all.names, 2),
   };
   if (scenario == "contended") {
     checks.push_back(GetDuration(*flags, "duration", &contended.max_duration));
+    checks.push_back(GetDuration(*flags, "wait", &contended.wait));
+  } else if (hold_loop) {
+    checks.push_back(GetDuration(*flags, "duration", &loop.duration));
+    checks.push_back(GetDuration(*flags, "wait", &loop.wait));
   } else {
     checks.push_back(GetDuration(*flags, "duration", &uncontended.duration));
   }
@@ -286,6 +343,24 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  if (scenario == "rw") {
+    std::string readers = GetString(*flags, "readers", "0.9");
+    if (!absl::SimpleAtod(readers, &rw.readers) || !(rw.readers >= 0 && rw.readers <= 1)) {
+      std::cerr << "lockbench: --readers: a share between 0 and 1, not \"" << readers << "\"\n";
+      return 2;
+    }
+    const std::string mode = GetString(*flags, "read-mode", "shared");
+    if (mode != "shared" && mode != "exclusive") {
+      std::cerr << "lockbench: --read-mode: shared or exclusive, not \"" << mode << "\"\n";
+      return 2;
+    }
+    rw.exclusive_reads = mode == "exclusive";
+  }
+  if (semaphore.limit > 10000 || semaphore.permits > semaphore.limit) {
+    std::cerr << "lockbench: semaphore: --limit at most 10000, --permits at most --limit\n";
+    return 2;
+  }
+  rw.loop = semaphore.loop = acquire_all.loop = loop;
   if (waiters.per_session > 10000) {
     std::cerr << "lockbench: --waiters-per-session: at most 10000\n";
     return 2;
@@ -310,6 +385,12 @@ int Main(int argc, char** argv) {
     report = RunWaiters(common, waiters);
   } else if (scenario == "holders") {
     report = RunHolders(common, holders);
+  } else if (scenario == "rw") {
+    report = RunRw(common, rw);
+  } else if (scenario == "semaphore") {
+    report = RunSemaphore(common, semaphore);
+  } else if (scenario == "acquire-all") {
+    report = RunAcquireAll(common, acquire_all);
   } else {
     report = RunExpiry(common, expiry);
   }
@@ -325,7 +406,8 @@ int Main(int argc, char** argv) {
   const Report::Value* ok = report->Find("ok");
   bool passed = ok != nullptr && std::get<bool>(*ok);
   if (!passed)
-    std::cerr << "lockbench " << scenario << ": FAILED (see ok/lost_updates/lost above)\n";
+    std::cerr << "lockbench " << scenario
+              << ": FAILED (see ok/lost_updates/lost/exclusion_violations above)\n";
   return passed ? 0 : 1;
 }
 

@@ -107,36 +107,14 @@ absl::StatusOr<std::unique_ptr<Counter>> NewCounter(const std::string& redis,
   return NewRedisCounter(redis, key);
 }
 
+}  // namespace
+
 void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
   int64_t cur = a.load();
   while (cur < v && !a.compare_exchange_weak(cur, v)) {
   }
 }
 
-// The first error any client saw; clients stop at the first one.
-class FirstError {
- public:
-  void Set(absl::Status s) {
-    absl::MutexLock l(&mu_);
-    if (status_.ok()) status_ = std::move(s);
-  }
-  absl::Status Get() {
-    absl::MutexLock l(&mu_);
-    return status_;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
-namespace {
-
-// Runs `logics` against lockd (event loops, or threads with --sync-client)
-// or, with --direct-redis, against Redis on threads. Returns how the clients
-// ran, for the report.
 absl::StatusOr<std::string> RunClients(const CommonOptions& c,
                                        const std::vector<ClientLogic*>& logics,
                                        const StartFn& start) {
@@ -168,8 +146,6 @@ absl::StatusOr<std::string> RunClients(const CommonOptions& c,
   RunOnEventLoops(channels, c.ns, logics, c.lease, threads, start);
   return absl::StrCat("grpc-async, ", threads, " event loop thread(s)");
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // contended

@@ -18,6 +18,16 @@
 // --direct-redis. `holders` is sessions only: N streams, each holding one
 // lock, spread over HoldersOptions::channels channels (common.clients is not
 // used; the report's `clients` is the channel count).
+//
+// rw, semaphore and acquire-all (kinds.cc) measure the other kinds (shared
+// locks, semaphores, AcquireAll: docs/locks.md): each client loops for a
+// duration over take (waiting), hold (a timer on the event loop, so holders
+// overlap without blocking one another), release. Unary calls on event
+// loops only: with --api=session, --sync-client or --direct-redis they
+// return INVALID_ARGUMENT. Each client checks, from the grant it received to
+// the release it is about to send (an interval inside the server's hold),
+// that the holders it sees together are ones the kind allows; any other
+// overlap is counted (exclusion_violations, ok=false).
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
 #define LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
@@ -84,6 +94,37 @@ struct HoldersOptions {
   absl::Duration timeout = absl::Seconds(300);  // for setting up and for closing
 };
 
+// What rw, semaphore and acquire-all share.
+struct HoldLoopOptions {
+  absl::Duration duration = absl::Seconds(5);
+  absl::Duration hold = absl::Milliseconds(1);  // from grant to release
+  absl::Duration wait = absl::Seconds(10);      // wait_timeout of each acquire
+};
+
+// One name; each acquire is a read with probability `readers`, else a write.
+// Reads take SHARED unless `exclusive_reads` (the baseline: the same
+// critical sections, every acquire exclusive).
+struct RwOptions {
+  HoldLoopOptions loop;
+  double readers = 0.9;
+  bool exclusive_reads = false;
+};
+
+// One semaphore of `limit` permits; each acquire takes `permits`.
+struct SemaphoreOptions {
+  HoldLoopOptions loop;
+  uint32_t limit = 4;
+  uint32_t permits = 1;
+};
+
+// `names` locks; each round takes two distinct ones at random with one
+// AcquireAll, listed in a random order (so callers list them in opposite
+// orders), holds both, releases both.
+struct AcquireAllOptions {
+  HoldLoopOptions loop;
+  int names = 8;
+};
+
 struct ExpiryOptions {
   int chain = 3;  // clients per lock: one holder, chain-1 waiters; none releases
 };
@@ -95,6 +136,9 @@ absl::StatusOr<Report> RunWaiters(const CommonOptions& common, const WaitersOpti
 // INVALID_ARGUMENT unless common.api is kSession (and no --direct-redis).
 absl::StatusOr<Report> RunHolders(const CommonOptions& common, const HoldersOptions& options);
 absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOptions& options);
+absl::StatusOr<Report> RunRw(const CommonOptions& common, const RwOptions& options);
+absl::StatusOr<Report> RunSemaphore(const CommonOptions& common, const SemaphoreOptions& options);
+absl::StatusOr<Report> RunAcquireAll(const CommonOptions& common, const AcquireAllOptions& options);
 
 }  // namespace lockd::bench
 

@@ -2,9 +2,11 @@
 lockd on the memory backend, so that the benchmark cannot rot. Asserts what
 must hold on any machine, however loaded: the JSON parses, work was done,
 exclusion held (no lost updates), every parked waiter was served and lockd's
-thread count did not grow with the waiters, and Session holders kept their
-locks for several leases without a `lost` and released them all. No timing
-thresholds. The scenarios that can run both ways (unary calls and lockd's
+thread count did not grow with the waiters, Session holders kept their
+locks for several leases without a `lost` and released them all, readers of
+a read-write lock were seen holding together and never beside a writer, a
+semaphore never had more permits held than its limit, and AcquireAll callers
+listing pairs in opposite orders never deadlocked. No timing thresholds. The scenarios that can run both ways (unary calls and lockd's
 Session stream: all but expiry, unary only, and holders, sessions only) do.
 
 LockbenchDirectRedisSmokeTest does the same for the direct-Redis baseline
@@ -208,6 +210,54 @@ class LockbenchSmokeTest(unittest.TestCase):
                            (["uncontended", "--api=session", "--direct-redis=127.0.0.1:1"],
                             "no sessions"),
                            (["uncontended", "--api=stream"], "--api")):
+            with self.subTest(args=args):
+                p = subprocess.run([ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
+
+    def test_rw_readers_overlap_and_writers_hold_alone(self):
+        r = self.run_bench("rw", "--clients=6", "--duration=1s", "--hold=2ms")
+        self.assertEqual(r["scenario"], "rw")
+        self.assertEqual(r["read_mode"], "shared")
+        self.assertGreater(r["reads"], 0)
+        self.assertGreater(r["writes"], 0)
+        self.assertEqual(r["reads"] + r["writes"], r["critical_sections"])
+        self.assertGreater(r["max_concurrent_readers"], 1)
+        self.assertIs(r["readers_overlap"], True)
+        self.assertEqual(r["exclusion_violations"], 0)
+        self.assertGreater(r["fairness"], 0)
+
+    def test_rw_with_exclusive_reads_never_overlaps(self):
+        r = self.run_bench("rw", "--clients=4", "--duration=1s", "--read-mode=exclusive")
+        self.assertEqual(r["read_mode"], "exclusive")
+        self.assertGreater(r["critical_sections"], 0)
+        self.assertEqual(r["max_concurrent_readers"], 0)
+        self.assertEqual(r["exclusion_violations"], 0)
+
+    def test_semaphore_stays_within_its_limit(self):
+        r = self.run_bench("semaphore", "--clients=6", "--duration=1s", "--limit=3",
+                           "--hold=2ms")
+        self.assertEqual(r["limit"], 3)
+        self.assertGreater(r["critical_sections"], 0)
+        self.assertGreater(r["max_permits_held"], 1)
+        self.assertLessEqual(r["max_permits_held"], 3)
+        self.assertEqual(r["exclusion_violations"], 0)
+
+    def test_acquire_all_pairs_in_opposite_orders_complete(self):
+        r = self.run_bench("acquire-all", "--clients=6", "--duration=1s", "--names=4")
+        self.assertGreater(r["critical_sections"], 0)
+        self.assertGreater(r["listed_descending"], 0)
+        self.assertEqual(r["wait_timeouts"], 0)
+        self.assertEqual(r["exclusion_violations"], 0)
+
+    def test_kinds_usage_errors(self):
+        for args, says in ((["rw", "--api=session"], "unary calls on event loops only"),
+                           (["acquire-all", "--sync-client"], "unary calls on event loops only"),
+                           (["rw", "--readers=1.5"], "--readers"),
+                           (["rw", "--read-mode=upgrade"], "--read-mode"),
+                           (["semaphore", "--limit=2", "--permits=3"], "--permits"),
+                           (["acquire-all", "--names=1"], "--names")):
             with self.subTest(args=args):
                 p = subprocess.run([ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port],
                                    capture_output=True, text=True, timeout=30)

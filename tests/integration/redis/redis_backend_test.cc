@@ -102,6 +102,188 @@ TEST_F(RedisBackendTest, LockIsAHashWithOwnerHoldCountAndToken) {
   EXPECT_LE(pttl, 10000);
 }
 
+AcquireParams Shared(const std::string& name, const std::string& owner,
+                     absl::Duration ttl = absl::Seconds(30),
+                     absl::Duration wait = absl::ZeroDuration()) {
+  AcquireParams p = Acq(name, owner, ttl, wait);
+  p.mode = LockMode::kShared;
+  return p;
+}
+
+AcquireParams Permits(const std::string& name, const std::string& owner, uint32_t limit,
+                      uint32_t permits, absl::Duration wait = absl::ZeroDuration()) {
+  AcquireParams p = Acq(name, owner, absl::Seconds(30), wait);
+  p.limit = limit;
+  p.permits = permits;
+  return p;
+}
+
+// The Redis server's clock in milliseconds.
+long long RedisNowMs(RedisCli& cli) {
+  return cli.Int(
+      {"EVAL", "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000)", "0"});
+}
+
+TEST_F(RedisBackendTest, UncontendedExclusiveAcquireAndReleaseAreOneScriptEachAndNoQueueKey) {
+  long long before = ScriptCalls(*cli_);
+  MustAcquire(*backend_, "fast", "alice");
+  EXPECT_EQ(ScriptCalls(*cli_) - before, 1);
+  EXPECT_EQ(cli_->Int({"EXISTS", Keys("fast").queue, Keys("fast").qlife}), 0);
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("fast", "alice")).ok());
+  EXPECT_EQ(ScriptCalls(*cli_) - before, 2);
+}
+
+TEST_F(RedisBackendTest, SharedHoldersAreRecordsInTheLockHashEachWithItsOwnLease) {
+  absl::StatusOr<AcquireResult> a = SyncAcquire(*backend_, Shared("rw", "r1", absl::Seconds(1)));
+  absl::StatusOr<AcquireResult> b = SyncAcquire(*backend_, Shared("rw", "r2", absl::Seconds(30)));
+  ASSERT_TRUE(a.ok() && a->acquired && b.ok() && b->acquired);
+  EXPECT_GT(b->fencing_token, a->fencing_token);
+  redis::LockKeys k = Keys("rw");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "kind"}), "S");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "owner"}), "<nil>");
+  EXPECT_THAT(cli_->Str({"HGET", k.lock, "h:r1"}), HasSubstr(absl::StrCat(a->fencing_token)));
+  absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "rw"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->mode, LockMode::kShared);
+  ASSERT_EQ(s->holders.size(), 2u);
+  EXPECT_EQ(s->holders[0].owner, "r1");
+  EXPECT_EQ(s->owner, "r2");  // the newest
+  // A writer cannot enter; r1's lease ends and only r1 loses its hold.
+  absl::StatusOr<AcquireResult> w = SyncAcquire(*backend_, Acq("rw", "w"));
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->acquired);
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_TRUE(IsLockNotHeld(
+      SyncRenew(*backend_, RenewParams{{"default", "rw"}, "r1", absl::Seconds(5)}).status()));
+  EXPECT_TRUE(SyncRenew(*backend_, RenewParams{{"default", "rw"}, "r2", absl::Seconds(5)}).ok());
+  s = SyncDescribe(*backend_, LockKey{"default", "rw"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->holders.size(), 1u);
+  EXPECT_EQ(s->holders[0].owner, "r2");
+  // The last holder's release frees the lock: nothing but the fence key.
+  absl::StatusOr<ReleaseResult> r = SyncRelease(*backend_, Rel("rw", "r2"));
+  ASSERT_TRUE(r.ok() && r->released);
+  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":*")), ElementsAre(k.fence));
+}
+
+TEST_F(RedisBackendTest, SemaphoreAdmitsUpToItsLimitAndRefusesAnotherKind) {
+  ASSERT_TRUE(SyncAcquire(*backend_, Permits("sem", "a", 3, 2))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, Permits("sem", "b", 3, 1))->acquired);
+  EXPECT_FALSE(SyncAcquire(*backend_, Permits("sem", "c", 3, 1))->acquired);
+  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, Permits("sem", "c", 4, 1)).status()),
+            kLockKindMismatchReason);
+  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, Acq("sem", "c")).status()),
+            kLockKindMismatchReason);
+  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, Permits("sem", "a", 3, 1)).status()),
+            kPermitsMismatchReason);
+  // A waiter is granted when permits are given back.
+  auto waiter = StartAcquire(*backend_, Permits("sem", "c", 3, 2, absl::Seconds(5)));
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("sem", "b")).ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(waiter->ready()) << "2 + 2 permits do not fit in 3";
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("sem", "a")).ok());
+  absl::StatusOr<AcquireResult> c = waiter->Wait();
+  ASSERT_TRUE(c.ok() && c->acquired) << c.status();
+  absl::StatusOr<LockState> s = SyncDescribe(*backend_, LockKey{"default", "sem"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->limit, 3u);
+  ASSERT_EQ(s->holders.size(), 1u);
+  EXPECT_EQ(s->holders[0].permits, 2u);
+}
+
+TEST_F(RedisBackendTest, ReaderArrivingAfterAWaitingWriterOnAnotherReplicaQueuesBehindIt) {
+  std::unique_ptr<Backend> other = NewBackend();
+  ASSERT_TRUE(SyncAcquire(*backend_, Shared("fifo", "r1"))->acquired);
+  auto writer = StartAcquire(*other, Acq("fifo", "w", absl::Seconds(30), absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cli_->Int({"ZCARD", Keys("fifo").queue}) == 1;
+      },
+      absl::Seconds(5)));
+  // A try of a reader fails (someone waits); a waiting one queues.
+  EXPECT_FALSE(SyncAcquire(*backend_, Shared("fifo", "r2"))->acquired);
+  auto reader = StartAcquire(*backend_, Shared("fifo", "r3", absl::Seconds(30), absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cli_->Int({"ZCARD", Keys("fifo").queue}) == 2;
+      },
+      absl::Seconds(5)));
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("fifo", "r1")).ok());
+  absl::StatusOr<AcquireResult> w = writer->Wait();
+  ASSERT_TRUE(w.ok() && w->acquired) << w.status();
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(reader->ready());
+  ASSERT_TRUE(SyncRelease(*other, Rel("fifo", "w")).ok());
+  absl::StatusOr<AcquireResult> r = reader->Wait();
+  ASSERT_TRUE(r.ok() && r->acquired) << r.status();
+  EXPECT_GT(r->fencing_token, w->fencing_token);
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("fifo", "r3")).ok());
+  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":*")), ElementsAre(Keys("fifo").fence));
+}
+
+TEST_F(RedisBackendTest, QueueEntryOfADeadReplicaStopsHoldingOthersBackAtTheEndOfItsLifetime) {
+  // An entry its replica no longer extends (it died): the lock is free, but a
+  // try finds someone waiting, and a waiter is granted once the entry ends.
+  redis::LockKeys k = Keys("dead");
+  const std::string ghost = "0123456789abcdef|X|ghost";
+  ASSERT_EQ(cli_->Int({"ZADD", k.queue, "1", ghost}), 1);
+  ASSERT_EQ(cli_->Int({"ZADD", k.qlife, absl::StrCat(RedisNowMs(*cli_) + 800), ghost}), 1);
+  absl::StatusOr<AcquireResult> t = SyncAcquire(*backend_, Acq("dead", "alice"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->acquired);
+  EXPECT_FALSE(t->current.held);
+  absl::Time start = absl::Now();
+  absl::StatusOr<AcquireResult> w =
+      SyncAcquire(*backend_, Acq("dead", "alice", absl::Seconds(30), absl::Seconds(5)));
+  ASSERT_TRUE(w.ok() && w->acquired) << w.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "the waiter should retry at the entry's end";
+  EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0);
+}
+
+TEST_F(RedisBackendTest, WaitingCallsKeepTheirQueueEntriesAliveAndTakeThemOutWhenTheyEnd) {
+  MustAcquire(*backend_, "alive", "holder");
+  redis::LockKeys k = Keys("alive");
+  auto cancel = std::make_shared<CancelSignal>();
+  auto waiter = StartAcquire(
+      *backend_, Shared("alive", "reader", absl::Seconds(30), absl::Seconds(30)), cancel);
+  ASSERT_TRUE(WaitFor([&] { return cli_->Int({"ZCARD", k.queue}) == 1; }, absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(500));  // past the attempts that follow a park
+  std::string member =
+      cli_->Str({"EVAL", "return redis.call('ZRANGE', KEYS[1], 0, 0)[1]", "1", k.qlife});
+  long long first_end = std::stoll(cli_->Str({"ZSCORE", k.qlife, member}));
+  // Extended while the call waits (every 3 s, for 10 s each time).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return std::stoll(cli_->Str({"ZSCORE", k.qlife, member})) > first_end;
+      },
+      absl::Seconds(6)));
+  EXPECT_GT(cli_->Int({"PTTL", k.queue}), 5000);
+  cancel->Cancel();
+  EXPECT_THAT(waiter->Wait(), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0);
+}
+
+TEST_F(RedisBackendTest, UpgradeOfTheOnlyReaderTakesANewTokenAndTheExclusiveFormat) {
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*backend_, Shared("up", "alice"));
+  ASSERT_TRUE(r.ok() && r->acquired);
+  absl::StatusOr<AcquireResult> u = SyncAcquire(*backend_, Acq("up", "alice"));
+  ASSERT_TRUE(u.ok() && u->acquired) << u.status();
+  EXPECT_GT(u->fencing_token, r->fencing_token);
+  EXPECT_EQ(u->hold_count, 2u);
+  redis::LockKeys k = Keys("up");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "owner"}), "alice");
+  EXPECT_EQ(cli_->Str({"HGET", k.lock, "count"}), "2");
+  // With a second reader, an upgrade would block: refused at once.
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("up", "alice")).ok());
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("up", "alice")).ok());
+  ASSERT_TRUE(SyncAcquire(*backend_, Shared("up", "alice"))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, Shared("up", "bob"))->acquired);
+  EXPECT_EQ(
+      ErrorReasonOf(
+          SyncAcquire(*backend_, Acq("up", "alice", absl::Seconds(30), absl::Seconds(5))).status()),
+      kUpgradeWouldBlockReason);
+}
+
 TEST_F(RedisBackendTest, FenceKeyIsSeededFromServerTimeAndOutlivesTheLease) {
   uint64_t token = MustAcquire(*backend_, "f", "alice", absl::Seconds(10));
   redis::LockKeys k = Keys("f");
