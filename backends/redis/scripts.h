@@ -109,8 +109,8 @@ end
 //   of this call ends unless extended, -1 if none), K (kind mismatch, extra:
 //   the holders' limit), U (an upgrade would block), P (permits mismatch,
 //   extra: the permits held); state as state() (kPrelude) appends it.
-// Admission (docs/api.md "Shared locks, semaphores and all-or-nothing
-// acquires"): a new grant needs the holders to admit it and no queue entry
+// Admission (docs/api.md "Shared locks, semaphores and all-or-nothing acquires"):
+// a new grant needs the holders to admit it and no queue entry
 // ahead of it that it may not pass: none at all for EXCLUSIVE and semaphore
 // acquires, only SHARED ones for a SHARED acquire. Entries of the caller's
 // own replica do not count for a call that waits (join '1'): that replica

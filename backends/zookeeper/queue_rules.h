@@ -1,7 +1,8 @@
 // Who holds a name and whom a waiter watches, from a listing of its
 // contender queue alone (each node's kind is in its name, zk_codec.h).
-// These are the queueing rules of docs/api.md ("Shared locks, semaphores
-// and all-or-nothing acquires") applied to ZooKeeper's sequential nodes:
+// These are the queueing rules of
+// docs/api.md "Shared locks, semaphores and all-or-nothing acquires"
+// applied to ZooKeeper's sequential nodes:
 //
 //   - The holders are a prefix of the queue (sequence order): the head, and
 //     behind it, while the head is a shared lock, every shared contender up
@@ -48,7 +49,8 @@ size_t AdmittedCount(const std::vector<Contender>& queue);
 std::vector<size_t> WatchTargets(const std::vector<Contender>& queue, size_t idx);
 
 // What an acquire of kind `asked` by an owner already holding the name with
-// a node of kind `held` is (docs/api.md "Reentrancy across modes").
+// a node of kind `held` is: reentrancy across modes, of
+// docs/api.md "Shared locks, semaphores and all-or-nothing acquires".
 enum class Reentry {
   kReenter,          // hold count + 1 on the held node, same token
   kUpgrade,          // SHARED held, EXCLUSIVE asked: only if alone

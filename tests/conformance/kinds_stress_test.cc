@@ -1,5 +1,6 @@
-// A stress test of shared locks and semaphores (docs/api.md "Shared locks,
-// semaphores and all-or-nothing acquires") in the conformance suite: 16
+// A stress test of shared locks and semaphores
+// (docs/api.md "Shared locks, semaphores and all-or-nothing acquires")
+// in the conformance suite: 16
 // clients, each on its own connection, spread over the replicas, for
 // kStressDuration. Half are readers and writers of one read-write lock, half
 // hold permits of one semaphore; every client records its holds and

@@ -30,8 +30,8 @@ namespace lockd::client_internal {
 
 class ClientCore;
 
-// One lock of a call and its kind (docs/api.md "Shared locks, semaphores
-// and all-or-nothing acquires").
+// One lock of a call and its kind
+// (docs/api.md "Shared locks, semaphores and all-or-nothing acquires").
 struct LockTarget {
   std::string ns;  // resolved (ClientCore::Namespace), never empty
   std::string name;

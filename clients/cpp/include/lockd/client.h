@@ -91,8 +91,8 @@
 //    acquire_request_id (an older one would take the undo for a plain
 //    Release of one hold).
 //
-// Kinds (docs/api.md "Shared locks, semaphores and all-or-nothing
-// acquires"): a name is a lock, held EXCLUSIVE (Client::Acquire, a writer)
+// Kinds (docs/api.md "Shared locks, semaphores and all-or-nothing acquires"):
+// a name is a lock, held EXCLUSIVE (Client::Acquire, a writer)
 // or SHARED (Client::AcquireShared, a reader), or a semaphore of `limit`
 // permits (Semaphore::Acquire). Every holder has its own hold, lease and
 // fencing token, so a Lease of a shared lock or of semaphore permits is
@@ -672,8 +672,8 @@ class Client {
 inline constexpr uint32_t kMaxSemaphoreLimit = 10000;
 
 // A leased semaphore: the name `name` with `limit` permits, shared by every
-// owner that acquires it with the same limit (docs/api.md "Shared locks,
-// semaphores and all-or-nothing acquires"). Owners whose permits add up to
+// owner that acquires it with the same limit
+// (docs/api.md "Shared locks, semaphores and all-or-nothing acquires"). Owners whose permits add up to
 // at most `limit` hold it at once; a waiting acquire is granted in FIFO
 // order (a large request at the head holds back later small ones). Each
 // Lease is one owner's permits with its own lease and fencing token; it is
