@@ -673,9 +673,10 @@ inline constexpr uint32_t kMaxSemaphoreLimit = 10000;
 
 // A leased semaphore: the name `name` with `limit` permits, shared by every
 // owner that acquires it with the same limit
-// (docs/api.md "Shared locks, semaphores and all-or-nothing acquires"). Owners whose permits add up to
-// at most `limit` hold it at once; a waiting acquire is granted in FIFO
-// order (a large request at the head holds back later small ones). Each
+// (docs/api.md "Shared locks, semaphores and all-or-nothing acquires").
+// Owners whose permits add up to at most `limit` hold it at once; a waiting
+// acquire is granted in FIFO order (a large request at the head holds back
+// later small ones). Each
 // Lease is one owner's permits with its own lease and fencing token; it is
 // renewed, lost, released and undone as any Lease.
 //
