@@ -215,6 +215,7 @@ class RedisBackend final : public Backend,
     attempt.done = [this, key, context = attempt.context,
                     head = *std::move(head)](absl::StatusOr<ReplyPtr> reply) mutable {
       TryResult r = redis::ParseAcquire(key, head.params().permits, context, reply);
+      LetTheScriptJudgeUpgrades(r);
       engine_.FinishHead(std::move(head), std::move(r));
     };
     transport_->Send(std::move(cmd), std::move(attempt));
@@ -326,6 +327,20 @@ class RedisBackend final : public Backend,
                        : p.mode == LockMode::kShared ? std::string("S")
                                                      : std::string("X");
     return absl::StrCat(replica_, "|", mode, "|", p.owner);
+  }
+
+  // The engine answers a parked EXCLUSIVE call of an owner it is told holds
+  // SHARED with UpgradeWouldBlockError at once, without an attempt. Here
+  // that news can be older than the call: an attempt's reply (or a grant
+  // message) may be delivered after the owner released and parked its next,
+  // EXCLUSIVE, call. So the engine is told of every holder as EXCLUSIVE: the
+  // owner's parked calls then get a re-entry attempt, and the acquire script
+  // applies the upgrade rule to what Redis holds now. Only for calls that
+  // wait, whose `current` the engine does not hand out (a timeout asks
+  // Current()).
+  static void LetTheScriptJudgeUpgrades(TryResult& r) {
+    if (!r.result.ok() || r.result->acquired) return;
+    for (HolderState& h : r.result->current.holders) h.mode = LockMode::kExclusive;
   }
 
   // One call sharing `member` stopped waiting; true if it was the last.
@@ -464,9 +479,12 @@ class RedisBackend final : public Backend,
       return;
     }
     Command cmd = AcquireCommand(params, kind);
-    cmd.done = [key = params.key, permits = params.permits, context = cmd.context,
+    cmd.done = [key = params.key, permits = params.permits,
+                waits = params.wait > absl::ZeroDuration(), context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      std::move(done)(redis::ParseAcquire(key, permits, context, reply));
+      TryResult r = redis::ParseAcquire(key, permits, context, reply);
+      if (waits) LetTheScriptJudgeUpgrades(r);
+      std::move(done)(std::move(r));
     };
     Send(cmd);
   }
@@ -554,16 +572,15 @@ class RedisBackend final : public Backend,
   void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
-    const bool shared = absl::ConsumePrefix(&message, "s");
-    if (shared || absl::ConsumePrefix(&message, "g")) {
+    if (absl::ConsumePrefix(&message, "s") || absl::ConsumePrefix(&message, "g")) {
       // "g<token> <owner>": the lock was granted to owner ("s": SHARED).
       size_t space = message.find(' ');
       uint64_t token = 0;
       if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
         return;
       }
-      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token,
-                         shared ? LockMode::kShared : LockMode::kExclusive);
+      // As EXCLUSIVE also for a SHARED grant: see LetTheScriptJudgeUpgrades.
+      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token, LockMode::kExclusive);
       return;
     }
     // A freed token, or "w" (a SHARED or semaphore holder left, a queue entry
