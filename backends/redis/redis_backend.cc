@@ -42,6 +42,8 @@ constexpr absl::Duration kErrorRetryDelay = absl::Milliseconds(250);
 constexpr absl::Duration kExpirySlack = absl::Milliseconds(1);
 // A held lock without a TTL is not ours to reason about; look again later.
 constexpr absl::Duration kNoTtlRecheck = absl::Seconds(1);
+// A free lock that another replica's queued call is about to take.
+constexpr absl::Duration kQueuedRecheck = absl::Milliseconds(250);
 constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
@@ -507,10 +509,17 @@ class RedisBackend final : public Backend,
   absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
     if (!last.result.ok()) return kErrorRetryDelay;
     if (last.result->acquired) return last.result->ttl + kExpirySlack;
-    if (last.holder_remaining != absl::InfiniteDuration()) {
-      return last.holder_remaining + kExpirySlack;
+    if (last.holder_remaining == absl::InfiniteDuration()) {
+      return last.result->current.held ? kNoTtlRecheck : absl::ZeroDuration();
     }
-    return last.result->current.held ? kNoTtlRecheck : absl::ZeroDuration();
+    if (!last.result->current.held) {
+      // Free, but another replica's call is ahead in the queue: it is about
+      // to be granted (or its replica died). Look again soon: the grant may
+      // be one of this call's owner, announced while this attempt was in
+      // flight, which this call then re-enters.
+      return std::min(last.holder_remaining + kExpirySlack, kQueuedRecheck);
+    }
+    return last.holder_remaining + kExpirySlack;
   }
 
   void KeyActive(const LockKey& key) override { transport_->Subscribe(keys_.ChannelFor(key)); }
