@@ -42,6 +42,8 @@ constexpr absl::Duration kErrorRetryDelay = absl::Milliseconds(250);
 constexpr absl::Duration kExpirySlack = absl::Milliseconds(1);
 // A held lock without a TTL is not ours to reason about; look again later.
 constexpr absl::Duration kNoTtlRecheck = absl::Seconds(1);
+// A free lock that another replica's queued call is about to take.
+constexpr absl::Duration kQueuedRecheck = absl::Milliseconds(250);
 constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
@@ -215,6 +217,7 @@ class RedisBackend final : public Backend,
     attempt.done = [this, key, context = attempt.context,
                     head = *std::move(head)](absl::StatusOr<ReplyPtr> reply) mutable {
       TryResult r = redis::ParseAcquire(key, head.params().permits, context, reply);
+      LetTheScriptJudgeUpgrades(r);
       engine_.FinishHead(std::move(head), std::move(r));
     };
     transport_->Send(std::move(cmd), std::move(attempt));
@@ -326,6 +329,20 @@ class RedisBackend final : public Backend,
                        : p.mode == LockMode::kShared ? std::string("S")
                                                      : std::string("X");
     return absl::StrCat(replica_, "|", mode, "|", p.owner);
+  }
+
+  // The engine answers a parked EXCLUSIVE call of an owner it is told holds
+  // SHARED with UpgradeWouldBlockError at once, without an attempt. Here
+  // that news can be older than the call: an attempt's reply (or a grant
+  // message) may be delivered after the owner released and parked its next,
+  // EXCLUSIVE, call. So the engine is told of every holder as EXCLUSIVE: the
+  // owner's parked calls then get a re-entry attempt, and the acquire script
+  // applies the upgrade rule to what Redis holds now. Only for calls that
+  // wait, whose `current` the engine does not hand out (a timeout asks
+  // Current()).
+  static void LetTheScriptJudgeUpgrades(TryResult& r) {
+    if (!r.result.ok() || r.result->acquired) return;
+    for (HolderState& h : r.result->current.holders) h.mode = LockMode::kExclusive;
   }
 
   // One call sharing `member` stopped waiting; true if it was the last.
@@ -464,9 +481,12 @@ class RedisBackend final : public Backend,
       return;
     }
     Command cmd = AcquireCommand(params, kind);
-    cmd.done = [key = params.key, permits = params.permits, context = cmd.context,
+    cmd.done = [key = params.key, permits = params.permits,
+                waits = params.wait > absl::ZeroDuration(), context = cmd.context,
                 done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
-      std::move(done)(redis::ParseAcquire(key, permits, context, reply));
+      TryResult r = redis::ParseAcquire(key, permits, context, reply);
+      if (waits) LetTheScriptJudgeUpgrades(r);
+      std::move(done)(std::move(r));
     };
     Send(cmd);
   }
@@ -489,10 +509,17 @@ class RedisBackend final : public Backend,
   absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
     if (!last.result.ok()) return kErrorRetryDelay;
     if (last.result->acquired) return last.result->ttl + kExpirySlack;
-    if (last.holder_remaining != absl::InfiniteDuration()) {
-      return last.holder_remaining + kExpirySlack;
+    if (last.holder_remaining == absl::InfiniteDuration()) {
+      return last.result->current.held ? kNoTtlRecheck : absl::ZeroDuration();
     }
-    return last.result->current.held ? kNoTtlRecheck : absl::ZeroDuration();
+    if (!last.result->current.held) {
+      // Free, but another replica's call is ahead in the queue: it is about
+      // to be granted (or its replica died). Look again soon: the grant may
+      // be one of this call's owner, announced while this attempt was in
+      // flight, which this call then re-enters.
+      return std::min(last.holder_remaining + kExpirySlack, kQueuedRecheck);
+    }
+    return last.holder_remaining + kExpirySlack;
   }
 
   void KeyActive(const LockKey& key) override { transport_->Subscribe(keys_.ChannelFor(key)); }
@@ -554,16 +581,15 @@ class RedisBackend final : public Backend,
   void OnMessage(const std::string& channel, absl::string_view message) override {
     std::optional<LockKey> key = keys_.ParseChannel(channel);
     if (!key.has_value()) return;
-    const bool shared = absl::ConsumePrefix(&message, "s");
-    if (shared || absl::ConsumePrefix(&message, "g")) {
+    if (absl::ConsumePrefix(&message, "s") || absl::ConsumePrefix(&message, "g")) {
       // "g<token> <owner>": the lock was granted to owner ("s": SHARED).
       size_t space = message.find(' ');
       uint64_t token = 0;
       if (space == absl::string_view::npos || !absl::SimpleAtoi(message.substr(0, space), &token)) {
         return;
       }
-      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token,
-                         shared ? LockMode::kShared : LockMode::kExclusive);
+      // As EXCLUSIVE also for a SHARED grant: see LetTheScriptJudgeUpgrades.
+      engine_.OwnerHolds(*key, std::string(message.substr(space + 1)), token, LockMode::kExclusive);
       return;
     }
     // A freed token, or "w" (a SHARED or semaphore holder left, a queue entry

@@ -112,9 +112,12 @@ end
 // Admission (docs/api.md "Shared locks, semaphores and all-or-nothing acquires"):
 // a new grant needs the holders to admit it and no queue entry
 // ahead of it that it may not pass: none at all for EXCLUSIVE and semaphore
-// acquires, only SHARED ones for a SHARED acquire. Entries of the caller's
-// own replica do not count for a call that waits (join '1'): that replica
-// orders its own calls (and sends only its first one as kMayTakeFree). A
+// acquires, only SHARED ones for a SHARED acquire. For a call that waits
+// (join '1') "ahead" means ahead of the first entry of its replica: a
+// replica's calls are served in that replica's own order (it sends only its
+// first one as kMayTakeFree), which may differ from the order their first
+// attempts reached Redis, so its entries count as one place, its earliest
+// (without that, two replicas could each wait behind the other's entry). A
 // grant leaves the queue; after a SHARED or semaphore grant with entries
 // left, "w" is PUBLISHed so that the next ones try too.
 // A first grant's token is the larger of the fence key + 1 and the server's
@@ -181,18 +184,11 @@ local function purge()
 end
 -- the entries this call waits behind (call purge() first)
 local function ahead()
-  local all = redis.call('ZRANGE', queue, 0, -1)
-  local mine = #all + 1
-  for i, m in ipairs(all) do
-    if m == me then
-      mine = i
-      break
-    end
-  end
-  local rep = me:match('^[^|]*|') or '|'
+  local rep = join == '1' and me:match('^[^|]*|')
   local out = {}
-  for i = 1, mine - 1 do
-    if join ~= '1' or all[i]:sub(1, #rep) ~= rep then out[#out + 1] = all[i] end
+  for _, m in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+    if m == me or (rep and m:sub(1, #rep) == rep) then break end
+    out[#out + 1] = m
   end
   return out
 end

@@ -232,8 +232,9 @@ TEST_F(RedisClusterTest, SlotMigrationKeepsTheHolderAndWakesWaiters) {
   uint64_t t1 = MustAcquire(*a, name, "alice");
   auto bob = StartAcquire(*a, Acq(name, "bob", kLongTtl, absl::Minutes(2)));
   auto carol = StartAcquire(*b, Acq(name, "carol", kLongTtl, absl::Minutes(2)));
-  AwaitWaiters(*a, name, 1);
-  AwaitWaiters(*b, name, 1);
+  // The lock's queue is in Redis: each backend counts both waiters.
+  AwaitWaiters(*a, name, 2);
+  AwaitWaiters(*b, name, 2);
 
   const int slot = SlotOf(name);
   RedisCluster::Node to = OtherPrimary(slot);
