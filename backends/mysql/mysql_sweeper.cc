@@ -29,13 +29,17 @@ absl::Duration CollectInterval(const MysqlOptions& o) {
 }  // namespace
 
 void Sweeper::Run(Connection& s) {
-  DeleteExpired(s);
-  // Demand rows of waits that ended (a lapsed row is as good as none).
-  absl::StatusOr<MysqlResult> d =
-      s.Run(absl::StrCat("DELETE FROM ", schema_->demand(),
-                         " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
-            "sweep: delete lapsed demand", Connection::kWrite);
-  if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
+  if (!DeleteExpired(s)) return;  // the health state has the reason
+  DeleteExpiredHolders(s);
+  // Queue entries of waits whose replica stopped extending them, and version
+  // 1's demand rows (a lapsed row is as good as none).
+  for (const std::string* table : {&schema_->queue(), &schema_->demand()}) {
+    absl::StatusOr<MysqlResult> d =
+        s.Run(absl::StrCat("DELETE FROM ", *table,
+                           " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
+              "sweep: delete lapsed queue entries", Connection::kWrite);
+    if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
+  }
   if (options_->fence_retention > absl::ZeroDuration() && absl::Now() >= next_collect_) {
     next_collect_ = absl::Now() + CollectInterval(*options_);
     absl::StatusOr<MysqlResult> c = s.Run(
@@ -46,12 +50,15 @@ void Sweeper::Run(Connection& s) {
   }
 }
 
-void Sweeper::DeleteExpired(Connection& s) {
+bool Sweeper::DeleteExpired(Connection& s) {
+  // A row whose queue may still be live keeps its mark (queue_until).
   absl::StatusOr<MysqlResult> r =
       s.Run(absl::StrCat("SELECT ns, name, token FROM ", schema_->locks(),
-                         " WHERE expires_at < NOW(6) ORDER BY expires_at LIMIT ", kSweepBatch),
+                         " WHERE expires_at < NOW(6) AND queue_until < NOW(6)"
+                         " ORDER BY expires_at LIMIT ",
+                         kSweepBatch),
             "sweep: find expired locks", Connection::kProbe);
-  if (!r.ok()) return;  // the health state has the reason
+  if (!r.ok()) return false;
   uint64_t deleted = 0;
   for (size_t i = 0; i < r->rows.size(); i += kSweepDeleteChunk) {
     std::vector<std::string> ids;
@@ -66,16 +73,54 @@ void Sweeper::DeleteExpired(Connection& s) {
     }
     if (ids.empty()) continue;
     absl::StatusOr<MysqlResult> d =
-        s.Run(absl::StrCat("DELETE FROM ", schema_->locks(), " WHERE expires_at < NOW(6) AND (",
+        s.Run(absl::StrCat("DELETE FROM ", schema_->locks(),
+                           " WHERE expires_at < NOW(6) AND queue_until < NOW(6) AND (",
                            absl::StrJoin(ids, " OR "), ")"),
               "sweep: delete expired locks", Connection::kWrite);
+    if (!d.ok()) {
+      LogWarning("mysql sweeper: ", d.status().message());
+      return true;
+    }
+    deleted += d->affected_rows;
+  }
+  if (deleted > 0) LogDebug("mysql sweeper: deleted ", deleted, " expired lock rows");
+  return true;
+}
+
+void Sweeper::DeleteExpiredHolders(Connection& s) {
+  absl::StatusOr<MysqlResult> r =
+      s.Run(absl::StrCat("SELECT ns, name, owner, token FROM ", schema_->holders(),
+                         " WHERE expires_at < NOW(6) ORDER BY expires_at LIMIT ", kSweepBatch),
+            "sweep: find expired holders", Connection::kRead);
+  if (!r.ok()) {
+    LogWarning("mysql sweeper: ", r.status().message());
+    return;
+  }
+  uint64_t deleted = 0;
+  for (size_t i = 0; i < r->rows.size(); i += kSweepDeleteChunk) {
+    std::vector<std::string> ids;
+    for (size_t j = i; j < std::min(r->rows.size(), i + kSweepDeleteChunk); ++j) {
+      const MysqlRow& row = r->rows[j];
+      uint64_t token;
+      if (row.size() < 4 || !row[0] || !row[1] || !row[2] || !row[3] ||
+          !absl::SimpleAtoi(*row[3], &token)) {
+        continue;
+      }
+      ids.push_back(absl::StrCat("(ns = ", SqlBytes(*row[0]), " AND name = ", SqlBytes(*row[1]),
+                                 " AND owner = ", SqlBytes(*row[2]), " AND token = ", token, ")"));
+    }
+    if (ids.empty()) continue;
+    absl::StatusOr<MysqlResult> d =
+        s.Run(absl::StrCat("DELETE FROM ", schema_->holders(), " WHERE expires_at < NOW(6) AND (",
+                           absl::StrJoin(ids, " OR "), ")"),
+              "sweep: delete expired holders", Connection::kWrite);
     if (!d.ok()) {
       LogWarning("mysql sweeper: ", d.status().message());
       return;
     }
     deleted += d->affected_rows;
   }
-  if (deleted > 0) LogDebug("mysql sweeper: deleted ", deleted, " expired lock rows");
+  if (deleted > 0) LogDebug("mysql sweeper: deleted ", deleted, " expired holders");
 }
 
 }  // namespace lockd::mysql
