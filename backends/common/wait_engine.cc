@@ -17,6 +17,23 @@ void StampLeaseStart(TryResult& r, absl::Time sent) {
   }
 }
 
+bool AsksShared(const AcquireParams& p) { return p.limit == 0 && p.mode == LockMode::kShared; }
+bool AsksSemaphore(const AcquireParams& p) { return p.limit > 0; }
+bool AsksExclusiveLock(const AcquireParams& p) {
+  return p.limit == 0 && p.mode == LockMode::kExclusive;
+}
+// Whether a call asking `p` may be granted beside holders (not only on a
+// free name).
+bool JoinsHolders(const AcquireParams& p) { return !AsksExclusiveLock(p); }
+
+// The mode the owner of a call asking `p` holds once granted `r`; nullopt
+// when it cannot be told (a SHARED ask re-entering some hold).
+std::optional<LockMode> HeldAfterGrant(const AcquireParams& p, const AcquireResult& r) {
+  if (!AsksShared(p)) return LockMode::kExclusive;  // an exclusive lock, or semaphore permits
+  if (r.hold_count == 1) return LockMode::kShared;
+  return std::nullopt;
+}
+
 }  // namespace
 
 WaitEngine::WaitEngine(LockStrategy* strategy, TimerQueue* timers, size_t max_waiters)
@@ -117,7 +134,7 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
   } else {
     ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kFirst, r));
   }
-  if (r.result->current.held) ReenterOwnerLocked(key, k, r.result->current.owner, deferred);
+  ReenterHoldersLocked(key, k, r.result->current, deferred);
 }
 
 void WaitEngine::Wake(const LockKey& key, uint64_t released_token) {
@@ -138,7 +155,8 @@ void WaitEngine::Wake(const LockKey& key, uint64_t released_token) {
   RunAll(deferred);
 }
 
-void WaitEngine::OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token) {
+void WaitEngine::OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token,
+                            LockMode mode) {
   Deferred deferred;
   {
     absl::MutexLock l(&mu_);
@@ -146,7 +164,7 @@ void WaitEngine::OwnerHolds(const LockKey& key, const std::string& owner, uint64
     auto it = keys_.find(key);
     if (it == keys_.end()) return;
     it->second.seen_token = std::max(it->second.seen_token, token);
-    ReenterOwnerLocked(key, it->second, owner, deferred);
+    ReenterOwnerLocked(key, it->second, owner, mode, deferred);
   }
   RunAll(deferred);
 }
@@ -232,11 +250,11 @@ void WaitEngine::OnHeadResult(Waiter w, TryResult r) {
       const absl::StatusOr<AcquireResult>& res = r.result;
       if (res.ok() && res->acquired) {
         k.wake_pending = false;
-        // The owner's other calls re-enter; the rest are served on a wake, or
-        // when the strategy wants to look again (the new lease's end).
-        ReenterOwnerLocked(key, k, w.params.owner, deferred);
-        if (table_.Count(key) > 0)
-          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
+        // The owner's other calls re-enter; the rest are served at once if
+        // they join this holder, else on a wake, or when the strategy wants
+        // to look again (the new lease's end).
+        ReenterOwnerLocked(key, k, w.params.owner, HeldAfterGrant(w.params, *res), deferred);
+        AfterGrantLocked(key, k, w.params, r, deferred);
         Finish(key, std::move(w.done), std::move(r.result), deferred);
       } else if (!res.ok() && res.status().code() != absl::StatusCode::kUnavailable) {
         Finish(key, std::move(w.done), res.status(), deferred);
@@ -249,9 +267,7 @@ void WaitEngine::OnHeadResult(Waiter w, TryResult r) {
         } else {
           ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
         }
-        if (res.ok() && res->current.held) {
-          ReenterOwnerLocked(key, k, res->current.owner, deferred);
-        }
+        if (res.ok()) ReenterHoldersLocked(key, k, res->current, deferred);
       }
     }
     ForgetIfIdleLocked(key);
@@ -336,18 +352,55 @@ void WaitEngine::OnRetryTimer(const LockKey& key, uint64_t gen) {
 }
 
 void WaitEngine::ReenterOwnerLocked(const LockKey& key, KeyState& k, const std::string& owner,
-                                    Deferred& deferred) {
+                                    std::optional<LockMode> held, Deferred& deferred) {
   if (owner.empty()) return;
-  for (Waiter& w : table_.PopOwner(key, owner)) {
+  // In an unknown mode, the owner's EXCLUSIVE calls may be re-entries or
+  // upgrades: they stay parked and their own attempt tells.
+  auto take = [&held](const Waiter& w) { return held.has_value() || JoinsHolders(w.params); };
+  for (Waiter& w : table_.PopOwner(key, owner, take)) {
     if (w.cancelled()) {
       deferred.push_back(
           [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
+      continue;
+    }
+    if (held == LockMode::kShared && AsksExclusiveLock(w.params)) {
+      deferred.push_back([done = std::move(w.done), key]() mutable {
+        std::move(done)(UpgradeWouldBlockError(key));
+      });
       continue;
     }
     ++k.reentering;
     deferred.push_back([this, w = std::move(w)]() mutable {
       Try(std::move(w), TryKind::kReentrant, &WaitEngine::OnReentrantResult);
     });
+  }
+}
+
+void WaitEngine::ReenterHoldersLocked(const LockKey& key, KeyState& k, const LockState& current,
+                                      Deferred& deferred) {
+  if (!current.held) return;
+  if (current.holders.empty()) {
+    // A backend that reports the newest holder only.
+    const LockMode mode = current.limit > 0 ? LockMode::kExclusive : current.mode;
+    ReenterOwnerLocked(key, k, current.owner, mode, deferred);
+    return;
+  }
+  for (const HolderState& h : current.holders) {
+    ReenterOwnerLocked(key, k, h.owner, h.mode, deferred);
+  }
+}
+
+void WaitEngine::AfterGrantLocked(const LockKey& key, KeyState& k, const AcquireParams& granted,
+                                  const TryResult& r, Deferred& deferred) {
+  const Waiter* next = table_.Front(key);
+  if (next == nullptr) return;
+  const bool together = (AsksShared(granted) && AsksShared(next->params)) ||
+                        (AsksSemaphore(granted) && AsksSemaphore(next->params));
+  if (together) {
+    // No release is coming that would wake it.
+    StartHeadLocked(key, k, deferred);
+  } else {
+    ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
   }
 }
 
@@ -394,10 +447,22 @@ void WaitEngine::Finish(const LockKey& key, Callback<AcquireResult> done,
 
 void WaitEngine::OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
   std::optional<Waiter> w;
+  Deferred deferred;
   {
     absl::MutexLock l(&mu_);
+    const Waiter* front = table_.Front(key);
+    const bool was_front = front != nullptr && front->id == id;
     w = table_.Remove(key, id);
+    // A call that left the front may have held back one that can join the
+    // holders now, and no release will wake that one.
+    auto it = keys_.find(key);
+    if (w.has_value() && was_front && !registry_.closed() && it != keys_.end() &&
+        !it->second.head_in_flight) {
+      const Waiter* next = table_.Front(key);
+      if (next != nullptr && JoinsHolders(next->params)) StartHeadLocked(key, it->second, deferred);
+    }
   }
+  RunAll(deferred);
   if (!w.has_value()) return;
   switch (why) {
     case WaiterRegistry::StopReason::kDeadline:

@@ -21,6 +21,31 @@
 //   - An attempt that reports the lock held by owner O grants every parked
 //     call of O as a reentrant acquire at once (TryKind::kReentrant attempts,
 //     out of line), as does OwnerHolds(): a call never waits on its own owner.
+//     Modes count (backend.h "Kinds"): O holding EXCLUSIVE (or semaphore
+//     permits) re-enters every parked call of O (the attempt answers a kind
+//     or permits mismatch); O holding SHARED re-enters O's SHARED calls, but
+//     O's EXCLUSIVE calls are upgrades, and an upgrade is only granted to a
+//     call that did not wait: they are answered UpgradeWouldBlockError at
+//     once. Where O's mode is not known (a SHARED grant with hold count > 1
+//     may be a re-entry on an EXCLUSIVE hold), O's EXCLUSIVE calls stay
+//     parked and their own attempt decides.
+//
+// Kinds (backend.h "Kinds"), one queue per name across modes, no barging:
+//   - A call joins holders when it asks SHARED, or asks permits of a
+//     semaphore. When such a head is granted and the next parked call is of
+//     the same sort (SHARED after SHARED, semaphore after semaphore), that
+//     call tries at once (kHead) instead of waiting for a Wake: SHARED heads
+//     are granted together, one attempt after the other, and semaphore heads
+//     while their permits fit. The first that loses waits at the front as
+//     any head does. An EXCLUSIVE head, or one after an EXCLUSIVE grant,
+//     waits for a Wake or NextTry exactly as before.
+//   - A parked call that leaves the front of the queue without an attempt
+//     (cancelled, timed out) lets the next one try at once when that one
+//     joins holders (a SHARED call behind a cancelled EXCLUSIVE one may be
+//     granted beside the SHARED holders; no release will wake it).
+//   - Nothing else depends on the kind: the strategy's attempt applies the
+//     admission rules (free, compatible mode, permits that fit), reentrancy,
+//     kind mismatch and the upgrade rule of a call that did not wait.
 //   - The wait ends at the deadline (OK, acquired=false, the lock's state from
 //     LockStrategy::Current), on cancel (kCancelled), on an attempt error
 //     other than kUnavailable (that error), or at Shutdown (kUnavailable).
@@ -83,11 +108,16 @@ struct TryResult {
   absl::Duration holder_remaining = absl::InfiniteDuration();
 };
 
+// What an attempt may grant. "Take" means: a free name, or (SHARED, a
+// semaphore) a place beside compatible holders per backend.h "Kinds"; every
+// kind also re-enters or replays for an owner that holds the name, and
+// answers the holder errors (kind mismatch, upgrade, permits mismatch).
 enum class TryKind {
-  kFirst,      // a new call, nobody of this process waits: may take a free lock
+  kFirst,      // a new call, nobody of this process waits: may take
   kBehind,     // a new call while others wait: only re-enter or replay
-  kHead,       // the first parked call, retrying: may take a free lock
-  kReentrant,  // a parked call whose owner was seen holding the lock
+  kHead,       // the first parked call, retrying: may take
+  kReentrant,  // a parked call whose owner was seen holding the name (never
+               // an EXCLUSIVE call of a SHARED holder: see the header)
 };
 
 // What a backend supplies. Implementations are thread-safe.
@@ -137,15 +167,20 @@ class WaitEngine {
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done);
 
-  // `key` may be free: the head tries now (or right after its attempt in
-  // flight). `released_token`, when non-zero, is the token of the holding
+  // `key` may be free (or have room: a SHARED or semaphore holder left): the
+  // head tries now (or right after its attempt in flight).
+  // `released_token`, when non-zero, is the token of the exclusive holding
   // whose end caused the wake: if an attempt already saw a larger token (the
-  // lock was granted since), the news is stale and ignored.
+  // lock was granted since), the news is stale and ignored. Pass 0 for the
+  // end of a SHARED or semaphore hold: with several holders an older token
+  // is no sign of staleness.
   void Wake(const LockKey& key, uint64_t released_token = 0);
 
-  // `owner` holds `key` with `token` (a grant the backend heard of): its
-  // parked calls are granted as reentrant acquires.
-  void OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token);
+  // `owner` holds `key` in `mode` with `token` (a grant the backend heard
+  // of; kExclusive for semaphore permits): its parked calls are granted as
+  // reentrant acquires, under the mode rules of the header.
+  void OwnerHolds(const LockKey& key, const std::string& owner, uint64_t token,
+                  LockMode mode = LockMode::kExclusive);
 
   // The head of `key`, taken out of line for an attempt the backend makes
   // itself (e.g. in the same transaction or pipeline as a release), which
@@ -216,8 +251,18 @@ class WaitEngine {
   bool ReparkLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The parked calls of `owner`, which holds `key` in `held` (nullopt: in
+  // some mode, SHARED at least), re-enter or are refused (upgrades).
   void ReenterOwnerLocked(const LockKey& key, KeyState& k, const std::string& owner,
-                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          std::optional<LockMode> held, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ReenterOwnerLocked for every holder an attempt reported.
+  void ReenterHoldersLocked(const LockKey& key, KeyState& k, const LockState& current,
+                            Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a grant to `granted` with calls still parked: the next head tries
+  // at once if it would join the same holders, else on NextTry.
+  void AfterGrantLocked(const LockKey& key, KeyState& k, const AcquireParams& granted,
+                        const TryResult& r, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveLocked(KeyState& k, const TryResult& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetIfIdleLocked(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wraps the `done` of registered call `w` so that finishing it

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -107,6 +108,34 @@ TryResult HeldBy(const std::string& owner, uint64_t token = 1) {
   return TryResult{r, absl::Seconds(10)};
 }
 
+// What a call asks: an exclusive lock unless said otherwise.
+struct Ask {
+  LockMode mode = LockMode::kExclusive;
+  uint32_t limit = 0;
+  uint32_t permits = 0;
+};
+constexpr Ask kShared{LockMode::kShared, 0, 0};
+// `n` permits of a semaphore of 3.
+Ask Permits(uint32_t n) { return Ask{LockMode::kExclusive, 3, n}; }
+
+// Not granted: the name is held SHARED by `owners`, oldest first.
+TryResult HeldSharedBy(const std::vector<std::string>& owners) {
+  AcquireResult r;
+  r.current.key = kKey;
+  r.current.mode = LockMode::kShared;
+  uint64_t token = 0;
+  for (const std::string& o : owners) {
+    HolderState h;
+    h.owner = o;
+    h.mode = LockMode::kShared;
+    h.hold_count = 1;
+    h.fencing_token = ++token;
+    r.current.holders.push_back(h);
+  }
+  FillNewestHolder(r.current);
+  return TryResult{r, absl::Seconds(10)};
+}
+
 class WaitEngineTest : public ::testing::Test {
  protected:
   struct Slot {
@@ -116,13 +145,16 @@ class WaitEngineTest : public ::testing::Test {
   };
 
   Slot* Acquire(const std::string& owner, absl::Duration wait,
-                std::shared_ptr<CancelSignal> cancel = nullptr) {
+                std::shared_ptr<CancelSignal> cancel = nullptr, Ask ask = {}) {
     Slot* slot = &slots_.emplace_back();
     AcquireParams p;
     p.key = kKey;
     p.owner = owner;
     p.ttl = absl::Seconds(10);
     p.wait = wait;
+    p.mode = ask.mode;
+    p.limit = ask.limit;
+    p.permits = ask.permits;
     engine_->Acquire(std::move(p), std::move(cancel), [slot](absl::StatusOr<AcquireResult> r) {
       slot->result = std::move(r);
       slot->done.Notify();
@@ -131,8 +163,9 @@ class WaitEngineTest : public ::testing::Test {
   }
 
   // Acquire(owner) whose first attempt finds the lock held: parked.
-  Slot* Park(const std::string& owner, absl::Duration wait = absl::Seconds(30)) {
-    Slot* s = Acquire(owner, wait);
+  Slot* Park(const std::string& owner, absl::Duration wait = absl::Seconds(30), Ask ask = {},
+             std::shared_ptr<CancelSignal> cancel = nullptr) {
+    Slot* s = Acquire(owner, wait, std::move(cancel), ask);
     std::move(strategy_.Next().done)(HeldBy("holder"));
     return s;
   }
@@ -435,6 +468,170 @@ TEST_F(WaitEngineTest, ShutdownDrainsParkedCallsAndKeepsGrantsInFlight) {
   Slot* c = Acquire("c", absl::Seconds(1));
   ASSERT_TRUE(c->Wait());
   EXPECT_EQ(c->result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// SHARED heads are granted together: each grant lets the next SHARED call
+// try at once, without a wake; an EXCLUSIVE call behind them keeps waiting.
+TEST_F(WaitEngineTest, SharedHeadsAreTriedOneAfterTheOtherWithoutAWake) {
+  Slot* r1 = Park("r1", absl::Seconds(30), kShared);
+  Slot* r2 = Park("r2", absl::Seconds(30), kShared);
+  Slot* w = Park("w");
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.params.owner, "r1");
+  std::move(a.done)(Granted(2));
+  ScriptedStrategy::Attempt b = strategy_.Next();
+  EXPECT_EQ(b.params.owner, "r2");
+  EXPECT_EQ(b.kind, TryKind::kHead);
+  std::move(b.done)(Granted(3));
+  ASSERT_TRUE(r1->Wait());
+  ASSERT_TRUE(r2->Wait());
+  EXPECT_TRUE(r2->result->acquired);
+  // The writer is next: it waits for a wake.
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  EXPECT_FALSE(w->done.HasBeenNotified());
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);
+}
+
+TEST_F(WaitEngineTest, AnExclusiveGrantDoesNotTryTheNextHead) {
+  Slot* w = Park("w");
+  Park("r", absl::Seconds(30), kShared);
+  engine_->Wake(kKey);
+  std::move(strategy_.Next().done)(Granted(2));
+  ASSERT_TRUE(w->Wait());
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);
+}
+
+// Semaphore heads are tried while their permits fit; the first that does not
+// fit waits at the front, and nobody behind it passes it.
+TEST_F(WaitEngineTest, SemaphoreHeadsAreTriedUntilOneDoesNotFit) {
+  Slot* s1 = Park("s1", absl::Seconds(30), Permits(2));
+  Slot* s2 = Park("s2", absl::Seconds(30), Permits(2));
+  Slot* s3 = Park("s3", absl::Seconds(30), Permits(1));
+  engine_->Wake(kKey);
+  std::move(strategy_.Next().done)(Granted(2));
+  ScriptedStrategy::Attempt b = strategy_.Next();
+  EXPECT_EQ(b.params.owner, "s2");
+  EXPECT_EQ(b.kind, TryKind::kHead);
+  std::move(b.done)(HeldBy("s1", 2));  // 2 of 3 permits held: 2 more do not fit
+  ASSERT_TRUE(s1->Wait());
+  EXPECT_TRUE(s1->result->acquired);
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u);  // s3's one permit would fit, but s2 is ahead
+  EXPECT_FALSE(s2->done.HasBeenNotified());
+  EXPECT_FALSE(s3->done.HasBeenNotified());
+  // A release makes room: s2 is the head again.
+  engine_->Wake(kKey);
+  EXPECT_EQ(strategy_.Next().params.owner, "s2");
+}
+
+// An owner holding SHARED whose parked EXCLUSIVE call would be an upgrade:
+// refused at once (it waited), while its parked SHARED call re-enters.
+TEST_F(WaitEngineTest, ParkedExclusiveCallOfASharedHolderIsRefusedAsAnUpgrade) {
+  Park("a");
+  Slot* up = Park("o");
+  Slot* again = Park("o", absl::Seconds(30), kShared);
+  engine_->Wake(kKey);
+  std::move(strategy_.Next().done)(HeldSharedBy({"p", "o"}));
+  ASSERT_TRUE(up->Wait());
+  EXPECT_EQ(up->result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorReasonOf(up->result.status()), kUpgradeWouldBlockReason);
+  ScriptedStrategy::Attempt re = strategy_.Next();
+  EXPECT_EQ(re.kind, TryKind::kReentrant);
+  EXPECT_EQ(re.params.mode, LockMode::kShared);
+  std::move(re.done)(Granted(2));
+  ASSERT_TRUE(again->Wait());
+  EXPECT_TRUE(again->result->acquired);
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);  // "a"
+}
+
+TEST_F(WaitEngineTest, OwnerHoldsSharedRefusesItsExclusiveCalls) {
+  Slot* up = Park("o");
+  engine_->OwnerHolds(kKey, "o", 4, LockMode::kShared);
+  ASSERT_TRUE(up->Wait());
+  EXPECT_EQ(ErrorReasonOf(up->result.status()), kUpgradeWouldBlockReason);
+  EXPECT_EQ(strategy_.Pending(), 0u);
+}
+
+TEST_F(WaitEngineTest, ParkedSharedCallOfAnExclusiveHolderReenters) {
+  Slot* r = Park("o", absl::Seconds(30), kShared);
+  engine_->OwnerHolds(kKey, "o", 4, LockMode::kExclusive);
+  ScriptedStrategy::Attempt re = strategy_.Next();
+  EXPECT_EQ(re.kind, TryKind::kReentrant);
+  EXPECT_EQ(re.params.mode, LockMode::kShared);
+  std::move(re.done)(Granted(4));
+  ASSERT_TRUE(r->Wait());
+  EXPECT_TRUE(r->result->acquired);
+}
+
+// A SHARED grant with hold count 1 is a new SHARED hold: the owner's parked
+// EXCLUSIVE call is an upgrade. With a larger count the grant may have
+// re-entered an EXCLUSIVE hold: that call stays parked for its own attempt.
+TEST_F(WaitEngineTest, ASharedGrantRefusesTheOwnersUpgradesOnlyWhenItsModeIsKnown) {
+  Slot* r = Park("o", absl::Seconds(30), kShared);
+  Slot* up = Park("o");
+  engine_->Wake(kKey);
+  std::move(strategy_.Next().done)(Granted(2));
+  ASSERT_TRUE(r->Wait());
+  ASSERT_TRUE(up->Wait());
+  EXPECT_EQ(ErrorReasonOf(up->result.status()), kUpgradeWouldBlockReason);
+
+  Slot* r2 = Park("q", absl::Seconds(30), kShared);
+  Slot* maybe = Park("q");
+  engine_->Wake(kKey);
+  TryResult reentered = Granted(3);
+  reentered.result->hold_count = 2;
+  std::move(strategy_.Next().done)(std::move(reentered));
+  ASSERT_TRUE(r2->Wait());
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(maybe->done.HasBeenNotified());
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);
+}
+
+// A cancelled or timed-out EXCLUSIVE call at the front lets the SHARED calls
+// behind it try at once: they may join the SHARED holders, and no release
+// would wake them.
+TEST_F(WaitEngineTest, CancelledExclusiveHeadLetsTheSharedCallsBehindItTry) {
+  auto cancel = std::make_shared<CancelSignal>();
+  Slot* w = Park("w", absl::Seconds(30), {}, cancel);
+  Slot* r = Park("r", absl::Seconds(30), kShared);
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  cancel->Cancel();
+  ASSERT_TRUE(w->Wait());
+  EXPECT_EQ(w->result.status().code(), absl::StatusCode::kCancelled);
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.params.owner, "r");
+  EXPECT_EQ(a.kind, TryKind::kHead);
+  std::move(a.done)(Granted(5));
+  ASSERT_TRUE(r->Wait());
+  EXPECT_TRUE(r->result->acquired);
+  EXPECT_EQ(engine_->Waiting(kKey), 0u);
+}
+
+TEST_F(WaitEngineTest, TimedOutExclusiveHeadLetsTheSharedCallsBehindItTry) {
+  Slot* w = Park("w", absl::Milliseconds(30));
+  Park("r", absl::Seconds(30), kShared);
+  ASSERT_TRUE(w->Wait());
+  EXPECT_FALSE(w->result->acquired);
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.params.owner, "r");
+  EXPECT_EQ(a.kind, TryKind::kHead);
+}
+
+// Behind a cancelled EXCLUSIVE call, another EXCLUSIVE one can only be
+// granted on a free name: it waits for the wake, as before.
+TEST_F(WaitEngineTest, CancelledExclusiveHeadDoesNotTryTheExclusiveCallBehindIt) {
+  auto cancel = std::make_shared<CancelSignal>();
+  Slot* w = Park("w", absl::Seconds(30), {}, cancel);
+  Park("x");
+  cancel->Cancel();
+  ASSERT_TRUE(w->Wait());
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);
 }
 
 }  // namespace

@@ -27,8 +27,18 @@ std::optional<WaiterTable::Waiter> WaiterTable::PopFront(const LockKey& key) {
   return Take(key, it->second, 0);
 }
 
+const WaiterTable::Waiter* WaiterTable::Front(const LockKey& key) const {
+  auto it = queues_.find(key);
+  return it == queues_.end() ? nullptr : &it->second.waiters.front();
+}
+
 std::vector<WaiterTable::Waiter> WaiterTable::PopOwner(const LockKey& key,
                                                        absl::string_view owner) {
+  return PopOwner(key, owner, [](const Waiter&) { return true; });
+}
+
+std::vector<WaiterTable::Waiter> WaiterTable::PopOwner(
+    const LockKey& key, absl::string_view owner, absl::FunctionRef<bool(const Waiter&)> take) {
   std::vector<Waiter> out;
   auto it = queues_.find(key);
   if (it == queues_.end()) return out;
@@ -37,12 +47,17 @@ std::vector<WaiterTable::Waiter> WaiterTable::PopOwner(const LockKey& key,
   if (o == q.owners.end()) return out;
   // When the last one is taken the queue may be gone: stop before touching q.
   for (uint32_t left = o->second, i = 0; left > 0;) {
-    if (q.waiters[i].params.owner != owner) {
+    const Waiter& w = q.waiters[i];
+    if (w.params.owner != owner) {
       ++i;
       continue;
     }
-    out.push_back(Take(key, q, i));
     --left;
+    if (take(w)) {
+      out.push_back(Take(key, q, i));
+    } else {
+      ++i;
+    }
   }
   return out;
 }

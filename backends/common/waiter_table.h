@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "backends/backend.h"
 #include "backends/common/timer_queue.h"
@@ -62,11 +63,18 @@ class WaiterTable {
   // Removes and returns the first waiter of `key`; nullopt if none.
   std::optional<Waiter> PopFront(const LockKey& key);
 
+  // The first waiter of `key`, left in place; null if none. Valid until the
+  // table is next changed.
+  const Waiter* Front(const LockKey& key) const;
+
   // Removes and returns (in arrival order) every waiter of `key` whose
   // params.owner is `owner`: once that owner holds the lock they are
-  // reentrant acquires and must not wait on it. Costs nothing when there is
-  // none.
+  // reentrant acquires and must not wait on it. With `take`, only those for
+  // which it returns true (the others keep their places). Costs nothing
+  // when the owner has none.
   std::vector<Waiter> PopOwner(const LockKey& key, absl::string_view owner);
+  std::vector<Waiter> PopOwner(const LockKey& key, absl::string_view owner,
+                               absl::FunctionRef<bool(const Waiter&)> take);
 
   // Removes and returns the waiter of `key` with registry id `id`; nullopt if
   // it is not here.

@@ -120,6 +120,25 @@ TEST_F(WaiterTableTest, PopOwnerTakesEveryWaiterOfThatOwnerInOrderAndLeavesTheRe
   EXPECT_TRUE(s3->result.ok());
 }
 
+TEST_F(WaiterTableTest, PopOwnerWithAFilterLeavesTheOthersInPlace) {
+  const LockKey x{"default", "x"};
+  Slot *s1, *s2, *s3;
+  auto shared = MakeWaiter("x", "a", &s1);
+  shared.params.mode = LockMode::kShared;
+  table_.Push(MakeWaiter("x", "a", &s2));  // exclusive, first
+  table_.Push(std::move(shared));
+  table_.Push(MakeWaiter("x", "b", &s3));
+  std::vector<WaiterTable::Waiter> popped = table_.PopOwner(
+      x, "a", [](const WaiterTable::Waiter& w) { return w.params.mode == LockMode::kShared; });
+  ASSERT_EQ(popped.size(), 1u);
+  EXPECT_EQ(popped[0].params.mode, LockMode::kShared);
+  ASSERT_NE(table_.Front(x), nullptr);
+  EXPECT_EQ(table_.Front(x)->params.owner, "a");  // the exclusive one kept its place
+  EXPECT_EQ(table_.Count(x), 2u);
+  EXPECT_EQ(table_.Front(LockKey{"default", "y"}), nullptr);
+  std::move(popped[0].done)(AcquireResult{});
+}
+
 TEST(WaiterTableLifetimeTest, DestroyingTheTableAnswersParkedWaitersUnavailable) {
   absl::StatusOr<AcquireResult> result;
   {
