@@ -118,7 +118,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
           a.result->fencing_token = out.next_token;
           a.result->hold_count = 1;
           a.result->ttl = next->params().ttl;
-          OnGranted(params.key, /*shares=*/false);
+          OnGranted(params.key);
         }
         engine_.FinishHead(*std::move(next), std::move(a));
         if (!hand_over && out.freed) Wake(params.key);
@@ -190,9 +190,6 @@ class MysqlBackend final : public Backend, private LockStrategy {
     absl::Duration backoff;
     // When the head's poll last extended this replica's queue entries.
     SteadyClock::time_point refreshed;
-    // The last grant to a head was SHARED or of permits: the next waiter may
-    // be admitted beside it, so it tries at once.
-    bool shares = false;
   };
   using OwnerKey = std::pair<LockKey, std::string>;
 
@@ -551,20 +548,15 @@ class MysqlBackend final : public Backend, private LockStrategy {
         return;
       }
       TryResult a = TryAcquire(*s, *p, may_take, poll, queue, refresh);
-      if (head && a.result.ok() && a.result->acquired) {
-        OnGranted(p->key, p->mode == LockMode::kShared || p->limit > 0);
-      }
+      if (head && a.result.ok() && a.result->acquired) OnGranted(p->key);
       std::move(done)(std::move(a));
     });
   }
 
-  // A local waiter was granted `key`: its polling starts over; after a
-  // SHARED or semaphore grant the next waiter tries at once.
-  void OnGranted(const LockKey& key, bool shares) {
+  // A local waiter was granted `key`: its polling starts over.
+  void OnGranted(const LockKey& key) {
     absl::MutexLock l(&mu_);
-    Pace& pace = PaceLocked(key);
-    pace.backoff = options_.initial_retry;
-    pace.shares = shares;
+    PaceLocked(key).backoff = options_.initial_retry;
   }
 
   // A release through this replica freed `key` (or some of its permits): its
@@ -596,7 +588,6 @@ class MysqlBackend final : public Backend, private LockStrategy {
     const bool lost = last.result.ok()
                           ? !last.result->acquired
                           : last.result.status().code() == absl::StatusCode::kUnavailable;
-    if (after == TryKind::kHead && !lost && pace.shares) return absl::ZeroDuration();
     if (after != TryKind::kHead || !lost) {
       // The next waiter polls while the new holder works, unless the
       // holder's release through this replica wakes it first.
