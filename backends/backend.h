@@ -31,8 +31,8 @@
 // Input has been validated by the caller; backends need not re-check it
 // (REQUIRES clauses below) and never return kInvalidArgument.
 //
-// Kinds (docs/api.md "Shared locks, semaphores and all-or-nothing
-// acquires"): a name is a *lock*, held EXCLUSIVE by one owner or SHARED by
+// Kinds (see docs/api.md "Shared locks, semaphores and all-or-nothing acquires"):
+// a name is a *lock*, held EXCLUSIVE by one owner or SHARED by
 // any number of owners, or a *semaphore* of `limit` permits, held by owners
 // whose permits add up to at most `limit`. Its holders decide its kind; a
 // name without holders takes the kind of its next grant. Every backend

@@ -87,17 +87,19 @@ grpc::Status AcquireCall::Answer(const absl::StatusOr<AcquireResult>& r, Deliver
   return grpc::Status::OK;
 }
 
-void AcquireCall::GiveBack(uint64_t token) const {
+void AcquireCall::GiveBack(uint64_t token, absl::AnyInvocable<void() &&> then) const {
   ReleaseParams undo;
   undo.key = key_;
   undo.owner = owner_;
   undo.acquire_request_id = request_id_;
   undo.fencing_token = token;
-  backend_->Release(std::move(undo), [key = key_](absl::StatusOr<ReleaseResult> rr) {
+  backend_->Release(std::move(undo), [key = key_, then = std::move(then)](
+                                         absl::StatusOr<ReleaseResult> rr) mutable {
     if (!rr.ok()) {
-      LogWarning("could not give back a grant whose Acquire was cancelled (lock \"", key.name,
-                 "\" in ", key.ns, "): ", rr.status().ToString(), "; its lease will end it");
+      LogWarning("could not give back a grant nobody saw (lock \"", key.name, "\" in ", key.ns,
+                 "): ", rr.status().ToString(), "; its lease will end it");
     }
+    if (then) std::move(then)();
   });
 }
 

@@ -98,8 +98,10 @@ class AcquireCall {
                       v1::AcquireResponse* resp) const;
 
   // Undoes the grant of this Acquire with fencing token `token` (see the
-  // file comment); returns at once, the Release runs on.
-  void GiveBack(uint64_t token) const;
+  // file comment); returns at once, the Release runs on. `then`, if set,
+  // runs once the backend answered the Release (whatever it answered), on
+  // any thread.
+  void GiveBack(uint64_t token, absl::AnyInvocable<void() &&> then = nullptr) const;
 
  private:
   AcquireCall(Backend* backend, const AcquireParams& params)

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "protos/proto_duration.h"
+#include "service/acquire_all.h"
 #include "service/acquire_call.h"
 #include "service/audit.h"
 #include "service/status_mapping.h"
@@ -33,6 +34,18 @@ class CountedReactor : public grpc::ServerUnaryReactor {
  private:
   std::atomic<int64_t>* const in_flight_;
 };
+
+// Whether a unary call's grant can still reach its caller: not when the call
+// was cancelled (or its deadline passed), nor when the grant came too close
+// to the deadline (TooLateToDeliver).
+AcquireCall::Delivery UnaryDelivery(const CancelSignal& cancel, grpc::CallbackServerContext* ctx,
+                                    absl::Time started) {
+  if (cancel.cancelled() || ctx->IsCancelled()) return AcquireCall::Delivery::kCancelled;
+  if (TooLateToDeliver(started, absl::FromChrono(ctx->deadline()), absl::Now())) {
+    return AcquireCall::Delivery::kTooLate;
+  }
+  return AcquireCall::Delivery::kDeliver;
+}
 
 // An Acquire in flight (the rules are in service/acquire_call.h). Lives
 // until OnDone; the backend's callback finishes it. A cancellation (client
@@ -78,13 +91,7 @@ class AcquireReactor final : public CountedReactor {
 
  private:
   void OnResult(const AcquireCall& call, const absl::StatusOr<AcquireResult>& r) {
-    AcquireCall::Delivery delivery = AcquireCall::Delivery::kDeliver;
-    if (cancel_->cancelled() || ctx_->IsCancelled()) {
-      delivery = AcquireCall::Delivery::kCancelled;
-    } else if (TooLateToDeliver(started_, absl::FromChrono(ctx_->deadline()), absl::Now())) {
-      delivery = AcquireCall::Delivery::kTooLate;
-    }
-    grpc::Status status = call.Answer(r, delivery, resp_);
+    grpc::Status status = call.Answer(r, UnaryDelivery(*cancel_, ctx_, started_), resp_);
     if (status.ok() && r->acquired) granted_ = call;
     Finish(status);
   }
@@ -95,6 +102,49 @@ class AcquireReactor final : public CountedReactor {
   const std::shared_ptr<CancelSignal> cancel_;
   const absl::Time started_ = absl::Now();
   std::optional<AcquireCall> granted_;  // Finish was called with this call's grant
+};
+
+// An AcquireAll in flight (the rules are in service/acquire_all.h). Like
+// AcquireReactor: lives until OnDone, a cancellation fires `cancel_`, and
+// holds whose reply gRPC did not deliver are given back in OnDone.
+class AcquireAllReactor final : public CountedReactor {
+ public:
+  AcquireAllReactor(Backend* backend, grpc::CallbackServerContext* ctx,
+                    v1::AcquireAllResponse* resp, std::atomic<int64_t>* in_flight)
+      : CountedReactor(in_flight),
+        backend_(backend),
+        ctx_(ctx),
+        resp_(resp),
+        cancel_(std::make_shared<CancelSignal>()) {}
+
+  // REQUIRES: params.owner is not empty.
+  void Start(AcquireAllParams params) {
+    StartAcquireAll(
+        backend_, std::move(params), cancel_,
+        [this](const std::vector<AcquiredLock>&) {
+          return UnaryDelivery(*cancel_, ctx_, started_);
+        },
+        [this](grpc::Status status, v1::AcquireAllResponse resp, std::vector<AcquiredLock> held) {
+          *resp_ = std::move(resp);
+          held_ = std::move(held);
+          Finish(status);
+        });
+  }
+
+  void OnCancel() override { cancel_->Cancel(); }
+  void OnDone() override {
+    if (!held_.empty() && ctx_->IsCancelled()) GiveBackAll(held_, nullptr);
+    CountedReactor::OnDone();  // deletes this
+  }
+  bool InternalInlineable() override { return true; }  // as AcquireReactor's
+
+ private:
+  Backend* const backend_;
+  grpc::CallbackServerContext* const ctx_;
+  v1::AcquireAllResponse* const resp_;
+  const std::shared_ptr<CancelSignal> cancel_;
+  const absl::Time started_ = absl::Now();
+  std::vector<AcquiredLock> held_;  // Finish was called with these grants
 };
 
 // OK when `params` are valid and `authorize` (run only then) allows the
@@ -139,6 +189,24 @@ grpc::ServerUnaryReactor* LockServiceImpl::Acquire(grpc::CallbackServerContext* 
   std::string identity(kAnonymous);
   if (!Admit(reactor, params, [&](const AcquireParams& p) {
         return Authorize(ctx, Permission::kLock, p.key, &p.owner, &identity);
+      })) {
+    return reactor;
+  }
+  if (params->owner.empty()) params->owner = DefaultOwner(authz_, identity);
+  reactor->Start(*std::move(params));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::AcquireAll(grpc::CallbackServerContext* ctx,
+                                                      const v1::AcquireAllRequest* req,
+                                                      v1::AcquireAllResponse* resp) {
+  auto* reactor = new AcquireAllReactor(backend_, ctx, resp, &in_flight_);
+  absl::StatusOr<AcquireAllParams> params = ToAcquireAllParams(*req, lease_);
+  std::string identity(kAnonymous);
+  if (!Admit(reactor, params, [&](const AcquireAllParams& p) {
+        return AuthorizeNamespaces(p, [&](const LockKey& key) {
+          return Authorize(ctx, Permission::kLock, key, &p.owner, &identity);
+        });
       })) {
     return reactor;
   }
@@ -251,7 +319,15 @@ grpc::ServerUnaryReactor* LockServiceImpl::ForceRelease(grpc::CallbackServerCont
       ToLockInfo(r->previous, backend_->name(), resp->mutable_previous());
       audit.released = r->released;
       if (r->released) {
-        sessions_.ForceReleased(key, r->previous.owner, r->previous.fencing_token);
+        // Every holder freed (only the one with `token` when it is set).
+        for (const HolderState& h : r->previous.holders) {
+          if (token == 0 || h.fencing_token == token) {
+            sessions_.ForceReleased(key, h.owner, h.fencing_token);
+          }
+        }
+        if (r->previous.holders.empty()) {  // a backend that reports one holder only
+          sessions_.ForceReleased(key, r->previous.owner, r->previous.fencing_token);
+        }
       }
       audit.previous_owner = r->previous.owner;
       audit.previous_token = r->previous.fencing_token;

@@ -39,6 +39,9 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   grpc::ServerUnaryReactor* ForceRelease(grpc::CallbackServerContext* ctx,
                                          const v1::ForceReleaseRequest* req,
                                          v1::ForceReleaseResponse* resp) override;
+  grpc::ServerUnaryReactor* AcquireAll(grpc::CallbackServerContext* ctx,
+                                       const v1::AcquireAllRequest* req,
+                                       v1::AcquireAllResponse* resp) override;
   grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* Session(
       grpc::CallbackServerContext* ctx) override;
 

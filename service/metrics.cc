@@ -13,6 +13,7 @@ namespace {
 
 using prometheus::Histogram;
 
+constexpr const char* kKindNames[] = {"exclusive", "shared", "semaphore"};
 constexpr const char* kModeNames[] = {"try", "wait"};
 constexpr const char* kOutcomeNames[] = {"acquired", "not_acquired", "cancelled", "error"};
 constexpr const char* kEndNames[] = {"released", "expired", "force_released", "disconnected"};
@@ -49,6 +50,11 @@ int PermIndex(Permission p) {
 
 }  // namespace
 
+KindLabel KindLabelOf(const AcquireParams& params) {
+  if (params.limit != 0) return KindLabel::kSemaphore;
+  return params.mode == LockMode::kShared ? KindLabel::kShared : KindLabel::kExclusive;
+}
+
 BackendResult BackendResultOf(const absl::Status& status) {
   if (status.ok()) return BackendResult::kOk;
   if (IsLockNotHeld(status) || IsFencingTokenMismatch(status)) return BackendResult::kNotHeld;
@@ -69,7 +75,9 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
       .Set(1);
   auto& acquires = prometheus::BuildCounter()
                        .Name("lockd_acquire_requests_total")
-                       .Help("Acquire calls by mode (try: no wait_timeout; wait) and result")
+                       .Help(
+                           "Acquire calls by kind (exclusive, shared, semaphore), mode (try: no "
+                           "wait_timeout; wait) and result")
                        .Register(r);
   auto& grant = prometheus::BuildHistogram()
                     .Name("lockd_acquire_grant_seconds")
@@ -136,19 +144,28 @@ Metrics::Metrics(std::string backend, const std::vector<std::string>& namespaces
     if (i + 1 < labels.size()) ns_index_.emplace(labels[i], static_cast<int>(i));
     const std::string& ns = labels[i];
     PerNamespace p;
-    for (int m = 0; m < kModes; ++m) {
-      for (int o = 0; o < kOutcomes; ++o) {
-        p.acquires[m][o] = &acquires.Add({{"backend", backend},
-                                          {"namespace", ns},
-                                          {"mode", kModeNames[m]},
-                                          {"result", kOutcomeNames[o]}});
+    for (int k = 0; k < kKinds; ++k) {
+      for (int m = 0; m < kModes; ++m) {
+        for (int o = 0; o < kOutcomes; ++o) {
+          p.acquires[k][m][o] = &acquires.Add({{"backend", backend},
+                                               {"namespace", ns},
+                                               {"kind", kKindNames[k]},
+                                               {"mode", kModeNames[m]},
+                                               {"result", kOutcomeNames[o]}});
+        }
+        p.grant[k][m] = &grant.Add({{"backend", backend},
+                                    {"namespace", ns},
+                                    {"kind", kKindNames[k]},
+                                    {"mode", kModeNames[m]}},
+                                   LatencyBuckets());
       }
-      p.grant[m] = &grant.Add({{"backend", backend}, {"namespace", ns}, {"mode", kModeNames[m]}},
-                              LatencyBuckets());
-    }
-    for (int o = 0; o < kOutcomes; ++o) {
-      p.wait[o] = &wait.Add({{"backend", backend}, {"namespace", ns}, {"result", kOutcomeNames[o]}},
-                            LatencyBuckets());
+      for (int o = 0; o < kOutcomes; ++o) {
+        p.wait[k][o] = &wait.Add({{"backend", backend},
+                                  {"namespace", ns},
+                                  {"kind", kKindNames[k]},
+                                  {"result", kOutcomeNames[o]}},
+                                 LatencyBuckets());
+      }
     }
     for (int e = 0; e < kEnds; ++e) {
       p.hold[e] = &hold.Add({{"backend", backend}, {"namespace", ns}, {"ended", kEndNames[e]}},
@@ -187,13 +204,14 @@ int Metrics::NamespaceIndex(absl::string_view ns) const {
   return it == ns_index_.end() ? static_cast<int>(per_ns_.size()) - 1 : it->second;
 }
 
-void Metrics::AcquireDone(int ns, AcquireMode mode, AcquireLabel outcome, absl::Duration elapsed) {
+void Metrics::AcquireDone(int ns, KindLabel kind, AcquireMode mode, AcquireLabel outcome,
+                          absl::Duration elapsed) {
   PerNamespace& p = per_ns_[ns];
-  int m = static_cast<int>(mode), o = static_cast<int>(outcome);
-  p.acquires[m][o]->Increment();
+  int k = static_cast<int>(kind), m = static_cast<int>(mode), o = static_cast<int>(outcome);
+  p.acquires[k][m][o]->Increment();
   double seconds = absl::ToDoubleSeconds(elapsed);
-  if (outcome == AcquireLabel::kAcquired) p.grant[m]->Observe(seconds);
-  if (mode == AcquireMode::kWait) p.wait[o]->Observe(seconds);
+  if (outcome == AcquireLabel::kAcquired) p.grant[k][m]->Observe(seconds);
+  if (mode == AcquireMode::kWait) p.wait[k][o]->Observe(seconds);
 }
 
 void Metrics::HoldEnded(int ns, HoldEnd how, absl::Duration held) {

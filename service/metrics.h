@@ -9,10 +9,12 @@
 //
 // Families (docs/operations/monitoring.md lists them with their meaning):
 //   lockd_build_info{version,revision,backend}                gauge = 1
-//   lockd_acquire_requests_total{backend,namespace,mode,result}
-//       mode: try | wait; result: acquired | not_acquired | cancelled | error
-//   lockd_acquire_grant_seconds{backend,namespace,mode}       histogram
-//   lockd_acquire_wait_seconds{backend,namespace,result}      histogram (mode=wait)
+//   lockd_acquire_requests_total{backend,namespace,kind,mode,result}
+//       kind: exclusive | shared | semaphore (what the acquire asked; each
+//       lock of an AcquireAll counts as one acquire); mode: try | wait;
+//       result: acquired | not_acquired | cancelled | error
+//   lockd_acquire_grant_seconds{backend,namespace,kind,mode}  histogram
+//   lockd_acquire_wait_seconds{backend,namespace,kind,result} histogram (mode=wait)
 //   lockd_hold_duration_seconds{backend,namespace,ended}      histogram
 //       ended: released | expired | force_released | disconnected
 //   lockd_locks_held{backend}, lockd_waiters{backend}         gauges
@@ -40,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "backends/backend.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -55,12 +58,16 @@ namespace lockd {
 inline constexpr absl::string_view kOtherNamespace = "_other";
 
 enum class AcquireMode { kTry = 0, kWait = 1 };
+enum class KindLabel { kExclusive = 0, kShared = 1, kSemaphore = 2 };
 enum class AcquireLabel { kAcquired = 0, kNotAcquired = 1, kCancelled = 2, kError = 3 };
 enum class HoldEnd { kReleased = 0, kExpired = 1, kForceReleased = 2, kDisconnected = 3 };
 enum class RenewLabel { kOk = 0, kLost = 1, kError = 2 };
 enum class BackendOp { kAcquire = 0, kRelease, kRenew, kDescribe, kList, kForceRelease };
 enum class BackendResult { kOk = 0, kNotHeld, kUnavailable, kError };
 enum class ForceLabel { kReleased = 0, kNotHeld, kTokenMismatch, kError };
+
+// The kind label of an acquire.
+KindLabel KindLabelOf(const AcquireParams& params);
 
 // The result label of a backend status.
 BackendResult BackendResultOf(const absl::Status& status);
@@ -79,7 +86,8 @@ class Metrics {
   // slot). Cheap: one hash lookup in an immutable map.
   int NamespaceIndex(absl::string_view ns) const;
 
-  void AcquireDone(int ns, AcquireMode mode, AcquireLabel outcome, absl::Duration elapsed);
+  void AcquireDone(int ns, KindLabel kind, AcquireMode mode, AcquireLabel outcome,
+                   absl::Duration elapsed);
   void HoldEnded(int ns, HoldEnd how, absl::Duration held);
   void RenewDone(int ns, RenewLabel outcome);
   void BackendRequest(BackendOp op, BackendResult result, absl::Duration elapsed);
@@ -93,12 +101,12 @@ class Metrics {
   void SetCertificateExpiry(absl::Time not_after);
 
  private:
-  static constexpr int kModes = 2, kOutcomes = 4, kEnds = 4, kRenews = 3, kOps = 6, kResults = 4,
-                       kForce = 4, kPerms = 3;
+  static constexpr int kKinds = 3, kModes = 2, kOutcomes = 4, kEnds = 4, kRenews = 3, kOps = 6,
+                       kResults = 4, kForce = 4, kPerms = 3;
   struct PerNamespace {
-    prometheus::Counter* acquires[kModes][kOutcomes];
-    prometheus::Histogram* grant[kModes];
-    prometheus::Histogram* wait[kOutcomes];
+    prometheus::Counter* acquires[kKinds][kModes][kOutcomes];
+    prometheus::Histogram* grant[kKinds][kModes];
+    prometheus::Histogram* wait[kKinds][kOutcomes];
     prometheus::Histogram* hold[kEnds];
     prometheus::Counter* renewals[kRenews];
     prometheus::Counter* force[kForce];

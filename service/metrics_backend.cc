@@ -17,6 +17,11 @@ constexpr absl::Duration kExpiryMargin = absl::Seconds(1);
 
 size_t KeyHash(const LockKey& key) { return absl::Hash<LockKey>()(key); }
 size_t OwnerHash(const std::string& owner) { return absl::Hash<std::string>()(owner); }
+// The tracker's key of one holder of a shared lock or a semaphore (an
+// exclusive hold is tracked under its lock's hash alone).
+size_t HolderKey(size_t key, size_t owner) {
+  return absl::Hash<std::pair<size_t, size_t>>()({key, owner});
+}
 
 }  // namespace
 
@@ -51,11 +56,26 @@ void MetricsBackend::Granted(size_t key, size_t owner, int ns, uint64_t token, a
   if (!replaced) metrics_->locks_held().Increment();
 }
 
-void MetricsBackend::Extended(size_t key, absl::Duration ttl, absl::Time now) {
-  Shard& s = ShardOf(key);
-  absl::MutexLock l(&s.mu);
-  auto it = s.holds.find(key);
-  if (it != s.holds.end()) it->second.until = now + ttl + kExpiryMargin;
+void MetricsBackend::Extended(size_t key, size_t owner, absl::Duration ttl, absl::Time now) {
+  for (size_t k : {key, HolderKey(key, owner)}) {
+    Shard& s = ShardOf(k);
+    absl::MutexLock l(&s.mu);
+    auto it = s.holds.find(k);
+    if (it != s.holds.end() && it->second.owner == owner) {
+      it->second.until = now + ttl + kExpiryMargin;
+      return;
+    }
+  }
+}
+
+void MetricsBackend::HolderEnded(size_t key, size_t owner, HoldEnd how, absl::Time now) {
+  // An exclusive hold (under the lock's hash) first: the common case.
+  if (EndedIfOwner(key, owner, how, now) || EndedIfOwner(HolderKey(key, owner), owner, how, now)) {
+    return;
+  }
+  // A hold of the owner that this replica did not see granted: a tracked
+  // exclusive hold of another owner cannot coexist with it, so it ended.
+  if (how == HoldEnd::kReleased) Ended(key, how, now);
 }
 
 void MetricsBackend::Ended(size_t key, HoldEnd how, absl::Time now) {
@@ -72,18 +92,19 @@ void MetricsBackend::Ended(size_t key, HoldEnd how, absl::Time now) {
   metrics_->HoldEnded(h.ns, how, now - h.since);
 }
 
-void MetricsBackend::EndedIfOwner(size_t key, size_t owner, absl::Time now) {
+bool MetricsBackend::EndedIfOwner(size_t key, size_t owner, HoldEnd how, absl::Time now) {
   Shard& s = ShardOf(key);
   Hold h;
   {
     absl::MutexLock l(&s.mu);
     auto it = s.holds.find(key);
-    if (it == s.holds.end() || it->second.owner != owner) return;
+    if (it == s.holds.end() || it->second.owner != owner) return false;
     h = it->second;
     s.holds.erase(it);
   }
   metrics_->locks_held().Decrement();
-  metrics_->HoldEnded(h.ns, HoldEnd::kExpired, now - h.since);
+  metrics_->HoldEnded(h.ns, how, now - h.since);
+  return true;
 }
 
 void MetricsBackend::SweepExpired(absl::Time now) {
@@ -112,18 +133,22 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
   const AcquireMode mode =
       params.wait > absl::ZeroDuration() ? AcquireMode::kWait : AcquireMode::kTry;
   const int ns = metrics_->NamespaceIndex(params.key.ns);
+  const KindLabel kind = KindLabelOf(params);
   const absl::Time start = Now();
   if (mode == AcquireMode::kWait) metrics_->waiters().Increment();
   const size_t key = KeyHash(params.key);
   const size_t owner = OwnerHash(params.owner);
   inner_->Acquire(std::move(params), std::move(cancel),
-                  [this, mode, ns, start, key, owner,
+                  [this, kind, mode, ns, start, key, owner,
                    done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
                     const absl::Time now = Now();
                     AcquireLabel outcome = AcquireLabel::kError;
                     if (r.ok()) {
                       outcome = r->acquired ? AcquireLabel::kAcquired : AcquireLabel::kNotAcquired;
-                      if (r->acquired) Granted(key, owner, ns, r->fencing_token, r->ttl, now);
+                      if (r->acquired) {
+                        Granted(kind == KindLabel::kExclusive ? key : HolderKey(key, owner), owner,
+                                ns, r->fencing_token, r->ttl, now);
+                      }
                     } else if (absl::IsCancelled(r.status())) {
                       outcome = AcquireLabel::kCancelled;
                     }
@@ -133,7 +158,7 @@ void MetricsBackend::Acquire(AcquireParams params, std::shared_ptr<CancelSignal>
                       metrics_->BackendRequest(BackendOp::kAcquire, BackendResultOf(r.status()),
                                                now - start);
                     }
-                    metrics_->AcquireDone(ns, mode, outcome, now - start);
+                    metrics_->AcquireDone(ns, kind, mode, outcome, now - start);
                     std::move(done)(std::move(r));
                   });
 }
@@ -147,11 +172,11 @@ void MetricsBackend::Release(ReleaseParams params, Callback<ReleaseResult> done)
     const absl::Time now = Now();
     metrics_->BackendRequest(BackendOp::kRelease, BackendResultOf(r.status()), now - start);
     if (r.ok() && r->released) {
-      Ended(key, HoldEnd::kReleased, now);
+      HolderEnded(key, owner, HoldEnd::kReleased, now);
     } else if (IsLockNotHeld(r.status())) {
       // The holder learns its hold is gone; another owner's mistaken Release
       // must not end the holder's tracked hold.
-      EndedIfOwner(key, owner, now);
+      HolderEnded(key, owner, HoldEnd::kExpired, now);
     }
     std::move(done)(std::move(r));
   });
@@ -167,10 +192,10 @@ void MetricsBackend::Renewed(const RenewCall& call, const absl::StatusOr<RenewRe
   metrics_->BackendRequest(BackendOp::kRenew, BackendResultOf(r.status()), now - call.start);
   if (r.ok()) {
     metrics_->RenewDone(call.ns, RenewLabel::kOk);
-    Extended(call.key, r->ttl, now);
+    Extended(call.key, call.owner, r->ttl, now);
   } else if (IsLockNotHeld(r.status())) {
     metrics_->RenewDone(call.ns, RenewLabel::kLost);
-    EndedIfOwner(call.key, call.owner, now);
+    HolderEnded(call.key, call.owner, HoldEnd::kExpired, now);
   } else {
     metrics_->RenewDone(call.ns, RenewLabel::kError);
   }
@@ -221,14 +246,23 @@ void MetricsBackend::ForceRelease(ForceReleaseParams params, Callback<ForceRelea
   const absl::Time start = Now();
   const int ns = metrics_->NamespaceIndex(params.key.ns);
   const size_t key = KeyHash(params.key);
-  inner_->ForceRelease(std::move(params), [this, start, ns, key, done = std::move(done)](
+  const uint64_t token = params.fencing_token;
+  inner_->ForceRelease(std::move(params), [this, start, ns, key, token, done = std::move(done)](
                                               absl::StatusOr<ForceReleaseResult> r) mutable {
     const absl::Time now = Now();
     metrics_->BackendRequest(BackendOp::kForceRelease, BackendResultOf(r.status()), now - start);
     ForceLabel outcome = ForceLabel::kError;
     if (r.ok()) {
       outcome = r->released ? ForceLabel::kReleased : ForceLabel::kNotHeld;
-      if (r->released) Ended(key, HoldEnd::kForceReleased, now);
+      if (r->released) {
+        Ended(key, HoldEnd::kForceReleased, now);
+        for (const HolderState& h : r->previous.holders) {  // shared and semaphore holders
+          if (token == 0 || h.fencing_token == token) {
+            EndedIfOwner(HolderKey(key, OwnerHash(h.owner)), OwnerHash(h.owner),
+                         HoldEnd::kForceReleased, now);
+          }
+        }
+      }
     } else if (IsFencingTokenMismatch(r.status())) {
       outcome = ForceLabel::kTokenMismatch;
     }

@@ -2,13 +2,16 @@
 // around every call of the backend it wraps, and tracks the holds granted
 // through it to publish `lockd_locks_held` and hold durations.
 //
-// Hold tracking ("what this replica sees"): a first grant starts a hold; a
-// reentrant acquire or Renew moves its lease end; a Release that frees the
-// lock ends it as released, a ForceRelease as force_released; a hold whose
-// lease end passed (checked by SweepExpired(), which the owner calls about
-// once a second, and by the holder's Renew/Release answering LOCK_NOT_HELD) ends as
-// expired. A hold renewed through another replica may thus be counted as
-// expired here. The tracker is sharded by lock so that concurrent calls on
+// Hold tracking ("what this replica sees"), per holder: an exclusive hold
+// under its lock, a shared or semaphore hold under its (lock, owner). A
+// first grant starts a hold; a reentrant acquire or Renew moves its lease
+// end; a Release that ends the caller's hold ends it as released, a
+// ForceRelease (every holder, or the one with its token) as force_released;
+// a hold whose lease end passed (checked by SweepExpired(), which the owner
+// calls about once a second, and by the holder's Renew/Release answering
+// LOCK_NOT_HELD) ends as expired. A hold renewed through another replica may
+// thus be counted as expired here, and so may a shared hold upgraded to
+// exclusive. The tracker is sharded by lock so that concurrent calls on
 // different locks rarely meet on a mutex, and keyed by 64-bit hashes of the
 // lock and the owner, so that a call copies no strings (two locks with the
 // same hash would only merge their hold metrics).
@@ -82,8 +85,11 @@ class MetricsBackend final : public Backend {
   Shard& ShardOf(size_t key) { return shards_[key % kShards]; }
   void Granted(size_t key, size_t owner, int ns, uint64_t token, absl::Duration ttl,
                absl::Time now);
-  void EndedIfOwner(size_t key, size_t owner, absl::Time now);
-  void Extended(size_t key, absl::Duration ttl, absl::Time now);
+  // Ends the hold tracked under `key` if `owner` holds it; false if not.
+  bool EndedIfOwner(size_t key, size_t owner, HoldEnd how, absl::Time now);
+  // The owner's hold of lock `key`, exclusive or not.
+  void HolderEnded(size_t key, size_t owner, HoldEnd how, absl::Time now);
+  void Extended(size_t key, size_t owner, absl::Duration ttl, absl::Time now);
   void Ended(size_t key, HoldEnd how, absl::Time now);
 
   const std::unique_ptr<Backend> inner_;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -35,12 +36,16 @@ class MetricsBackendTest : public ::testing::Test {
   }
   void TearDown() override { backend_->Shutdown(); }
 
-  // The value of the series `name{labels}` ("" labels: the only one), or -1.
-  double Value(const std::string& name, const prometheus::Labels& labels = {}) {
+  // The value of the series `name{labels, more}` ("" labels: the only one),
+  // or -1.
+  double Value(const std::string& name, const prometheus::Labels& labels = {},
+               const prometheus::Labels& more = {}) {
+    prometheus::Labels all = labels;
+    all.insert(more.begin(), more.end());
     for (const auto& family : metrics_->registry()->Collect()) {
       for (const auto& m : family.metric) {
         bool match = true;
-        for (const auto& [k, v] : labels) {
+        for (const auto& [k, v] : all) {
           bool found = false;
           for (const auto& l : m.label) found |= l.name == k && l.value == v;
           match &= found;
@@ -106,15 +111,40 @@ TEST_F(MetricsBackendTest, AcquiresAreCountedByNamespaceModeAndResult) {
   EXPECT_FALSE(Acquire("orders", "a", "o2", absl::Seconds(30), absl::Milliseconds(50)).acquired);
   EXPECT_TRUE(Acquire("billing", "b", "o1").acquired);
   const std::string acq = "lockd_acquire_requests_total";
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "acquired"}}), 1);
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "not_acquired"}}), 1);
-  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "wait"}, {"result", "not_acquired"}}), 1);
-  EXPECT_EQ(Value(acq, {{"namespace", "_other"}, {"mode", "try"}, {"result", "acquired"}}), 1);
+  const prometheus::Labels ex = {{"kind", "exclusive"}};
+  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "acquired"}}, ex), 1);
+  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "try"}, {"result", "not_acquired"}}, ex),
+            1);
+  EXPECT_EQ(Value(acq, {{"namespace", "orders"}, {"mode", "wait"}, {"result", "not_acquired"}}, ex),
+            1);
+  EXPECT_EQ(Value(acq, {{"namespace", "_other"}, {"mode", "try"}, {"result", "acquired"}}, ex), 1);
   EXPECT_EQ(Value("lockd_acquire_wait_seconds_count",
-                  {{"namespace", "orders"}, {"result", "not_acquired"}}),
+                  {{"namespace", "orders"}, {"result", "not_acquired"}}, ex),
             1);
   EXPECT_EQ(Value("lockd_locks_held"), 2);
   EXPECT_EQ(Value("lockd_waiters"), 0);
+}
+
+TEST_F(MetricsBackendTest, AcquiresAreCountedByKind) {
+  // What the acquire asked, whatever the backend answered.
+  for (auto [mode, limit, kind] : {std::make_tuple(LockMode::kExclusive, 0u, "exclusive"),
+                                   std::make_tuple(LockMode::kShared, 0u, "shared"),
+                                   std::make_tuple(LockMode::kExclusive, 3u, "semaphore")}) {
+    AcquireParams p{{"orders", kind}, "o1", absl::Seconds(30)};
+    p.mode = mode;
+    p.limit = limit;
+    p.permits = limit == 0 ? 0 : 1;
+    absl::Notification done;
+    backend_->Acquire(std::move(p), nullptr, [&](absl::StatusOr<AcquireResult>) { done.Notify(); });
+    done.WaitForNotification();
+    double total = 0;
+    for (const char* result : {"acquired", "not_acquired", "cancelled", "error"}) {
+      total +=
+          Value("lockd_acquire_requests_total",
+                {{"namespace", "orders"}, {"kind", kind}, {"mode", "try"}, {"result", result}});
+    }
+    EXPECT_EQ(total, 1) << kind;
+  }
 }
 
 TEST_F(MetricsBackendTest, HoldsEndAsReleasedExpiredOrForceReleased) {

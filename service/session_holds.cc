@@ -43,29 +43,36 @@ void SessionHolds::TakeOver(SessionOpenParams::Resume ref,
       std::move(done)(state.status());
       return;
     }
-    if (!state->held || state->owner != params_.owner ||
-        state->fencing_token != ref.fencing_token) {
+    // The owner's own hold, among every holder of a shared lock or a
+    // semaphore.
+    bool held =
+        state->held && state->owner == params_.owner && state->fencing_token == ref.fencing_token;
+    for (const HolderState& h : state->holders) {
+      held = held || (h.owner == params_.owner && h.fencing_token == ref.fencing_token);
+    }
+    if (!held) {
       std::move(done)(absl::NotFoundError("not held with that token"));
       return;
     }
     RenewParams renew{ref.key, params_.owner, params_.ttl, ref.fencing_token};
-    deps_.backend->Renew(std::move(renew), [this, self = std::move(self), state = *std::move(state),
-                                            done = std::move(done), sent = absl::Now()](
-                                               absl::StatusOr<RenewResult> r) mutable {
-      if (!r.ok()) {
-        std::move(done)(IsLockNotHeld(r.status()) ? absl::NotFoundError("gone") : r.status());
-        return;
-      }
-      if (r->fencing_token != state.fencing_token) {
-        std::move(done)(absl::NotFoundError("re-granted"));
-        return;
-      }
-      v1::LockInfo info;
-      ToLockInfo(state, deps_.backend->name(), &info);
-      SetProtoDuration(r->ttl, info.mutable_ttl_remaining());
-      Add(state.key, state.fencing_token, sent + params_.ttl);
-      std::move(done)(std::move(info));
-    });
+    deps_.backend->Renew(
+        std::move(renew),
+        [this, self = std::move(self), state = *std::move(state), token = ref.fencing_token,
+         done = std::move(done), sent = absl::Now()](absl::StatusOr<RenewResult> r) mutable {
+          if (!r.ok()) {
+            std::move(done)(IsLockNotHeld(r.status()) ? absl::NotFoundError("gone") : r.status());
+            return;
+          }
+          if (r->fencing_token != token) {
+            std::move(done)(absl::NotFoundError("re-granted"));
+            return;
+          }
+          v1::LockInfo info;
+          ToLockInfo(state, deps_.backend->name(), &info);
+          SetProtoDuration(r->ttl, info.mutable_ttl_remaining());
+          Add(state.key, token, sent + params_.ttl);
+          std::move(done)(std::move(info));
+        });
   });
 }
 

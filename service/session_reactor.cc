@@ -114,7 +114,7 @@ void SessionReactor::OnReadDone(bool ok) {
     return;
   }
   if (req.kind_case() == v1::SessionRequest::KIND_NOT_SET) {
-    ProtocolError("a SessionRequest must set one of open, acquire, release, cancel");
+    ProtocolError("a SessionRequest must set one of open, acquire, release, cancel, acquire_all");
     return;
   }
   SessionHolds* holds = RequireOpen();
@@ -125,6 +125,9 @@ void SessionReactor::OnReadDone(bool ok) {
       break;
     case v1::SessionRequest::kRelease:
       HandleRelease(holds, *req.mutable_release());
+      break;
+    case v1::SessionRequest::kAcquireAll:
+      HandleAcquireAll(holds, *req.mutable_acquire_all());
       break;
     default:
       HandleCancel(req.cancel().op_id());
@@ -279,7 +282,7 @@ bool SessionReactor::CheckOwnerAndNamespace(const SessionParams& params, uint64_
     return false;
   }
   *owner = params.owner;
-  if (ns->empty()) *ns = params.ns;
+  if (ns != nullptr && ns->empty()) *ns = params.ns;
   return true;
 }
 
@@ -361,6 +364,75 @@ void SessionReactor::OnAcquired(SessionHolds* holds, uint64_t op_id, const Acqui
     v1::SessionResponse resp = OkResult(op_id);
     *resp.mutable_result()->mutable_acquire() = std::move(answer);
     writer_.Send(std::move(resp));
+  }
+  ResultQueued();
+}
+
+void SessionReactor::HandleAcquireAll(SessionHolds* holds, v1::SessionAcquireAll& a) {
+  const SessionParams& session = holds->params();
+  const uint64_t op_id = a.op_id();
+  if (InFlight(op_id)) return;
+  v1::AcquireAllRequest& req = *a.mutable_request();
+  if (!CheckOwnerAndNamespace(session, op_id, req.mutable_owner(), nullptr)) return;
+  for (v1::LockSpec& spec : *req.mutable_locks()) {
+    if (spec.namespace_().empty()) spec.set_namespace_(session.ns);
+  }
+  SetProtoDuration(session.ttl, req.mutable_lease_ttl());
+  absl::StatusOr<AcquireAllParams> params = ToAcquireAllParams(req, hub_->lease_);
+  absl::Status admitted =
+      params.ok() ? AuthorizeNamespaces(*params,
+                                        [&](const LockKey& key) { return Authorize(session, key); })
+                  : params.status();
+  if (!admitted.ok()) {
+    writer_.Send(ErrorResult(op_id, ToGrpcStatus(admitted)));
+    return;
+  }
+  auto cancel = std::make_shared<CancelSignal>();
+  if (!StartOp(op_id, cancel)) return;
+  StartAcquireAll(
+      backend_, *std::move(params), cancel,
+      [ref = NewRef(), holds, op_id, sent = absl::Now()](const std::vector<AcquiredLock>& held) {
+        return ref->DeliverAll(holds, op_id, sent, held);
+      },
+      [ref = NewRef(), op_id](grpc::Status status, v1::AcquireAllResponse resp,
+                              std::vector<AcquiredLock>) {
+        ref->OnAcquiredAll(op_id, status, std::move(resp));
+      });
+}
+
+AcquireCall::Delivery SessionReactor::DeliverAll(SessionHolds* holds, uint64_t op_id,
+                                                 absl::Time sent,
+                                                 const std::vector<AcquiredLock>& held) {
+  const absl::Duration ttl = holds->params().ttl;
+  absl::MutexLock l(&mu_);
+  auto it = ops_.find(op_id);
+  if ((it != ops_.end() && it->second != nullptr && it->second->cancelled()) ||
+      phase_ >= Phase::kEnding) {
+    return AcquireCall::Delivery::kCancelled;
+  }
+  // As in OnAcquired: under mu_, so that the end of the stream sees them.
+  for (const AcquiredLock& h : held) {
+    const absl::Time start =
+        h.grant.lease_start != absl::InfinitePast() ? h.grant.lease_start : sent;
+    holds->Add(h.call.key(), h.grant.fencing_token, start + ttl);
+  }
+  holds->ScheduleRenewal(ttl / 3);
+  return AcquireCall::Delivery::kDeliver;
+}
+
+void SessionReactor::OnAcquiredAll(uint64_t op_id, const grpc::Status& status,
+                                   v1::AcquireAllResponse resp) {
+  {
+    absl::MutexLock l(&mu_);
+    ops_.erase(op_id);
+    ++queuing_results_;
+  }
+  if (!status.ok()) {
+    writer_.Send(ErrorResult(op_id, status));
+  } else {
+    v1::SessionResponse out = OkResult(op_id);
+    *out.mutable_result()->mutable_acquire_all() = std::move(resp);
+    writer_.Send(std::move(out));
   }
   ResultQueued();
 }

@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "backends/backend.h"
 #include "lockd/v1/lock.grpc.pb.h"
+#include "service/acquire_all.h"
 #include "service/acquire_call.h"
 #include "service/session.h"
 #include "service/session_holds.h"
@@ -131,6 +132,7 @@ class SessionReactor final
   void SendOpened(const SessionParams& params, std::vector<v1::LockInfo> resumed);
 
   // Operations.
+  // `ns` may be null (an acquire_all's namespaces are per lock).
   bool CheckOwnerAndNamespace(const SessionParams& params, uint64_t op_id, std::string* owner,
                               std::string* ns);
   bool InFlight(uint64_t op_id);
@@ -143,6 +145,12 @@ class SessionReactor final
   void HandleAcquire(SessionHolds* holds, v1::SessionAcquire& a);
   void OnAcquired(SessionHolds* holds, uint64_t op_id, const AcquireCall& call, absl::Time sent,
                   const absl::StatusOr<AcquireResult>& r);
+  void HandleAcquireAll(SessionHolds* holds, v1::SessionAcquireAll& a);
+  // Once every lock of an acquire_all is held: whether its result may be
+  // sent (not after its cancel or the session's end); records the holds.
+  AcquireCall::Delivery DeliverAll(SessionHolds* holds, uint64_t op_id, absl::Time sent,
+                                   const std::vector<AcquiredLock>& held);
+  void OnAcquiredAll(uint64_t op_id, const grpc::Status& status, v1::AcquireAllResponse resp);
   void HandleRelease(SessionHolds* holds, v1::SessionRelease& rel);
   void OnReleased(SessionHolds* holds, uint64_t op_id, const LockKey& key,
                   absl::StatusOr<ReleaseResult> r);

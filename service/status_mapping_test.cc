@@ -78,5 +78,39 @@ TEST(StatusMappingTest, BackendStatusesOtherThanUnauthenticatedMapAsToGrpcStatus
   EXPECT_THAT(BackendToGrpcStatus(absl::OkStatus()), StatusIs(grpc::StatusCode::OK));
 }
 
+// The ErrorInfo of `s`'s details (reason "" when there is none).
+google::rpc::ErrorInfo InfoOf(const grpc::Status& s) {
+  google::rpc::ErrorInfo info;
+  google::rpc::Status details;
+  if (details.ParseFromString(s.error_details()) && details.details_size() == 1) {
+    details.details(0).UnpackTo(&info);
+  }
+  return info;
+}
+
+TEST(StatusMappingTest, KindMismatchCarriesTheHeldKindAndLimit) {
+  grpc::Status lock = BackendToGrpcStatus(LockKindMismatchError(LockKey{"default", "x"}, 0));
+  EXPECT_THAT(lock, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
+  google::rpc::ErrorInfo info = InfoOf(lock);
+  EXPECT_EQ(info.reason(), "LOCK_KIND_MISMATCH");
+  EXPECT_EQ(info.domain(), "lockd");
+  EXPECT_EQ(info.metadata().at("kind"), "lock");
+  EXPECT_FALSE(info.metadata().contains("limit"));
+
+  info = InfoOf(BackendToGrpcStatus(LockKindMismatchError(LockKey{"default", "x"}, 4)));
+  EXPECT_EQ(info.reason(), "LOCK_KIND_MISMATCH");
+  EXPECT_EQ(info.metadata().at("kind"), "semaphore");
+  EXPECT_EQ(info.metadata().at("limit"), "4");
+}
+
+TEST(StatusMappingTest, UpgradeAndPermitsErrorsCarryTheirReasons) {
+  grpc::Status upgrade = BackendToGrpcStatus(UpgradeWouldBlockError(LockKey{"default", "x"}));
+  EXPECT_THAT(upgrade, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_EQ(InfoOf(upgrade).reason(), "UPGRADE_WOULD_BLOCK");
+  grpc::Status permits = BackendToGrpcStatus(PermitsMismatchError(LockKey{"default", "x"}, 2, 3));
+  EXPECT_THAT(permits, StatusIs(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_EQ(InfoOf(permits).reason(), "PERMITS_MISMATCH");
+}
+
 }  // namespace
 }  // namespace lockd

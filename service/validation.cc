@@ -1,5 +1,6 @@
 #include "service/validation.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "protos/proto_duration.h"
 
@@ -72,6 +73,37 @@ absl::StatusOr<absl::Duration> CheckLease(bool present, const google::protobuf::
                    absl::FormatDuration(*ttl));
   }
   return *ttl;
+}
+
+absl::StatusOr<absl::Duration> CheckWait(bool present, const google::protobuf::Duration& d) {
+  if (!present) return absl::ZeroDuration();
+  absl::StatusOr<absl::Duration> wait = ToDuration("wait_timeout", d);
+  if (!wait.ok()) return wait.status();
+  if (*wait < absl::ZeroDuration()) {
+    return Invalid("wait_timeout", "must not be negative", absl::FormatDuration(*wait));
+  }
+  return *wait;
+}
+
+absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+// The fields an Acquire and an AcquireAll share: owner (may be empty),
+// lease_ttl, wait_timeout and request_id, into `p`.
+template <typename Request, typename Params>
+absl::Status CheckAcquireFields(const Request& req, const LeaseBounds& lease, Params& p) {
+  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/true); !s.ok()) return s;
+  p.owner = req.owner();
+  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
+  if (!ttl.ok()) return ttl.status();
+  p.ttl = *ttl;
+  absl::StatusOr<absl::Duration> wait = CheckWait(req.has_wait_timeout(), req.wait_timeout());
+  if (!wait.ok()) return wait.status();
+  p.wait = *wait;
+  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
+  p.request_id = req.request_id();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LockKey> CheckKey(const std::string& ns, const std::string& name) {
@@ -159,26 +191,39 @@ absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
   absl::StatusOr<LockKey> key = CheckKey(req.namespace_(), req.name());
   if (!key.ok()) return key.status();
   p.key = *std::move(key);
-  if (absl::Status s = CheckOwner(req.owner(), /*allow_empty=*/true); !s.ok()) return s;
-  p.owner = req.owner();
-  absl::StatusOr<absl::Duration> ttl = CheckLease(req.has_lease_ttl(), req.lease_ttl(), lease);
-  if (!ttl.ok()) return ttl.status();
-  p.ttl = *ttl;
-  if (req.has_wait_timeout()) {
-    absl::StatusOr<absl::Duration> wait = ToDuration("wait_timeout", req.wait_timeout());
-    if (!wait.ok()) return wait.status();
-    if (*wait < absl::ZeroDuration()) {
-      return Invalid("wait_timeout", "must not be negative", absl::FormatDuration(*wait));
-    }
-    p.wait = *wait;
-  }
-  if (absl::Status s = CheckRequestId(req.request_id()); !s.ok()) return s;
-  p.request_id = req.request_id();
+  if (absl::Status s = CheckAcquireFields(req, lease, p); !s.ok()) return s;
   absl::StatusOr<LockKind> kind = CheckKind(req.mode(), req.limit(), req.permits());
   if (!kind.ok()) return kind.status();
   p.mode = kind->mode;
   p.limit = kind->limit;
   p.permits = kind->permits;
+  return p;
+}
+
+absl::StatusOr<AcquireAllParams> ToAcquireAllParams(const v1::AcquireAllRequest& req,
+                                                    const LeaseBounds& lease) {
+  AcquireAllParams p;
+  if (req.locks_size() < 1 || req.locks_size() > kMaxAcquireAllLocks) {
+    return Invalid("locks", absl::StrCat("must hold 1-", kMaxAcquireAllLocks, " locks"),
+                   absl::StrCat(req.locks_size()));
+  }
+  absl::flat_hash_map<LockKey, int> seen;
+  for (int i = 0; i < req.locks_size(); ++i) {
+    const v1::LockSpec& spec = req.locks(i);
+    const std::string field = absl::StrCat("locks[", i, "]");
+    absl::StatusOr<LockKey> key = CheckKey(spec.namespace_(), spec.name());
+    if (!key.ok()) return Prefixed(absl::StrCat(field, "."), key.status());
+    auto [it, inserted] = seen.emplace(*key, i);
+    if (!inserted) {
+      return Invalid(field, absl::StrCat("must not name the same lock as locks[", it->second, "]"),
+                     absl::StrCat("namespace \"", key->ns, "\", name \"", key->name, "\""));
+    }
+    absl::StatusOr<LockKind> kind =
+        CheckKind(spec.mode(), spec.limit(), spec.permits(), absl::StrCat(field, "."));
+    if (!kind.ok()) return kind.status();
+    p.locks.push_back({*std::move(key), *kind});
+  }
+  if (absl::Status s = CheckAcquireFields(req, lease, p); !s.ok()) return s;
   return p;
 }
 
@@ -261,14 +306,6 @@ absl::StatusOr<ForceReleaseParams> ToForceReleaseParams(const v1::ForceReleaseRe
   }
   return p;
 }
-
-namespace {
-
-absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
-}
-
-}  // namespace
 
 absl::StatusOr<SessionOpenParams> ToSessionOpenParams(const v1::SessionOpen& open,
                                                       const LeaseBounds& lease) {

@@ -28,9 +28,10 @@ inline constexpr uint32_t kMaxPageSize = 1000;
 // U+007F-U+009F).
 bool IsCleanUtf8(absl::string_view s);
 
-// A lock's kind as an acquire asks it (docs/api.md "Shared locks,
-// semaphores"): limit 0 is a lock (mode exclusive or shared, permits 0);
-// otherwise a semaphore (mode exclusive, permits 1..limit, 0 asked means 1).
+// A lock's kind as an acquire asks it: limit 0 is a lock (mode exclusive or
+// shared, permits 0); otherwise a semaphore (mode exclusive, permits
+// 1..limit, 0 asked means 1). See
+// docs/api.md "Shared locks, semaphores and all-or-nothing acquires".
 inline constexpr uint32_t kMaxSemaphoreLimit = 10000;
 struct LockKind {
   LockMode mode = LockMode::kExclusive;
@@ -46,6 +47,24 @@ absl::StatusOr<LockKind> CheckKind(v1::LockMode mode, uint32_t limit, uint32_t p
 // service generates one.
 absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
                                               const LeaseBounds& lease);
+// An AcquireAll (docs/api.md "AcquireAll"): 1-64 locks, no (namespace,
+// name) twice (the message names the second one, "locks[3]: ..."), each
+// lock's fields named "locks[i].name" etc.; owner, lease_ttl, wait_timeout
+// and request_id as for an Acquire.
+inline constexpr int kMaxAcquireAllLocks = 64;
+struct AcquireAllParams {
+  struct Lock {
+    LockKey key;
+    LockKind kind;
+  };
+  std::vector<Lock> locks;  // in request order
+  std::string owner;        // empty: the service generates one
+  absl::Duration ttl;
+  absl::Duration wait = absl::ZeroDuration();
+  std::string request_id;  // empty, or at most 128 bytes
+};
+absl::StatusOr<AcquireAllParams> ToAcquireAllParams(const v1::AcquireAllRequest& req,
+                                                    const LeaseBounds& lease);
 absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req);
 absl::StatusOr<RenewParams> ToRenewParams(const v1::RenewRequest& req, const LeaseBounds& lease);
 absl::StatusOr<LockKey> ToLockKey(const v1::DescribeRequest& req);

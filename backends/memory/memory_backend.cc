@@ -1,5 +1,6 @@
 #include "backends/memory/memory_backend.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,20 +23,37 @@ namespace {
 
 using Clock = SteadyClock;
 
-struct Lock {
+// One owner's hold of a name (backend.h "Kinds": every holder is on its own).
+struct Holder {
   std::string owner;
+  LockMode mode = LockMode::kExclusive;  // kExclusive for semaphore permits
   uint32_t hold_count = 0;
+  uint32_t permits = 0;  // 0 for a lock
   uint64_t token = 0;
   Clock::time_point expires;
-  TimerQueue::TimerId expiry_timer = 0;  // armed while waiters are parked
-  // The owner's last request with a request_id, for idempotent retries.
+  // The owner's last request with a request_id, for idempotent retries and
+  // Release{acquire_request_id}.
   enum class Kind { kNone, kAcquire, kRelease } last_kind = Kind::kNone;
   std::string last_request_id;
   AcquireResult last_acquire;
+  bool last_upgraded = false;  // that acquire turned the SHARED hold EXCLUSIVE
   ReleaseResult last_release;
 };
 
-// A Release that freed a lock, remembered (per lock and owner) so that its
+// A name with holders; erased when its last holder goes, so that the name
+// takes the kind of its next grant.
+struct Lock {
+  uint32_t limit = 0;           // non-zero: a semaphore of `limit` permits
+  uint32_t permits = 0;         // held, in all
+  std::vector<Holder> holders;  // by token, oldest first; an EXCLUSIVE one is alone
+  // Armed at the earliest lease end while waiters are parked; `expiry_gen`
+  // tells a timer that was replaced.
+  TimerQueue::TimerId expiry_timer = 0;
+  Clock::time_point expiry_at;
+  uint64_t expiry_gen = 0;
+};
+
+// A Release that freed a hold, remembered (per lock and owner) so that its
 // retry answers the same even after the lock went to another owner.
 struct FreedBy {
   std::string request_id;
@@ -50,15 +68,34 @@ absl::Time WallTimeOf(Clock::time_point t) {
   return wall - absl::FromChrono(Clock::now() - t);
 }
 
+Holder* HolderOf(Lock& lock, absl::string_view owner) {
+  for (Holder& h : lock.holders) {
+    if (h.owner == owner) return &h;
+  }
+  return nullptr;
+}
+
+// Whether a call asking `p` (of the lock's kind) may be granted beside the
+// holders of `lock` (null: a free name).
+bool Fits(const Lock* lock, const AcquireParams& p) {
+  if (lock == nullptr) return true;
+  if (lock->limit > 0) return lock->permits + p.permits <= lock->limit;
+  return p.mode == LockMode::kShared && lock->holders.front().mode == LockMode::kShared;
+}
+
+// True if a Release/Renew carrying `token` (0: any) is for hold `h`.
+bool OfHold(const Holder& h, uint64_t token) { return token == 0 || token == h.token; }
+
 // Waiting uses a WaiterTable and a WaiterRegistry directly, not the
-// WaitEngine: the locks live under this class's own mutex, so a release hands
-// the lock to the first waiter in the same critical section (no attempt to
-// make, nothing in flight, no retry timer). The engine's "try once, then
-// retry the head" would add an asynchronous round for nothing. The rules are
-// the same: FIFO per lock, max_waiters counts every waiting call, the same
-// error texts (errors.h). A call is registered from its park to the moment it
-// leaves the table, under mu_; the registry reports its deadline, cancel and
-// the shutdown drain to OnStop.
+// WaitEngine: the locks live under this class's own mutex, so whatever frees
+// room (a release, a lease end, a waiter leaving the front) admits the
+// waiters at the front in the same critical section (no attempt to make,
+// nothing in flight, no retry timer). The engine's "try once, then retry the
+// head" would add an asynchronous round for nothing. The rules are the same:
+// FIFO per name across modes (Admit), max_waiters counts every waiting call,
+// the same error texts (errors.h). A call is registered from its park to the
+// moment it leaves the table, under mu_; the registry reports its deadline,
+// cancel and the shutdown drain to OnStop.
 class MemoryBackend final : public Backend {
  public:
   explicit MemoryBackend(const MemoryOptions& options)
@@ -76,10 +113,6 @@ class MemoryBackend final : public Backend {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
-    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
-      std::move(done)(s);
-      return;
-    }
     Deferred deferred;
     absl::StatusOr<AcquireResult> result;
     bool parked = false;
@@ -92,25 +125,29 @@ class MemoryBackend final : public Backend {
         const LockKey key = params.key;  // params is moved into a parked waiter
         ExpireIfDue(key, now, deferred);
         auto it = locks_.find(key);
-        if (it == locks_.end()) {
+        Lock* lock = it == locks_.end() ? nullptr : &it->second;
+        Holder* holder = lock == nullptr ? nullptr : HolderOf(*lock, params.owner);
+        if (holder != nullptr) {
+          result = AsHolder(key, *lock, *holder, params, now, /*waited=*/false);
+        } else if (lock != nullptr && params.limit != lock->limit) {
+          result = LockKindMismatchError(key, lock->limit);
+        } else if (lock == nullptr || (table_.Count(key) == 0 && Fits(lock, params))) {
+          // A free name has no waiters: Admit serves them as it frees it.
           result = Grant(params, now);
-          GrantOwnersWaiters(key, now, deferred);
-        } else if (it->second.owner == params.owner) {
-          result = Reenter(it->second, params, now);
         } else if (params.wait <= absl::ZeroDuration()) {
-          result = NotAcquired(key, &it->second, now);
+          result = NotAcquired(key, lock, now);
         } else {
           Clock::time_point deadline = SteadyAfter(params.wait);
           WaiterTable::Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
           absl::Status s = ParkLocked(w);
           if (s.ok()) {
             parked = true;
-            ArmExpiry(key, it->second);
           } else {
             result = s;
             done = std::move(w.done);
           }
         }
+        ArmExpiry(key);
       }
     }
     RunAll(deferred);
@@ -124,33 +161,45 @@ class MemoryBackend final : public Backend {
   }
 
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
-    OnLock(
-        params.key, std::move(done),
-        [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<ForceReleaseResult> {
-          ForceReleaseResult r;
-          if (at.it == locks_.end()) {
-            r.previous = StateOf(params.key, nullptr, at.now);
-            return r;
-          }
-          if (params.fencing_token != 0 && at.it->second.token != params.fencing_token) {
-            return FencingTokenMismatchError(params.key, params.fencing_token, at.it->second.token);
-          }
-          r.previous = StateOf(params.key, &at.it->second, at.now);
-          r.released = true;
-          Free(at.it);
-          HandOff(params.key, at.now, at.deferred);
-          return r;
-        });
+    OnLock(params.key, std::move(done),
+           [&](const At& at)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<ForceReleaseResult> {
+                 ForceReleaseResult r;
+                 if (at.it == locks_.end()) {
+                   r.previous = StateOf(params.key, nullptr, at.now);
+                   return r;
+                 }
+                 Lock& lock = at.it->second;
+                 auto h = lock.holders.begin();
+                 if (params.fencing_token != 0) {
+                   while (h != lock.holders.end() && h->token != params.fencing_token) ++h;
+                   if (h == lock.holders.end()) {
+                     return FencingTokenMismatchError(params.key, params.fencing_token,
+                                                      lock.holders.back().token);
+                   }
+                 }
+                 r.previous = StateOf(params.key, &lock, at.now);
+                 r.released = true;
+                 if (params.fencing_token != 0) {
+                   DropHolder(at.it, h, at.now, at.deferred);
+                 } else {
+                   Free(at.it);
+                   Admit(params.key, at.now, at.deferred);
+                 }
+                 return r;
+               });
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
     OnLock(params.key, std::move(done),
            [&](const At& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<RenewResult> {
              if (at.it == locks_.end()) return LockFreeError(params.key);
-             if (at.it->second.owner != params.owner) return HeldByOtherError(params.key);
-             if (!OfHold(at.it->second, params.fencing_token)) return OtherHoldError(params.key);
-             at.it->second.expires = at.now + absl::ToChronoNanoseconds(params.ttl);
-             return RenewResult{params.ttl, at.it->second.token};
+             Holder* h = HolderOf(at.it->second, params.owner);
+             if (h == nullptr) return HeldByOtherError(params.key);
+             if (!OfHold(*h, params.fencing_token)) return OtherHoldError(params.key);
+             h->expires = at.now + absl::ToChronoNanoseconds(params.ttl);
+             ArmExpiry(params.key);  // the new lease may end before the armed timer
+             return RenewResult{params.ttl, h->token};
            });
   }
 
@@ -195,14 +244,14 @@ class MemoryBackend final : public Backend {
   // What an operation run by OnLock sees.
   struct At {
     LockIt it;              // the lock's entry in locks_, or end()
-    Clock::time_point now;  // its lease has been checked against this
+    Clock::time_point now;  // its leases have been checked against this
     Deferred& deferred;     // answers to waiters, run once mu_ is released
   };
 
-  // One call on `key`: under mu_, frees the lock if its lease has ended
-  // (handing it to its first waiter) and runs `op(At)`; then, with mu_
-  // released, runs the answers `op` deferred and answers `done` with its
-  // result. After Shutdown(): ShuttingDownError(), without `op`.
+  // One call on `key`: under mu_, drops the holders whose lease has ended
+  // (admitting waiters) and runs `op(At)`; then, with mu_ released, runs
+  // the answers `op` deferred and answers `done` with its result. After
+  // Shutdown(): ShuttingDownError(), without `op`.
   template <typename T, typename Op>
   void OnLock(const LockKey& key, Callback<T> done, Op op) {
     Deferred deferred;
@@ -232,57 +281,81 @@ class MemoryBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  // A new holder for `p.owner`, who holds nothing of `p.key`.
+  // REQUIRES: Fits (and the kind matches).
   AcquireResult Grant(const AcquireParams& p, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[p.key];
-    lock.owner = p.owner;
-    lock.hold_count = 1;
-    lock.token = ++next_token_;
-    lock.expires = now + absl::ToChronoNanoseconds(p.ttl);
+    if (lock.holders.empty()) lock.limit = p.limit;
+    Holder& h = lock.holders.emplace_back();
+    h.owner = p.owner;
+    h.mode = p.limit > 0 ? LockMode::kExclusive : p.mode;
+    h.hold_count = 1;
+    h.permits = p.permits;
+    h.token = ++next_token_;
+    h.expires = now + absl::ToChronoNanoseconds(p.ttl);
+    lock.permits += h.permits;
     AcquireResult r;
     r.acquired = true;
-    r.fencing_token = lock.token;
+    r.fencing_token = h.token;
     r.hold_count = 1;
     r.ttl = p.ttl;
     r.lease_start = WallTimeOf(now);
-    Remember(lock, p.request_id, r);
+    Remember(h, p.request_id, r, /*upgraded=*/false);
     freed_.erase(FreedKey(p.key, p.owner));  // the owner's last request is this one now
     return r;
   }
 
-  AcquireResult Reenter(Lock& lock, const AcquireParams& p, Clock::time_point now)
+  // An acquire by `h`'s owner (backend.h "Kinds"): a replay, a kind or
+  // permits mismatch, a re-entry, or an upgrade. `waited`: the call was
+  // parked, so an upgrade would have blocked.
+  absl::StatusOr<AcquireResult> AsHolder(const LockKey& key, Lock& lock, Holder& h,
+                                         const AcquireParams& p, Clock::time_point now, bool waited)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!p.request_id.empty() && lock.last_kind == Lock::Kind::kAcquire &&
-        lock.last_request_id == p.request_id) {
-      return lock.last_acquire;
+    if (!p.request_id.empty() && h.last_kind == Holder::Kind::kAcquire &&
+        h.last_request_id == p.request_id) {
+      return h.last_acquire;
     }
-    ++lock.hold_count;
-    lock.expires = now + absl::ToChronoNanoseconds(p.ttl);
+    if (p.limit != lock.limit) return LockKindMismatchError(key, lock.limit);
+    if (lock.limit > 0 && p.permits != h.permits) {
+      return PermitsMismatchError(key, h.permits, p.permits);
+    }
+    const bool upgrade =
+        lock.limit == 0 && h.mode == LockMode::kShared && p.mode == LockMode::kExclusive;
+    if (upgrade) {
+      if (waited || lock.holders.size() > 1 || table_.Count(key) > 0) {
+        return UpgradeWouldBlockError(key);
+      }
+      // The only holder: it stays last in token order.
+      h.mode = LockMode::kExclusive;
+      h.token = ++next_token_;
+    }
+    ++h.hold_count;
+    h.expires = now + absl::ToChronoNanoseconds(p.ttl);
     AcquireResult r;
     r.acquired = true;
-    r.fencing_token = lock.token;
-    r.hold_count = lock.hold_count;
+    r.fencing_token = h.token;
+    r.hold_count = h.hold_count;
     r.ttl = p.ttl;
     r.lease_start = WallTimeOf(now);
-    Remember(lock, p.request_id, r);
+    Remember(h, p.request_id, r, upgrade);
     return r;
   }
 
   // Records the owner's last request; one without a request_id ends the
   // idempotency of the one before it.
-  static void Remember(Lock& lock, const std::string& request_id, const AcquireResult& r) {
+  static void Remember(Holder& h, const std::string& request_id, const AcquireResult& r,
+                       bool upgraded) {
     if (request_id.empty()) {
-      lock.last_kind = Lock::Kind::kNone;
-      lock.last_request_id.clear();
+      h.last_kind = Holder::Kind::kNone;
+      h.last_request_id.clear();
       return;
     }
-    lock.last_kind = Lock::Kind::kAcquire;
-    lock.last_request_id = request_id;
-    lock.last_acquire = r;
+    h.last_kind = Holder::Kind::kAcquire;
+    h.last_request_id = request_id;
+    h.last_acquire = r;
+    h.last_upgraded = upgraded;
   }
-
-  // True if a Release/Renew carrying `token` (0: any) is for `lock`'s hold.
-  static bool OfHold(const Lock& lock, uint64_t token) { return token == 0 || token == lock.token; }
 
   AcquireResult NotAcquired(const LockKey& key, const Lock* lock, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -295,7 +368,8 @@ class MemoryBackend final : public Backend {
                                               Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!p.acquire_request_id.empty()) return UndoLocked(p, it, now, deferred);
-    if (it == locks_.end() || it->second.owner != p.owner) {
+    Holder* h = it == locks_.end() ? nullptr : HolderOf(it->second, p.owner);
+    if (h == nullptr) {
       if (!p.request_id.empty()) {
         auto f = freed_.find(FreedKey(p.key, p.owner));
         if (f != freed_.end() && f->second.request_id == p.request_id && f->second.until > now) {
@@ -304,24 +378,22 @@ class MemoryBackend final : public Backend {
       }
       return it == locks_.end() ? LockFreeError(p.key) : HeldByOtherError(p.key);
     }
-    Lock& lock = it->second;
-    if (!p.request_id.empty() && lock.last_kind == Lock::Kind::kRelease &&
-        lock.last_request_id == p.request_id) {
-      return lock.last_release;
+    if (!p.request_id.empty() && h->last_kind == Holder::Kind::kRelease &&
+        h->last_request_id == p.request_id) {
+      return h->last_release;
     }
-    if (!OfHold(lock, p.fencing_token)) return OtherHoldError(p.key);
+    if (!OfHold(*h, p.fencing_token)) return OtherHoldError(p.key);
     ReleaseResult r;
-    r.hold_count = --lock.hold_count;
-    r.released = lock.hold_count == 0;
+    r.hold_count = --h->hold_count;
+    r.released = h->hold_count == 0;
     if (!r.released) {
-      lock.last_kind = p.request_id.empty() ? Lock::Kind::kNone : Lock::Kind::kRelease;
-      lock.last_request_id = p.request_id;
-      lock.last_release = r;
+      h->last_kind = p.request_id.empty() ? Holder::Kind::kNone : Holder::Kind::kRelease;
+      h->last_request_id = p.request_id;
+      h->last_release = r;
       return r;
     }
     if (!p.request_id.empty()) RememberFreed(p, now);
-    Free(it);
-    HandOff(p.key, now, deferred);
+    DropHolder(it, it->second.holders.begin() + (h - it->second.holders.data()), now, deferred);
     return r;
   }
 
@@ -340,21 +412,39 @@ class MemoryBackend final : public Backend {
         FreedBy{p.request_id, now + absl::ToChronoNanoseconds(options_.release_memory)};
   }
 
-  // Release with acquire_request_id (backend.h).
+  // Release with acquire_request_id (backend.h), on the owner's hold only.
+  // Undoing an upgrade that left holds turns the hold SHARED again.
   ReleaseResult UndoLocked(const ReleaseParams& p, LockIt it, Clock::time_point now,
                            Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (it == locks_.end() || it->second.owner != p.owner) return ReleaseResult{false, 0};
-    Lock& lock = it->second;
-    if (lock.last_kind != Lock::Kind::kAcquire || lock.last_request_id != p.acquire_request_id ||
-        !OfHold(lock, p.fencing_token)) {
-      return ReleaseResult{false, lock.hold_count};
+    Holder* h = it == locks_.end() ? nullptr : HolderOf(it->second, p.owner);
+    if (h == nullptr) return ReleaseResult{false, 0};
+    if (h->last_kind != Holder::Kind::kAcquire || h->last_request_id != p.acquire_request_id ||
+        !OfHold(*h, p.fencing_token)) {
+      return ReleaseResult{false, h->hold_count};
     }
-    lock.last_kind = Lock::Kind::kNone;
-    lock.last_request_id.clear();
-    if (--lock.hold_count > 0) return ReleaseResult{false, lock.hold_count};
-    Free(it);
-    HandOff(p.key, now, deferred);
+    h->last_kind = Holder::Kind::kNone;
+    h->last_request_id.clear();
+    if (--h->hold_count > 0) {
+      if (h->last_upgraded) {
+        h->mode = LockMode::kShared;
+        Admit(p.key, now, deferred);  // readers may join it again
+      }
+      return ReleaseResult{false, h->hold_count};
+    }
+    DropHolder(it, it->second.holders.begin() + (h - it->second.holders.data()), now, deferred);
     return ReleaseResult{true, 0};
+  }
+
+  // Removes holder `h` of `it` (the name too when it was the last) and
+  // admits the waiters that now fit.
+  void DropHolder(LockIt it, std::vector<Holder>::iterator h, Clock::time_point now,
+                  Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const LockKey key = it->first;
+    Lock& lock = it->second;
+    lock.permits -= h->permits;
+    lock.holders.erase(h);
+    if (lock.holders.empty()) Free(it);
+    Admit(key, now, deferred);
   }
 
   void Free(LockIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -362,110 +452,160 @@ class MemoryBackend final : public Backend {
     locks_.erase(it);
   }
 
-  // If `key` is held and its lease has ended, frees it and grants it to the
-  // first waiter.
+  // Drops the holders of `key` whose lease has ended, admitting waiters.
   void ExpireIfDue(const LockKey& key, Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = locks_.find(key);
-    if (it == locks_.end() || it->second.expires > now) return;
-    Free(it);
-    HandOff(key, now, deferred);
-  }
-
-  // The lock is free: grants it to the first live waiter, if any.
-  void HandOff(const LockKey& key, Clock::time_point now, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (std::optional<WaiterTable::Waiter> w = table_.PopFront(key)) {
-      registry_.Unregister(w->id, w->cancel);
-      if (w->cancelled()) {
-        deferred.push_back(
-            [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
+    if (it == locks_.end()) return;
+    Lock& lock = it->second;
+    const size_t before = lock.holders.size();
+    for (auto h = lock.holders.begin(); h != lock.holders.end();) {
+      if (h->expires > now) {
+        ++h;
         continue;
       }
-      AcquireResult r = Grant(w->params, now);
-      deferred.push_back([done = std::move(w->done), r = std::move(r)]() mutable {
-        std::move(done)(std::move(r));
-      });
-      GrantOwnersWaiters(key, now, deferred);
-      ArmExpiry(key, locks_[key]);
-      return;
+      lock.permits -= h->permits;
+      h = lock.holders.erase(h);
     }
+    if (lock.holders.size() == before) return;
+    if (lock.holders.empty()) Free(it);
+    Admit(key, now, deferred);
   }
 
-  // `key` was just granted to a new holder: its other parked calls are
-  // reentrant acquires now, granted at once instead of waiting on their own
-  // owner.
-  void GrantOwnersWaiters(const LockKey& key, Clock::time_point now, Deferred& deferred)
+  // Serves the front of `key`'s queue, in order, for as long as it can be
+  // served now: SHARED calls join SHARED holders together, semaphore calls
+  // while their permits fit, an EXCLUSIVE call takes a free name; the first
+  // that must wait holds back everyone behind it (no barging). Cancelled
+  // calls are answered on the way; a call whose owner holds the name is
+  // answered as a holder (re-entry, mismatch, or an upgrade that would
+  // block).
+  void Admit(const LockKey& key, Clock::time_point now, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (const WaiterTable::Waiter* front = table_.Front(key)) {
+      auto it = locks_.find(key);
+      Lock* lock = it == locks_.end() ? nullptr : &it->second;
+      const bool cancelled = front->cancelled();
+      Holder* holder = lock == nullptr ? nullptr : HolderOf(*lock, front->params.owner);
+      const bool mismatch = lock != nullptr && front->params.limit != lock->limit;
+      if (!cancelled && holder == nullptr && !mismatch && !Fits(lock, front->params)) break;
+      WaiterTable::Waiter w = *table_.PopFront(key);
+      registry_.Unregister(w.id, w.cancel);
+      absl::StatusOr<AcquireResult> r;
+      if (cancelled) {
+        r = AcquireCancelledError();
+      } else if (holder != nullptr) {
+        r = AsHolder(key, *lock, *holder, w.params, now, /*waited=*/true);
+      } else if (mismatch) {
+        r = LockKindMismatchError(key, lock->limit);
+      } else {
+        r = Grant(w.params, now);
+        GrantOwnersWaiters(key, w.params.owner, now, deferred);
+      }
+      deferred.push_back([done = std::move(w.done), r = std::move(r)]() mutable {
+        std::move(done)(std::move(r));
+      });
+    }
+    ArmExpiry(key);
+  }
+
+  // `owner` was just granted `key`: its other parked calls are answered as
+  // a holder's at once (re-entries, or refused) instead of waiting on their
+  // own owner.
+  void GrantOwnersWaiters(const LockKey& key, const std::string& owner, Clock::time_point now,
+                          Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lock& lock = locks_[key];
-    for (WaiterTable::Waiter& w : table_.PopOwner(key, lock.owner)) {
+    Holder* h = HolderOf(lock, owner);
+    for (WaiterTable::Waiter& w : table_.PopOwner(key, owner)) {
       registry_.Unregister(w.id, w.cancel);
       absl::StatusOr<AcquireResult> r = AcquireCancelledError();
-      if (!w.cancelled()) r = Reenter(lock, w.params, now);
+      if (!w.cancelled()) r = AsHolder(key, lock, *h, w.params, now, /*waited=*/true);
       deferred.push_back([done = std::move(w.done), r = std::move(r)]() mutable {
         std::move(done)(std::move(r));
       });
     }
   }
 
-  // While waiters are parked on a held lock, a timer at its lease end makes
-  // sure they are served when the holder stops renewing.
-  void ArmExpiry(const LockKey& key, Lock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (lock.expiry_timer != 0 || table_.Count(key) == 0) return;
-    lock.expiry_timer = timers_->ScheduleAt(lock.expires, [this, key] { OnExpiryTimer(key); });
+  // While waiters are parked on a held name, a timer at its earliest lease
+  // end makes sure they are served when a holder stops renewing.
+  void ArmExpiry(const LockKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (table_.Count(key) == 0) return;
+    auto it = locks_.find(key);
+    if (it == locks_.end()) return;
+    Lock& lock = it->second;
+    Clock::time_point at = Clock::time_point::max();
+    for (const Holder& h : lock.holders) at = std::min(at, h.expires);
+    if (lock.expiry_timer != 0) {
+      if (lock.expiry_at <= at) return;  // fires first; re-armed then
+      timers_->Cancel(lock.expiry_timer);
+    }
+    const uint64_t gen = ++expiry_gen_;
+    lock.expiry_gen = gen;
+    lock.expiry_at = at;
+    lock.expiry_timer = timers_->ScheduleAt(at, [this, key, gen] { OnExpiryTimer(key, gen); });
   }
 
-  void OnExpiryTimer(const LockKey& key) {
+  void OnExpiryTimer(const LockKey& key, uint64_t gen) {
     Deferred deferred;
     {
       absl::MutexLock l(&mu_);
       if (shutdown_) return;
       auto it = locks_.find(key);
-      if (it == locks_.end()) return;
+      if (it == locks_.end() || it->second.expiry_gen != gen) return;
       it->second.expiry_timer = 0;
-      Clock::time_point now = Clock::now();
-      if (it->second.expires <= now) {
-        ExpireIfDue(key, now, deferred);
-      } else {
-        ArmExpiry(key, it->second);  // renewed meanwhile
-      }
+      ExpireIfDue(key, Clock::now(), deferred);
+      ArmExpiry(key);  // the next lease end, or a lease renewed meanwhile
     }
     RunAll(deferred);
   }
 
   // The registry's StopFn: ends the wait of parked call `id` on `key`, if it
-  // is still parked.
+  // is still parked. A call that leaves the front may let those behind it in
+  // (a SHARED call behind a cancelled EXCLUSIVE one).
   void OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopReason why) {
     std::optional<WaiterTable::Waiter> w;
     absl::StatusOr<AcquireResult> result;
+    Deferred deferred;
     {
       absl::MutexLock l(&mu_);
       w = table_.Remove(key, id);
       if (!w.has_value()) return;
       registry_.Unregister(id, w->cancel);
+      const Clock::time_point now = Clock::now();
       if (why == WaiterRegistry::StopReason::kCancelled) {
         result = AcquireCancelledError();
       } else if (why == WaiterRegistry::StopReason::kShutdown || shutdown_) {
         result = ShuttingDownError();
       } else {
         auto it = locks_.find(key);
-        result = NotAcquired(key, it == locks_.end() ? nullptr : &it->second, Clock::now());
+        result = NotAcquired(key, it == locks_.end() ? nullptr : &it->second, now);
       }
+      if (!shutdown_) Admit(key, now, deferred);
     }
+    RunAll(deferred);
     std::move(w->done)(std::move(result));
   }
 
+  // The live holders of `lock` (null: none) and the queue of `key`.
   LockState StateOf(const LockKey& key, const Lock* lock, Clock::time_point now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     LockState s;
     s.key = key;
     s.waiters = static_cast<uint32_t>(table_.Count(key));
-    if (lock == nullptr || lock->expires <= now) return s;
-    s.held = true;
-    s.owner = lock->owner;
-    s.hold_count = lock->hold_count;
-    s.fencing_token = lock->token;
-    s.ttl_remaining = absl::FromChrono(lock->expires - now);
+    if (lock == nullptr) return s;
+    for (const Holder& h : lock->holders) {
+      if (h.expires <= now) continue;
+      HolderState& out = s.holders.emplace_back();
+      out.owner = h.owner;
+      out.mode = h.mode;
+      out.hold_count = h.hold_count;
+      out.permits = h.permits;
+      out.fencing_token = h.token;
+      out.ttl_remaining = absl::FromChrono(h.expires - now);
+    }
+    if (s.holders.empty()) return s;
+    s.limit = lock->limit;
+    s.mode = s.holders.front().mode;  // an EXCLUSIVE holder is alone
+    FillNewestHolder(s);
     return s;
   }
 
@@ -477,8 +617,8 @@ class MemoryBackend final : public Backend {
                   : locks_.upper_bound(LockKey{p.ns, p.page_token});
     for (; it != locks_.end() && held.size() <= p.page_size; ++it) {
       if (it->first.ns != p.ns || !absl::StartsWith(it->first.name, p.prefix)) break;
-      if (it->second.expires <= now) continue;
-      held.push_back(StateOf(it->first, &it->second, now));
+      LockState s = StateOf(it->first, &it->second, now);
+      if (s.held) held.push_back(std::move(s));
     }
     return PageOf(std::move(held), p.page_size);
   }
@@ -486,7 +626,9 @@ class MemoryBackend final : public Backend {
   const MemoryOptions options_;
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // One counter for every name: each name's tokens grow with it.
   uint64_t next_token_ ABSL_GUARDED_BY(mu_);
+  uint64_t expiry_gen_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<LockKey, Lock> locks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<FreedKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
   uint64_t freed_inserts_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,11 +2,14 @@
 // state is lost on restart). The embedded default and the reference
 // implementation of the contract in backends/backend.h.
 //
-// Guarantees: everything in backend.h. Leases run on the monotonic clock.
-// Fencing tokens come from one process-wide counter seeded from the wall
-// clock in microseconds at start, so tokens keep growing across a restart as
+// Guarantees: everything in backend.h, all three kinds included. Leases
+// run on the monotonic clock, one per holder. Fencing tokens come from one
+// process-wide counter seeded from the wall clock in microseconds at start
+// (so each name's tokens grow too), and keep growing across a restart as
 // long as the previous run granted fewer than one token per microsecond on
-// average. A release hands the lock straight to the first waiter (FIFO).
+// average. Whatever frees room (a release, a lease end, ForceRelease, a
+// waiter leaving the front) admits the front of the name's queue at once,
+// in order (FIFO across modes, no barging).
 
 #ifndef LOCKD_BACKENDS_MEMORY_MEMORY_BACKEND_H_
 #define LOCKD_BACKENDS_MEMORY_MEMORY_BACKEND_H_

@@ -13,6 +13,7 @@
 #define LOCKD_TESTS_CONFORMANCE_CONFORMANCE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -94,7 +95,27 @@ struct Acq {
   std::string request_id;
   std::string ns;
   absl::Duration deadline = absl::Seconds(60);
+  // The kind (docs/api.md "Shared locks, semaphores and all-or-nothing
+  // acquires"): a lock in `mode`, or a semaphore of `limit` permits.
+  v1::LockMode mode = v1::LOCK_MODE_EXCLUSIVE;
+  uint32_t limit = 0;
+  uint32_t permits = 0;
 };
+
+// The AcquireRequest `a` describes (its deadline is the call's, not a field).
+inline v1::AcquireRequest ToRequest(const Acq& a) {
+  v1::AcquireRequest req;
+  req.set_namespace_(a.ns);
+  req.set_name(a.name);
+  req.set_owner(a.owner);
+  if (a.ttl != absl::ZeroDuration()) *req.mutable_lease_ttl() = ToProtoDuration(a.ttl);
+  if (a.wait != absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(a.wait);
+  req.set_request_id(a.request_id);
+  req.set_mode(a.mode);
+  req.set_limit(a.limit);
+  req.set_permits(a.permits);
+  return req;
+}
 
 // The test parameters of a suite deriving from ConformanceTest, and their
 // names ("redis", "redis_3replicas"):
@@ -164,16 +185,9 @@ class ConformanceTest : public ::testing::TestWithParam<int> {
   }
 
   grpc::Status Acquire(const Acq& a, v1::AcquireResponse* resp, LockService::Stub* stub = nullptr) {
-    v1::AcquireRequest req;
-    req.set_namespace_(a.ns);
-    req.set_name(a.name);
-    req.set_owner(a.owner);
-    if (a.ttl != absl::ZeroDuration()) *req.mutable_lease_ttl() = ToProtoDuration(a.ttl);
-    if (a.wait != absl::ZeroDuration()) *req.mutable_wait_timeout() = ToProtoDuration(a.wait);
-    req.set_request_id(a.request_id);
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + a.deadline));
-    return (stub ? stub : stub_.get())->Acquire(&ctx, req, resp);
+    return (stub ? stub : stub_.get())->Acquire(&ctx, ToRequest(a), resp);
   }
 
   // Acquires and asserts the grant; returns the fencing token.
@@ -258,6 +272,23 @@ class ConformanceTest : public ::testing::TestWithParam<int> {
                       absl::Milliseconds(10));
     ASSERT_TRUE(ok) << "waiters on " << name << " never reached " << n << " (now "
                     << Describe(name, "", stub).waiters() << ")";
+  }
+
+  // Waits until `n` Acquire calls are parked on `name` in all, whichever
+  // replicas they wait on: a backend's replicas each count their own
+  // waiters (the sum is n) or each count every replica's (the sum is
+  // n * replicas()).
+  void WaitForWaitersInAll(const std::string& name, uint32_t n) {
+    uint32_t sum = 0;
+    bool ok = WaitFor(
+        [&] {
+          sum = 0;
+          for (int r = 0; r < replicas(); ++r) sum += Describe(name, "", Stub(r)).waiters();
+          return sum == n || sum == n * static_cast<uint32_t>(replicas());
+        },
+        absl::Seconds(15), absl::Milliseconds(10));
+    ASSERT_TRUE(ok) << "waiters on " << name << " never reached " << n << " in all (the "
+                    << replicas() << " replicas count " << sum << " together)";
   }
 
   // Waits until `name` is free.

@@ -207,14 +207,16 @@ class PrometheusTest(unittest.TestCase):
     def test_acquire_outcomes_by_namespace_mode_and_result(self):
         self.value('sum(lockd_acquire_requests_total{namespace="orders",result="acquired"})',
                    lambda v: v >= 23)
-        self.value('lockd_acquire_requests_total{namespace="orders",mode="try",'
+        self.value('lockd_acquire_requests_total{namespace="orders",kind="exclusive",mode="try",'
                    'result="not_acquired",backend="memory"}', lambda v: v >= 1)
-        self.value('lockd_acquire_requests_total{namespace="orders",mode="wait",'
+        self.value('lockd_acquire_requests_total{namespace="orders",kind="exclusive",mode="wait",'
                    'result="not_acquired"}', lambda v: v >= 1)
-        self.value('lockd_acquire_requests_total{namespace="_other",result="acquired"}',
+        self.value('lockd_acquire_requests_total{namespace="_other",kind="exclusive",'
+                   'result="acquired"}',
                    lambda v: v == 1)
         self.assertIsNone(self.query_or_none('lockd_acquire_requests_total{namespace="billing"}'))
-        self.value('lockd_acquire_wait_seconds_count{namespace="orders",result="not_acquired"}',
+        self.value('lockd_acquire_wait_seconds_count{namespace="orders",kind="exclusive",'
+                   'result="not_acquired"}',
                    lambda v: v >= 1)
         self.value('sum(lockd_acquire_grant_seconds_count)', lambda v: v >= 23)
 
