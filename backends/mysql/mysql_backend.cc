@@ -258,6 +258,14 @@ class MysqlBackend final : public Backend, private LockStrategy {
         a.current = LockState{};
         return TryResult{a};
       case kAcquireHeld: {
+        if (kind != 0 && p.wait <= absl::ZeroDuration()) {
+          // The answer of a try: every holder of a shared lock or semaphore.
+          absl::StatusOr<LockState> state = DoDescribe(s, p.key);
+          if (state.ok() && state->held) {
+            a.current = *std::move(state);
+            return TryResult{a, a.current.ttl_remaining};
+          }
+        }
         HolderState h;
         h.owner = *r->rows[0][1];
         h.mode = kind == 1 ? LockMode::kShared : LockMode::kExclusive;

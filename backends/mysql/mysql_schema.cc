@@ -135,10 +135,11 @@ proc: BEGIN
     SET v_mine = 1 - v_missing;
   END IF;
 
-  -- Who waits ahead of this call: a replica orders its own waiters (the
-  -- caller does), so ahead are the live entries of other replicas' owners
-  -- made before this replica's first live entry (all of them if it has none).
-  -- v_waiting counts every other owner's live entry (for an upgrade).
+  -- Who waits ahead of this call: for a new call (p_poll = 0), every other
+  -- owner's live entry. A replica orders its own parked calls (the caller
+  -- does), so ahead of one of them (p_poll = 1) are the live entries of other
+  -- replicas' owners made before this replica's first live entry. v_waiting
+  -- counts every other owner's live entry (for an upgrade).
   IF v_found = 1 AND v_qu > v_now THEN
     {queue_ahead}
   END IF;
@@ -201,11 +202,18 @@ proc: BEGIN
     IF v_x = 1 THEN
       SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires), 0, 0;
     ELSEIF v_count > 0 AND v_admit = 0 THEN
-      -- Held shared or as a semaphore: the newest holder.
-      SELECT 0, owner, hold_count, token, TIMESTAMPDIFF(MICROSECOND, v_now, expires_at), v_lk,
-             v_lim
+      -- Held shared or as a semaphore: the newest holder (if it is still
+      -- there: else "not granted, others first").
+      SET v_missing = 0;
+      SELECT owner, hold_count, token, expires_at INTO v_owner, v_hold, v_token, v_expires
         FROM {holders} WHERE ns = p_ns AND name = p_name AND expires_at > v_now
        ORDER BY token DESC LIMIT 1;
+      IF v_missing = 0 THEN
+        SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires), v_lk,
+               v_lim;
+      ELSE
+        SELECT 4, '', 0, 0, 0, 0, 0;
+      END IF;
     ELSEIF v_admit = 0 THEN
       SELECT 4, '', 0, 0, 0, 0, 0;
     ELSE
@@ -292,12 +300,15 @@ constexpr char kEnqueue[] = R"sql(
 // Reads the queue of the name as seen by p_owner's call on p_replica (see
 // "Who waits ahead" in the acquire procedure).
 constexpr char kQueueAhead[] = R"sql(
-    SELECT MIN(id) INTO v_entry FROM {queue}
-     WHERE ns = p_ns AND name = p_name AND replica = p_replica AND until > v_now;
+    IF p_poll = 1 THEN
+      SELECT MIN(id) INTO v_entry FROM {queue}
+       WHERE ns = p_ns AND name = p_name AND replica = p_replica AND until > v_now;
+    END IF;
     SELECT COUNT(*), COALESCE(SUM(ahead), 0), COALESCE(SUM(ahead AND mode = 1), 0),
            COALESCE(SUM(ahead AND lim > 0), 0), COALESCE(SUM(IF(ahead, permits, 0)), 0)
       INTO v_waiting, v_ahead, v_ahead_s, v_ahead_sem, v_ahead_permits
-      FROM (SELECT replica <> p_replica AND (v_entry IS NULL OR id < v_entry) AS ahead,
+      FROM (SELECT (p_poll = 0 OR (replica <> p_replica AND
+                                   (v_entry IS NULL OR id < v_entry))) AS ahead,
                    mode, lim, permits
               FROM {queue}
              WHERE ns = p_ns AND name = p_name AND until > v_now AND owner <> p_owner) AS q;)sql";
