@@ -198,16 +198,18 @@ proc: BEGIN
 
   IF v_admit = 0 OR p_may_take = 0 THEN
     {enqueue}
-    COMMIT;
-    IF v_x = 1 THEN
-      SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires), 0, 0;
-    ELSEIF v_count > 0 AND v_admit = 0 THEN
-      -- Held shared or as a semaphore: the newest holder (if it is still
-      -- there: else "not granted, others first").
+    IF v_count > 0 AND v_admit = 0 THEN
+      -- Held shared or as a semaphore: the newest holder, read under the
+      -- name's lock.
       SET v_missing = 0;
       SELECT owner, hold_count, token, expires_at INTO v_owner, v_hold, v_token, v_expires
         FROM {holders} WHERE ns = p_ns AND name = p_name AND expires_at > v_now
        ORDER BY token DESC LIMIT 1;
+    END IF;
+    COMMIT;
+    IF v_x = 1 THEN
+      SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires), 0, 0;
+    ELSEIF v_count > 0 AND v_admit = 0 THEN
       IF v_missing = 0 THEN
         SELECT 0, v_owner, v_hold, v_token, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires), v_lk,
                v_lim;
