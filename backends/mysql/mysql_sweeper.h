@@ -10,6 +10,10 @@
 #ifndef LOCKD_BACKENDS_MYSQL_MYSQL_SWEEPER_H_
 #define LOCKD_BACKENDS_MYSQL_MYSQL_SWEEPER_H_
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "backends/mysql/mysql_backend.h"
 #include "backends/mysql/mysql_connection.h"
@@ -34,6 +38,12 @@ class Sweeper {
   // False if the first statement (the health probe) failed.
   bool DeleteExpired(Connection& s);
   void DeleteExpiredHolders(Connection& s);
+  // Finds up to a batch of rows of `table` matching `expired` (read with
+  // `find` flags), then deletes each by its `id` columns (the last one a
+  // number), `expired` re-checked. False if the find failed.
+  bool DeleteByIdentity(Connection& s, const std::string& table, absl::string_view expired,
+                        const std::vector<std::string>& id, absl::string_view what,
+                        Connection::Flags find);
 
   const MysqlOptions* const options_;
   const MysqlSchema* const schema_;
