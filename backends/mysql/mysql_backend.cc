@@ -266,6 +266,14 @@ class MysqlBackend final : public Backend, private LockStrategy {
             return TryResult{a, a.current.ttl_remaining};
           }
         }
+        if (kind != 0) {
+          // Held SHARED or as a semaphore, seen by a waiting call: no owner is
+          // named, so that the engine re-enters nobody on news that a release
+          // may have made stale (a parked call's own attempt re-enters it).
+          a.current.held = true;
+          a.current.mode = kind == 1 ? LockMode::kShared : LockMode::kExclusive;
+          return TryResult{a, absl::Microseconds(std::max<int64_t>(micros, 0))};
+        }
         HolderState h;
         h.owner = *r->rows[0][1];
         h.mode = kind == 1 ? LockMode::kShared : LockMode::kExclusive;
