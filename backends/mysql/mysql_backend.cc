@@ -36,8 +36,10 @@ using mysql::WorkerPool;
 // While the database is unreachable the sweeper, which doubles as the health
 // probe, runs at least this often.
 constexpr absl::Duration kUnhealthyProbe = absl::Milliseconds(250);
-// A demand row lives this many backoff caps past its last renewal.
-constexpr int kDemandLife = 3;
+// A queue entry lives this long past its last extension (at least; 20
+// backoff caps when that is longer); the head's polls extend this replica's
+// entries every quarter of it. A dead replica's entries lapse after it.
+constexpr absl::Duration kQueueLife = absl::Seconds(2);
 
 std::string NewReplicaId() {
   absl::BitGen gen;
@@ -45,16 +47,17 @@ std::string NewReplicaId() {
 }
 
 // Waiting is the WaitEngine's; this class supplies its attempts (the acquire
-// procedure), paces the polling of each lock's head (Pace), and hands a lock
-// to this replica's first waiter inside the release that frees it.
+// procedure), paces the polling of each lock's head (Pace), keeps this
+// replica's queue entries alive and deletes them when their calls end, and
+// hands a lock to this replica's first waiter inside the release that frees
+// it.
 class MysqlBackend final : public Backend, private LockStrategy {
  public:
   MysqlBackend(const MysqlOptions& options, MysqlSchema schema)
       : options_(options),
         schema_(std::move(schema)),
         replica_(NewReplicaId()),
-        fast_poll_(std::min(options.max_retry, options.initial_retry * 4)),
-        hold_back_(fast_poll_ * 2.5),
+        queue_life_(std::max(kQueueLife, 20 * options.max_retry)),
         timers_(std::make_unique<TimerQueue>()),
         engine_(static_cast<LockStrategy*>(this), timers_.get(), options.max_waiters),
         pool_(options.pool_size, &options_, &health_) {
@@ -68,27 +71,44 @@ class MysqlBackend final : public Backend, private LockStrategy {
 
   void Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                Callback<AcquireResult> done) override {
-    if (absl::Status s = ExclusiveLocksOnly(params, name()); !s.ok()) {
-      std::move(done)(s);
+    if (params.wait <= absl::ZeroDuration()) {
+      engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
       return;
     }
-    engine_.Acquire(std::move(params), std::move(cancel), std::move(done));
+    // A call that may wait may get a queue entry (its owner's on this
+    // replica): when the owner's last such call ends without a grant, the
+    // entry goes (a grant deletes it in its own transaction).
+    OwnerKey ok{params.key, params.owner};
+    {
+      absl::MutexLock l(&mu_);
+      ++waiting_calls_[ok];
+    }
+    engine_.Acquire(std::move(params), std::move(cancel),
+                    [this, ok = std::move(ok),
+                     done = std::move(done)](absl::StatusOr<AcquireResult> r) mutable {
+                      bool last;
+                      {
+                        absl::MutexLock l(&mu_);
+                        auto it = waiting_calls_.find(ok);
+                        last = --it->second == 0;
+                        if (last) waiting_calls_.erase(it);
+                      }
+                      if (last && !(r.ok() && r->acquired)) DropEntry(std::move(ok));
+                      std::move(done)(std::move(r));
+                    });
   }
 
   void Release(ReleaseParams params, Callback<ReleaseResult> done) override {
     RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
-      // This replica's first waiter, if any, is handed the lock in the
-      // release's own transaction.
+      // This replica's first waiter, if it asks an exclusive lock, is handed
+      // the lock in the release's own transaction when nobody waits ahead of
+      // it; any other head tries on its own once the release is done.
       std::optional<WaitEngine::Head> next = engine_.TakeHead(params.key);
-      bool clear_demand = false;
-      if (next.has_value()) {
-        absl::MutexLock l(&mu_);
-        auto it = paces_.find(params.key);
-        clear_demand = it != paces_.end() && it->second.demand_written;
-      }
+      const bool hand_over = next.has_value() && next->params().limit == 0 &&
+                             next->params().mode == LockMode::kExclusive;
       ReleaseOutcome out;
       absl::StatusOr<ReleaseResult> r =
-          DoRelease(s, params, next.has_value() ? &next->params() : nullptr, clear_demand, &out);
+          DoRelease(s, params, hand_over ? &next->params() : nullptr, &out);
       // The waiter is answered before the releaser, whose next Acquire then
       // queues behind the rest.
       if (next.has_value()) {
@@ -99,12 +119,11 @@ class MysqlBackend final : public Backend, private LockStrategy {
           a.result->hold_count = 1;
           a.result->ttl = next->params().ttl;
           OnGranted(params.key);
-        } else if (out.yielded) {
-          HoldBack(params.key);
         }
         engine_.FinishHead(*std::move(next), std::move(a));
+        if (!hand_over && out.freed) Wake(params.key);
       } else if (out.freed) {
-        Wake(params.key, out.yielded);
+        Wake(params.key);
       }
       return r;
     });
@@ -113,14 +132,14 @@ class MysqlBackend final : public Backend, private LockStrategy {
   void ForceRelease(ForceReleaseParams params, Callback<ForceReleaseResult> done) override {
     RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
       absl::StatusOr<ForceReleaseResult> r = DoForceRelease(s, params);
-      if (r.ok() && r->released) Wake(params.key, /*yielded=*/false);
+      if (r.ok() && r->released) Wake(params.key);
       return r;
     });
   }
 
   void Renew(RenewParams params, Callback<RenewResult> done) override {
     RunOnConnection(std::move(done), [this, params = std::move(params)](Connection& s) {
-      return DoRenew(s, params);
+      return mysql::RenewOne(s, schema_, params);
     });
   }
 
@@ -165,18 +184,14 @@ class MysqlBackend final : public Backend, private LockStrategy {
   }
 
  private:
-  // How this replica's head waiter on one lock polls, and takes turns with
-  // other replicas (MysqlOptions::fair_slice). Exists while the engine has
-  // waiters on the lock.
+  // How this replica's head waiter on one lock polls. Exists while the
+  // engine has waiters on the lock.
   struct Pace {
     absl::Duration backoff;
-    bool demand_written = false;  // this replica's demand row may exist
-    SteadyClock::time_point demand_refreshed;
-    // Since when the head has found the lock held by others, unbroken.
-    std::optional<SteadyClock::time_point> waiting_since;
-    // After yielding the lock: no local attempt before this.
-    SteadyClock::time_point hold_until;
+    // When the head's poll last extended this replica's queue entries.
+    SteadyClock::time_point refreshed;
   };
+  using OwnerKey = std::pair<LockKey, std::string>;
 
   bool IsShutdown() const {
     absl::MutexLock l(&mu_);
@@ -210,23 +225,25 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // ---- Statements ----
 
   // `poll`: the lock is probably held; look before locking its row.
-  // `demand_us`: record this replica's demand for the lock for that long (0:
-  // not now); `clear_demand`: a grant ends this replica's recorded demand.
-  TryResult TryAcquire(Connection& s, const AcquireParams& p, bool may_take, bool poll,
-                       int64_t demand_us, bool clear_demand) {
+  // `queue`: the call waits if not granted (its owner's entry is made or
+  // kept); `refresh`: extend this replica's entries on the lock.
+  TryResult TryAcquire(Connection& s, const AcquireParams& p, bool may_take, bool poll, bool queue,
+                       bool refresh) {
     std::string sql = absl::StrCat(
         "CALL ", schema_.acquire_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
         SqlBytes(p.owner), ",", absl::ToInt64Microseconds(p.ttl), ",", SqlBytes(p.request_id), ",",
-        may_take ? 1 : 0, ",", poll ? 1 : 0, ",", SqlBytes(replica_), ",", demand_us, ",",
-        clear_demand ? 1 : 0, ")");
+        may_take ? 1 : 0, ",", poll ? 1 : 0, ",", SqlBytes(replica_), ",",
+        queue ? absl::ToInt64Microseconds(queue_life_) : 0, ",", refresh ? 1 : 0, ",",
+        p.mode == LockMode::kShared ? 1 : 0, ",", p.limit, ",", p.permits, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("acquire of lock ", LockName(p.key)), Connection::kGrant);
     if (!r.ok()) return TryResult{UnavailableUnlessBug(r.status())};
-    int64_t outcome, hold, micros;
+    int64_t outcome, hold, micros, kind, extra;
     uint64_t token;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
         !ParseField(r->rows[0], 2, &hold) || !ParseField(r->rows[0], 3, &token) ||
-        !ParseField(r->rows[0], 4, &micros) || !r->rows[0][1].has_value()) {
+        !ParseField(r->rows[0], 4, &micros) || !ParseField(r->rows[0], 5, &kind) ||
+        !ParseField(r->rows[0], 6, &extra) || !r->rows[0][1].has_value()) {
       return TryResult{Unexpected("acquire", p.key)};
     }
     AcquireResult a;
@@ -240,49 +257,95 @@ class MysqlBackend final : public Backend, private LockStrategy {
         a.ttl = outcome == kAcquireGranted ? p.ttl : absl::Microseconds(micros);
         a.current = LockState{};
         return TryResult{a};
-      case kAcquireHeld:
-        a.current.held = true;
-        a.current.owner = *r->rows[0][1];
-        a.current.hold_count = static_cast<uint32_t>(hold);
-        a.current.fencing_token = token;
-        a.current.ttl_remaining = absl::Microseconds(std::max<int64_t>(micros, 0));
+      case kAcquireHeld: {
+        if (kind != 0 && p.wait <= absl::ZeroDuration()) {
+          // The answer of a try: every holder of a shared lock or semaphore.
+          absl::StatusOr<LockState> state = DoDescribe(s, p.key);
+          if (state.ok() && state->held) {
+            a.current = *std::move(state);
+            return TryResult{a, a.current.ttl_remaining};
+          }
+        }
+        if (kind != 0) {
+          // Held SHARED or as a semaphore, seen by a waiting call: no owner is
+          // named, so that the engine re-enters nobody on news that a release
+          // may have made stale (a parked call's own attempt re-enters it).
+          a.current.held = true;
+          a.current.mode = kind == 1 ? LockMode::kShared : LockMode::kExclusive;
+          return TryResult{a, absl::Microseconds(std::max<int64_t>(micros, 0))};
+        }
+        HolderState h;
+        h.owner = *r->rows[0][1];
+        h.mode = kind == 1 ? LockMode::kShared : LockMode::kExclusive;
+        h.hold_count = static_cast<uint32_t>(hold);
+        h.fencing_token = token;
+        h.ttl_remaining = absl::Microseconds(std::max<int64_t>(micros, 0));
+        a.current.mode = h.mode;
+        a.current.limit = kind == 2 ? static_cast<uint32_t>(extra) : 0;
+        a.current.holders.push_back(std::move(h));
+        FillNewestHolder(a.current);
         return TryResult{a, a.current.ttl_remaining};
+      }
       case kAcquireDeferred:
         return TryResult{a, absl::ZeroDuration()};
+      case kAcquireQueued:
+        return TryResult{a};
+      case kAcquireKindMismatch:
+        return TryResult{
+            LockKindMismatchError(p.key, kind == 2 ? static_cast<uint32_t>(extra) : 0)};
+      case kAcquireUpgradeWouldBlock:
+        return TryResult{UpgradeWouldBlockError(p.key)};
+      case kAcquirePermitsMismatch:
+        return TryResult{PermitsMismatchError(p.key, static_cast<uint32_t>(extra), p.permits)};
       default:
         return TryResult{Unexpected("acquire", p.key)};
     }
   }
 
+  // Deletes `ok`'s queue entry on this replica unless a call of that owner
+  // waits on the lock again by the time the job runs (best effort: an entry
+  // left behind lapses after queue_life_).
+  void DropEntry(OwnerKey ok) {
+    pool_.Submit([this, ok = std::move(ok)](Connection* s) {
+      if (s == nullptr) return;
+      {
+        absl::MutexLock l(&mu_);
+        if (waiting_calls_.contains(ok)) return;
+      }
+      absl::StatusOr<MysqlResult> r = s->Run(
+          absl::StrCat("DELETE FROM ", schema_.queue(), " WHERE ns = ", SqlBytes(ok.first.ns),
+                       " AND name = ", SqlBytes(ok.first.name),
+                       " AND owner = ", SqlBytes(ok.second), " AND replica = ", SqlBytes(replica_)),
+          absl::StrCat("end of a wait on lock ", LockName(ok.first)), Connection::kWrite);
+      if (!r.ok()) LogWarning("mysql: ", r.status().message());
+    });
+  }
+
   struct ReleaseOutcome {
-    bool freed = false;       // this call freed the lock (not a replay)
+    bool freed = false;       // this call gave the caller's hold up (not a replay)
     uint64_t next_token = 0;  // the token handed to `next`, or 0
-    bool yielded = false;     // freed for another replica's waiters
   };
 
-  // Gives up one hold. If that frees the lock and `n` is not null, grants
-  // it to n's owner in the same transaction, unless another replica's
-  // waiters have waited longer than the fairness slice (then it yields).
+  // Gives up one hold. If that frees the lock and `n` (an exclusive lock
+  // acquire) is not null, grants it to n's owner in the same transaction,
+  // unless others wait ahead of n in the database's queue.
   absl::StatusOr<ReleaseResult> DoRelease(Connection& s, const ReleaseParams& p,
-                                          const AcquireParams* n, bool clear_demand,
-                                          ReleaseOutcome* out) {
+                                          const AcquireParams* n, ReleaseOutcome* out) {
     std::string sql = absl::StrCat(
         "CALL ", schema_.release_proc(), "(", SqlBytes(p.key.ns), ",", SqlBytes(p.key.name), ",",
         SqlBytes(p.owner), ",", SqlBytes(p.request_id), ",",
         absl::ToInt64Microseconds(options_.release_memory), ",", SqlBytes(n ? n->owner : ""), ",",
         n ? absl::ToInt64Microseconds(n->ttl) : 0, ",", SqlBytes(n ? n->request_id : ""), ",",
-        SqlBytes(replica_), ",", absl::ToInt64Microseconds(options_.fair_slice), ",",
-        n && clear_demand ? 1 : 0, ",", SqlBytes(p.acquire_request_id), ",", p.fencing_token, ")");
+        SqlBytes(replica_), ",", SqlBytes(p.acquire_request_id), ",", p.fencing_token, ")");
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("release of lock ", LockName(p.key)), Connection::kWrite);
     if (!r.ok()) return UnavailableUnlessBug(r.status());
-    int64_t outcome, hold, yielded;
+    int64_t outcome, hold, remaining;
     if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
         !ParseField(r->rows[0], 1, &hold) || !ParseField(r->rows[0], 2, &out->next_token) ||
-        !ParseField(r->rows[0], 3, &yielded)) {
+        !ParseField(r->rows[0], 3, &remaining)) {
       return Unexpected("release", p.key);
     }
-    out->yielded = yielded != 0;
     switch (outcome) {
       case kReleaseDecremented:
       case kReleaseReplayed:
@@ -304,51 +367,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
     }
   }
 
-  absl::StatusOr<RenewResult> DoRenew(Connection& s, const RenewParams& p) {
-    std::string sql = absl::StrCat("CALL ", schema_.renew_proc(), "(", SqlBytes(p.key.ns), ",",
-                                   SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",",
-                                   absl::ToInt64Microseconds(p.ttl), ",", p.fencing_token, ")");
-    absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("renew of lock ", LockName(p.key)), Connection::kWrite);
-    if (!r.ok()) return UnavailableUnlessBug(r.status());
-    int64_t outcome;
-    uint64_t token;
-    if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
-        !ParseField(r->rows[0], 1, &token)) {
-      return Unexpected("renew", p.key);
-    }
-    switch (outcome) {
-      case kRenewRenewed:
-        return RenewResult{p.ttl, token};
-      case kRenewOtherOwner:
-        return HeldByOtherError(p.key);
-      case kRenewFree:
-        return LockFreeError(p.key);
-      case kRenewOtherHold:
-        return OtherHoldError(p.key);
-      default:
-        return Unexpected("renew", p.key);
-    }
-  }
-
-  // Fills `state` from (owner, hold_count, token, remaining_us) at `col`.
-  static bool ParseHolder(const MysqlRow& row, size_t col, LockState* state) {
-    int64_t hold, micros;
-    uint64_t token;
-    if (!row[col].has_value() || !ParseField(row, col + 1, &hold) ||
-        !ParseField(row, col + 2, &token) || !ParseField(row, col + 3, &micros)) {
-      return false;
-    }
-    state->held = true;
-    state->owner = *row[col];
-    state->hold_count = static_cast<uint32_t>(hold);
-    state->fencing_token = token;
-    state->ttl_remaining = absl::Microseconds(std::max<int64_t>(micros, 0));
-    return true;
-  }
-
-  // Reads the holding, then deletes exactly that holding (its token names
-  // it), so a grant that slips in between is never the one freed; retried
+  // Reads the holders, then frees exactly those seen (a token names each),
+  // so a grant that slips in between is never the one freed; looks again
   // when that happens. The lock's token counter is untouched, so the next
   // grant's token is larger.
   absl::StatusOr<ForceReleaseResult> DoForceRelease(Connection& s, const ForceReleaseParams& p) {
@@ -358,16 +378,22 @@ class MysqlBackend final : public Backend, private LockStrategy {
       ForceReleaseResult out;
       out.previous = *std::move(held);
       if (!out.previous.held) return out;
-      if (p.fencing_token != 0 && out.previous.fencing_token != p.fencing_token) {
+      if (p.fencing_token != 0 &&
+          std::none_of(out.previous.holders.begin(), out.previous.holders.end(),
+                       [&](const HolderState& h) { return h.fencing_token == p.fencing_token; })) {
         return FencingTokenMismatchError(p.key, p.fencing_token, out.previous.fencing_token);
       }
-      std::string sql = absl::StrCat(
-          "DELETE FROM ", schema_.locks(), " WHERE ns = ", SqlBytes(p.key.ns),
-          " AND name = ", SqlBytes(p.key.name), " AND token = ", out.previous.fencing_token);
+      std::string sql = absl::StrCat("CALL ", schema_.force_proc(), "(", SqlBytes(p.key.ns), ",",
+                                     SqlBytes(p.key.name), ",", p.fencing_token, ",",
+                                     out.previous.fencing_token, ")");
       absl::StatusOr<MysqlResult> r =
           s.Run(sql, absl::StrCat("force release of lock ", LockName(p.key)), Connection::kWrite);
       if (!r.ok()) return UnavailableUnlessBug(r.status());
-      if (r->affected_rows == 1) {
+      int64_t outcome;
+      if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome)) {
+        return Unexpected("force release", p.key);
+      }
+      if (outcome == kForceFreed) {
         out.released = true;
         return out;
       }
@@ -375,27 +401,85 @@ class MysqlBackend final : public Backend, private LockStrategy {
     }
   }
 
+  // Every live holder of `key` (by token) and the lock's kind, and the
+  // acquires that wait on it: this replica's, and other replicas' queue
+  // entries.
   absl::StatusOr<LockState> DoDescribe(Connection& s, const LockKey& key) {
+    const std::string ns = SqlBytes(key.ns), name = SqlBytes(key.name);
     std::string sql = absl::StrCat(
-        "SELECT owner, hold_count, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM ",
-        schema_.locks(), " WHERE ns = ", SqlBytes(key.ns), " AND name = ", SqlBytes(key.name),
-        " AND expires_at > NOW(6)");
+        "SELECT 0, owner, 0, hold_count, 0, token,"
+        " TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at), 0, 0 FROM ",
+        schema_.locks(), " WHERE ns = ", ns, " AND name = ", name,
+        " AND kind = 0 AND expires_at > NOW(6)"
+        " UNION ALL SELECT 0, h.owner, h.mode, h.hold_count, h.permits, h.token,"
+        " TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expires_at), l.kind, l.lim FROM ",
+        schema_.holders(), " h JOIN ", schema_.locks(),
+        " l ON l.ns = h.ns AND l.name = h.name WHERE h.ns = ", ns, " AND h.name = ", name,
+        " AND l.kind <> 0 AND h.expires_at > NOW(6)"
+        " UNION ALL SELECT 1, '', 0, COUNT(*), 0, 0, 0, 0, 0 FROM ",
+        schema_.queue(), " WHERE ns = ", ns, " AND name = ", name,
+        " AND until > NOW(6) AND replica <> ", SqlBytes(replica_));
     absl::StatusOr<MysqlResult> r =
         s.Run(sql, absl::StrCat("describe of lock ", LockName(key)), Connection::kRead);
     if (!r.ok()) return UnavailableUnlessBug(r.status());
     LockState state;
     state.key = key;
-    if (r->rows.size() > 1 || (r->rows.size() == 1 && !ParseHolder(r->rows[0], 0, &state))) {
-      return Unexpected("describe", key);
+    uint32_t remote = 0;
+    for (const MysqlRow& row : r->rows) {
+      int64_t queue;
+      if (!ParseField(row, 0, &queue)) return Unexpected("describe", key);
+      if (queue == 1) {
+        int64_t n;
+        if (!ParseField(row, 3, &n)) return Unexpected("describe", key);
+        remote = static_cast<uint32_t>(n);
+      } else if (!AddHolder(row, 1, &state)) {
+        return Unexpected("describe", key);
+      }
     }
-    state.waiters = engine_.Waiting(key);
+    FinishState(state);
+    state.waiters = engine_.Waiting(key) + remote;
     return state;
   }
 
+  // Adds the holder at `col` (owner, mode, hold_count, permits, token,
+  // remaining_us, lock kind, limit) to `state`.
+  static bool AddHolder(const MysqlRow& row, size_t col, LockState* state) {
+    int64_t mode, hold, permits, micros, kind, lim;
+    uint64_t token;
+    if (!row[col].has_value() || !ParseField(row, col + 1, &mode) ||
+        !ParseField(row, col + 2, &hold) || !ParseField(row, col + 3, &permits) ||
+        !ParseField(row, col + 4, &token) || !ParseField(row, col + 5, &micros) ||
+        !ParseField(row, col + 6, &kind) || !ParseField(row, col + 7, &lim)) {
+      return false;
+    }
+    HolderState h;
+    h.owner = *row[col];
+    h.mode = mode == 1 ? LockMode::kShared : LockMode::kExclusive;
+    h.hold_count = static_cast<uint32_t>(hold);
+    h.permits = static_cast<uint32_t>(permits);
+    h.fencing_token = token;
+    h.ttl_remaining = absl::Microseconds(std::max<int64_t>(micros, 0));
+    state->holders.push_back(std::move(h));
+    if (kind == 1) state->mode = LockMode::kShared;
+    if (kind == 2) state->limit = static_cast<uint32_t>(lim);
+    return true;
+  }
+
+  // Orders the holders by token and fills the single-holder fields.
+  static void FinishState(LockState& state) {
+    std::sort(state.holders.begin(), state.holders.end(),
+              [](const HolderState& a, const HolderState& b) {
+                return a.fencing_token < b.fencing_token;
+              });
+    FillNewestHolder(state);
+  }
+
+  // One page of held names; then the holders of those held SHARED or as a
+  // semaphore, in one more statement.
   absl::StatusOr<ListResult> DoList(Connection& s, const ListParams& p) {
     std::string sql = absl::StrCat(
-        "SELECT name, owner, hold_count, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)"
-        " FROM ",
+        "SELECT name, owner, 0, hold_count, 0, token,"
+        " TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at), kind, lim FROM ",
         schema_.locks(), " WHERE ns = ", SqlBytes(p.ns), " AND expires_at > NOW(6)");
     if (!p.prefix.empty()) {
       absl::StrAppend(&sql, " AND name LIKE ", SqlBytes(absl::StrCat(EscapeLike(p.prefix), "%")),
@@ -403,19 +487,54 @@ class MysqlBackend final : public Backend, private LockStrategy {
     }
     if (!p.page_token.empty()) absl::StrAppend(&sql, " AND name > ", SqlBytes(p.page_token));
     absl::StrAppend(&sql, " ORDER BY name LIMIT ", static_cast<uint64_t>(p.page_size) + 1);
-    absl::StatusOr<MysqlResult> r =
-        s.Run(sql, absl::StrCat("list of namespace \"", p.ns, "\""), Connection::kRead);
+    const std::string context = absl::StrCat("list of namespace \"", p.ns, "\"");
+    absl::StatusOr<MysqlResult> r = s.Run(sql, context, Connection::kRead);
     if (!r.ok()) return UnavailableUnlessBug(r.status());
     std::vector<LockState> held;
+    absl::flat_hash_map<std::string, size_t> shared;  // name -> index in `held`
     for (const MysqlRow& row : r->rows) {
       LockState state;
-      if (!row[0].has_value()) return Unexpected("list", LockKey{p.ns, ""});
+      int64_t kind;
+      if (!row[0].has_value() || !ParseField(row, 7, &kind)) {
+        return Unexpected("list", LockKey{p.ns, ""});
+      }
       state.key = LockKey{p.ns, *row[0]};
-      if (!ParseHolder(row, 1, &state)) return Unexpected("list", state.key);
-      state.waiters = engine_.Waiting(state.key);
+      if (kind == 0) {
+        if (!AddHolder(row, 1, &state)) return Unexpected("list", state.key);
+      } else {
+        shared.emplace(*row[0], held.size());
+      }
       held.push_back(std::move(state));
     }
-    return PageOf(std::move(held), p.page_size);
+    if (!shared.empty()) {
+      std::string names;
+      for (const auto& [name, index] : shared) {
+        absl::StrAppend(&names, names.empty() ? "" : ",", SqlBytes(name));
+      }
+      absl::StatusOr<MysqlResult> h = s.Run(
+          absl::StrCat("SELECT h.name, h.owner, h.mode, h.hold_count, h.permits, h.token,"
+                       " TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expires_at), l.kind, l.lim FROM ",
+                       schema_.holders(), " h JOIN ", schema_.locks(),
+                       " l ON l.ns = h.ns AND l.name = h.name WHERE h.ns = ", SqlBytes(p.ns),
+                       " AND h.name IN (", names, ") AND l.kind <> 0 AND h.expires_at > NOW(6)"),
+          context, Connection::kRead);
+      if (!h.ok()) return UnavailableUnlessBug(h.status());
+      for (const MysqlRow& row : h->rows) {
+        auto it = row[0].has_value() ? shared.find(*row[0]) : shared.end();
+        if (it == shared.end() || !AddHolder(row, 1, &held[it->second])) {
+          return Unexpected("list", LockKey{p.ns, row[0].value_or("")});
+        }
+      }
+    }
+    // A name whose holders all left since the first statement is not held.
+    std::vector<LockState> out;
+    for (LockState& state : held) {
+      FinishState(state);
+      if (!state.held) continue;
+      state.waiters = engine_.Waiting(state.key);
+      out.push_back(std::move(state));
+    }
+    return PageOf(std::move(out), p.page_size);
   }
 
   // ---- LockStrategy (the WaitEngine's side) ----
@@ -424,87 +543,42 @@ class MysqlBackend final : public Backend, private LockStrategy {
                absl::AnyInvocable<void(TryResult) &&> done) override {
     const bool head = kind == TryKind::kHead;
     const bool may_take = kind == TryKind::kFirst || head;
-    int64_t demand_us = 0;
-    bool clear_demand = false;
+    // A call that may wait keeps its owner's queue entry (a re-entry never
+    // waits for it).
+    const bool queue = params.wait > absl::ZeroDuration() && kind != TryKind::kReentrant;
+    bool refresh = false;
     if (head) {
-      bool held_back;
-      {
-        absl::MutexLock l(&mu_);
-        Pace& pace = PaceLocked(params.key);
-        held_back = SteadyClock::now() < pace.hold_until;
-        // Demand is recorded (renewed) at most every half backoff cap.
-        if (options_.fair_slice > absl::ZeroDuration() &&
-            SteadyClock::now() - pace.demand_refreshed >=
-                absl::ToChronoNanoseconds(options_.max_retry / 2)) {
-          demand_us = absl::ToInt64Microseconds(kDemandLife * options_.max_retry);
-        }
-        clear_demand = pace.demand_written;
-      }
-      if (held_back) {
-        // Yielded a moment ago: not this replica's turn (NextTry waits).
-        AcquireResult r;
-        r.current.key = params.key;
-        std::move(done)(TryResult{r, absl::ZeroDuration()});
-        return;
+      absl::MutexLock l(&mu_);
+      Pace& pace = PaceLocked(params.key);
+      const SteadyClock::time_point now = SteadyClock::now();
+      if (now - pace.refreshed >= absl::ToChronoNanoseconds(queue_life_ / 4)) {
+        refresh = true;
+        pace.refreshed = now;
       }
     }
     // `params` lives until `done` is called.
-    pool_.Submit([this, p = &params, may_take, poll = kind != TryKind::kFirst, head, demand_us,
-                  clear_demand, done = std::move(done)](Connection* s) mutable {
+    pool_.Submit([this, p = &params, may_take, poll = kind != TryKind::kFirst, head, queue, refresh,
+                  done = std::move(done)](Connection* s) mutable {
       if (s == nullptr) {
         std::move(done)(TryResult{ShuttingDownError()});
         return;
       }
-      TryResult a = TryAcquire(*s, *p, may_take, poll, demand_us, clear_demand);
-      if (head) OnHeadAttempt(p->key, demand_us, a);
+      TryResult a = TryAcquire(*s, *p, may_take, poll, queue, refresh);
+      if (head && a.result.ok() && a.result->acquired) OnGranted(p->key);
       std::move(done)(std::move(a));
     });
   }
 
-  // Records what a head's attempt told the database about this replica's
-  // demand for the lock.
-  void OnHeadAttempt(const LockKey& key, int64_t demand_us, const TryResult& a) {
-    if (!a.result.ok()) return;
-    if (a.result->acquired) {
-      OnGranted(key);
-      return;
-    }
-    if (!a.result->current.held) return;
-    absl::MutexLock l(&mu_);
-    Pace& pace = PaceLocked(key);
-    SteadyClock::time_point now = SteadyClock::now();
-    if (demand_us > 0) {
-      pace.demand_written = true;
-      pace.demand_refreshed = now;
-    }
-    if (!pace.waiting_since.has_value()) pace.waiting_since = now;
-  }
-
-  // A local waiter was granted `key`: its polling starts over, and the grant
-  // ended this replica's recorded demand.
+  // A local waiter was granted `key`: its polling starts over.
   void OnGranted(const LockKey& key) {
     absl::MutexLock l(&mu_);
-    Pace& pace = PaceLocked(key);
-    pace.backoff = options_.initial_retry;
-    pace.demand_written = false;
-    pace.waiting_since.reset();
+    PaceLocked(key).backoff = options_.initial_retry;
   }
 
-  // A release through this replica yielded `key` to another replica's
-  // waiters: local waiters hold back long enough for them to take it.
-  void HoldBack(const LockKey& key) {
-    absl::MutexLock l(&mu_);
-    Pace& pace = PaceLocked(key);
-    pace.backoff = options_.initial_retry;
-    pace.hold_until = SteadyAfter(hold_back_);
-  }
-
-  // A release through this replica freed `key`: its first waiter tries now
-  // (or, if the release yielded to another replica, after the hold-back).
-  void Wake(const LockKey& key, bool yielded) {
-    if (yielded) {
-      HoldBack(key);
-    } else {
+  // A release through this replica freed `key` (or some of its permits): its
+  // first waiter tries now.
+  void Wake(const LockKey& key) {
+    {
       absl::MutexLock l(&mu_);
       auto it = paces_.find(key);
       if (it != paces_.end()) it->second.backoff = options_.initial_retry;
@@ -527,8 +601,6 @@ class MysqlBackend final : public Backend, private LockStrategy {
   absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) override {
     absl::MutexLock l(&mu_);
     Pace& pace = PaceLocked(key);
-    const SteadyClock::time_point now = SteadyClock::now();
-    if (now < pace.hold_until) return absl::FromChrono(pace.hold_until - now);
     const bool lost = last.result.ok()
                           ? !last.result->acquired
                           : last.result.status().code() == absl::StatusCode::kUnavailable;
@@ -538,14 +610,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
       return RetryDelay(pace.backoff, last);
     }
     pace.backoff = std::min(pace.backoff * 2, options_.max_retry);
-    absl::Duration delay = RetryDelay(pace.backoff, last);
-    // Waited a slice: the holder's replica is about to yield; look often so
-    // that the turn is not lost.
-    if (pace.waiting_since.has_value() && options_.fair_slice > absl::ZeroDuration() &&
-        now - *pace.waiting_since > absl::ToChronoNanoseconds(options_.fair_slice)) {
-      delay = std::min(delay, Jitter(fast_poll_));
-    }
-    return delay;
+    return RetryDelay(pace.backoff, last);
   }
 
   void KeyIdle(const LockKey& key) override {
@@ -589,13 +654,10 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // Constant after construction.
   const MysqlOptions options_;
   const MysqlSchema schema_;
-  // This backend's name in <prefix>demand rows.
+  // This backend's name in <prefix>queue entries.
   const std::string replica_;
-  // The poll interval of a head that has waited a fairness slice, and how
-  // long a replica that yielded keeps its own waiters back: long enough for
-  // such a head on another replica to poll twice.
-  const absl::Duration fast_poll_;
-  const absl::Duration hold_back_;
+  // How long a queue entry lives past its last extension.
+  const absl::Duration queue_life_;
   DbHealth health_;
   // Reset (thread joined) by Shutdown(), after the engine is shut down.
   std::unique_ptr<TimerQueue> timers_;
@@ -605,6 +667,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<LockKey, Pace> paces_ ABSL_GUARDED_BY(mu_);
+  // Calls that may wait, per lock and owner, from Acquire to their answer.
+  absl::flat_hash_map<OwnerKey, int> waiting_calls_ ABSL_GUARDED_BY(mu_);
   TimerQueue::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
   // Only the sweep job (one at a time) uses it.
   mysql::Sweeper sweeper_{&options_, &schema_};

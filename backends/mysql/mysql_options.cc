@@ -20,8 +20,7 @@ const OptionSet<MysqlOptions>& MysqlOptionSet() {
     s->PositiveDuration("mysql.sweep_interval", &O::sweep_interval,
                         "how often expired lock rows are deleted");
     BindSharedOptions(*s, "mysql");
-    s->Duration("mysql.fair_slice", &O::fair_slice,
-                "time one replica may keep a contended lock (0: no turns)");
+    s->Duration("mysql.fair_slice", &O::fair_slice, "unused: waiting is FIFO across replicas");
     s->PositiveDuration("mysql.connect_timeout", &O::connect_timeout, "database connect timeout");
     s->PositiveDuration("mysql.read_timeout", &O::read_timeout, "database read timeout");
     s->PositiveDuration("mysql.write_timeout", &O::write_timeout, "database write timeout");

@@ -58,11 +58,9 @@ struct MysqlOptions : WaiterLimit, ReleaseMemory, FenceRetention {
   // initial_retry, doubles up to max_retry, each delay jittered by +-25%.
   absl::Duration initial_retry = absl::Milliseconds(2);
   absl::Duration max_retry = absl::Milliseconds(50);
-  // Taking turns between replicas: when a release through this replica would
-  // hand the lock to its next local waiter but waiters on another replica have
-  // wanted it for longer than this, the lock is freed instead and local
-  // waiters hold back briefly, so the other replica gets it. Zero: replicas
-  // do not take turns (a busy replica can keep a lock to itself).
+  // Unused: waiting is FIFO across replicas through the database's queue
+  // (schema version 2), so replicas take turns in queue order. The key is
+  // still accepted so that older configurations load.
   absl::Duration fair_slice = absl::Milliseconds(200);
 };
 

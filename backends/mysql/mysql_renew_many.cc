@@ -21,7 +21,8 @@ using Results = std::vector<absl::StatusOr<RenewResult>>;
 struct Row {
   std::string owner;
   uint64_t token = 0;
-  bool live = false;  // expires_at > NOW(6)
+  bool live = false;     // expires_at > NOW(6)
+  bool holders = false;  // kind <> 0: the holders are <p>holders rows
 };
 using Rows = absl::flat_hash_map<LockKey, Row>;
 
@@ -33,7 +34,7 @@ std::string KeyPair(const LockKey& k) {
 // key: MariaDB turns (ns, name) IN (...) into one range per pair.
 absl::StatusOr<Rows> ReadRows(Connection& s, const MysqlSchema& schema,
                               const std::vector<LockKey>& keys, absl::string_view context) {
-  std::string sql = absl::StrCat("SELECT ns, name, owner, token, expires_at > NOW(6) FROM ",
+  std::string sql = absl::StrCat("SELECT ns, name, owner, token, expires_at > NOW(6), kind FROM ",
                                  schema.locks(), " WHERE (ns, name) IN (");
   for (size_t i = 0; i < keys.size(); ++i) {
     absl::StrAppend(&sql, i == 0 ? "" : ",", KeyPair(keys[i]));
@@ -44,13 +45,15 @@ absl::StatusOr<Rows> ReadRows(Connection& s, const MysqlSchema& schema,
   Rows rows;
   for (const MysqlRow& row : r->rows) {
     Row out;
-    int64_t live;
-    if (row.size() != 5 || !row[0].has_value() || !row[1].has_value() || !row[2].has_value() ||
-        !ParseField(row, 3, &out.token) || !ParseField(row, 4, &live)) {
+    int64_t live, kind;
+    if (row.size() != 6 || !row[0].has_value() || !row[1].has_value() || !row[2].has_value() ||
+        !ParseField(row, 3, &out.token) || !ParseField(row, 4, &live) ||
+        !ParseField(row, 5, &kind)) {
       return Unexpected("renew", keys.front());
     }
     out.owner = *row[2];
     out.live = live != 0;
+    out.holders = kind != 0;
     rows.insert_or_assign(LockKey{*row[0], *row[1]}, std::move(out));
   }
   return rows;
@@ -133,7 +136,9 @@ void RenewChunk(Connection& s, const MysqlSchema& schema,
   for (size_t i : idx) {
     const RenewParams& p = *params[i];
     const Row* row = Find(*rows, p.key);
-    if (Renews(p, row)) {
+    if (row != nullptr && row->holders) {
+      out[i] = RenewOne(s, schema, p);
+    } else if (Renews(p, row)) {
       held.push_back(i);
       expect.emplace(p.key, row);
     } else {
@@ -177,6 +182,34 @@ void RenewChunk(Connection& s, const MysqlSchema& schema,
 }
 
 }  // namespace
+
+absl::StatusOr<RenewResult> RenewOne(Connection& s, const MysqlSchema& schema,
+                                     const RenewParams& p) {
+  std::string sql = absl::StrCat("CALL ", schema.renew_proc(), "(", SqlBytes(p.key.ns), ",",
+                                 SqlBytes(p.key.name), ",", SqlBytes(p.owner), ",",
+                                 absl::ToInt64Microseconds(p.ttl), ",", p.fencing_token, ")");
+  absl::StatusOr<MysqlResult> r =
+      s.Run(sql, absl::StrCat("renew of lock ", LockName(p.key)), Connection::kWrite);
+  if (!r.ok()) return UnavailableUnlessBug(r.status());
+  int64_t outcome;
+  uint64_t token;
+  if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &outcome) ||
+      !ParseField(r->rows[0], 1, &token)) {
+    return Unexpected("renew", p.key);
+  }
+  switch (outcome) {
+    case kRenewRenewed:
+      return RenewResult{p.ttl, token};
+    case kRenewOtherOwner:
+      return HeldByOtherError(p.key);
+    case kRenewFree:
+      return LockFreeError(p.key);
+    case kRenewOtherHold:
+      return OtherHoldError(p.key);
+    default:
+      return Unexpected("renew", p.key);
+  }
+}
 
 std::vector<absl::StatusOr<RenewResult>> RenewBatch(Connection& s, const MysqlSchema& schema,
                                                     const std::vector<const RenewParams*>& params) {

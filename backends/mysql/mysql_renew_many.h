@@ -38,6 +38,10 @@
 
 namespace lockd::mysql {
 
+// Renew of one hold by the renew procedure (one CALL): Backend::Renew.
+absl::StatusOr<RenewResult> RenewOne(Connection& s, const MysqlSchema& schema,
+                                     const RenewParams& p);
+
 // At most this many holds go into one statement.
 inline constexpr size_t kRenewChunk = 500;
 
@@ -46,8 +50,9 @@ inline constexpr size_t kRenewChunk = 500;
 // an UPDATE of those the owner holds (with the renewal's fencing_token, when
 // not 0), matching owner, the token the SELECT saw and a live lease at the
 // UPDATE, and, only if the UPDATE matched fewer rows than the SELECT
-// promised (a concurrent change), a second SELECT to say which.
-// Blocks for those statements.
+// promised (a concurrent change), a second SELECT to say which. Holds of
+// names held SHARED or as a semaphore (their holders are <p>holders rows)
+// are renewed one by one with RenewOne. Blocks for those statements.
 std::vector<absl::StatusOr<RenewResult>> RenewBatch(Connection& s, const MysqlSchema& schema,
                                                     const std::vector<const RenewParams*>& params);
 

@@ -62,7 +62,7 @@ TEST(MysqlSchemaTest, TablesAreInnodbWithAUniqueKeyOnNamespaceAndName) {
   absl::StatusOr<MysqlSchema> s = MysqlSchema::ForPrefix("x_");
   ASSERT_TRUE(s.ok());
   std::vector<std::string> tables = s->CreateTables();
-  ASSERT_EQ(tables.size(), 4u);
+  ASSERT_EQ(tables.size(), 6u);
   for (const std::string& t : tables) {
     EXPECT_THAT(t, StartsWith("CREATE TABLE IF NOT EXISTS `x_"));
     EXPECT_THAT(t, HasSubstr("ENGINE=InnoDB"));
@@ -70,6 +70,12 @@ TEST(MysqlSchemaTest, TablesAreInnodbWithAUniqueKeyOnNamespaceAndName) {
   EXPECT_THAT(tables[1], HasSubstr("PRIMARY KEY (ns, name)"));
   EXPECT_THAT(tables[1], HasSubstr("expires_at DATETIME(6)"));
   EXPECT_THAT(tables[2], HasSubstr("PRIMARY KEY (ns, name)"));
+  // Holders: one row per (name, owner), each with its own lease.
+  EXPECT_THAT(tables[4], HasSubstr("PRIMARY KEY (ns, name, owner)"));
+  EXPECT_THAT(tables[4], HasSubstr("expires_at DATETIME(6)"));
+  // The queue: entries in arrival order, one per owner and replica.
+  EXPECT_THAT(tables[5], HasSubstr("UNIQUE KEY entry (ns, name, owner, replica)"));
+  EXPECT_THAT(tables[5], HasSubstr("until DATETIME(6)"));
 }
 
 TEST(MysqlSchemaTest, ProceduresUseOnlyTheDatabaseClock) {
@@ -83,7 +89,10 @@ TEST(MysqlSchemaTest, ProceduresUseOnlyTheDatabaseClock) {
     EXPECT_THAT(sql, Not(HasSubstr("{bump_fence}"))) << name;
     EXPECT_THAT(sql, Not(HasSubstr("{demand}"))) << name;
     EXPECT_THAT(sql, Not(HasSubstr("_demand}"))) << name;
-    EXPECT_THAT(sql, Not(HasSubstr("{check_yield}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{holders}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{queue}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{enqueue}"))) << name;
+    EXPECT_THAT(sql, Not(HasSubstr("{drop_entry}"))) << name;
     EXPECT_THAT(sql, HasSubstr("SQL SECURITY INVOKER")) << name;
   }
 }

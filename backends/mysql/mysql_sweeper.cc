@@ -29,13 +29,17 @@ absl::Duration CollectInterval(const MysqlOptions& o) {
 }  // namespace
 
 void Sweeper::Run(Connection& s) {
-  DeleteExpired(s);
-  // Demand rows of waits that ended (a lapsed row is as good as none).
-  absl::StatusOr<MysqlResult> d =
-      s.Run(absl::StrCat("DELETE FROM ", schema_->demand(),
-                         " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
-            "sweep: delete lapsed demand", Connection::kWrite);
-  if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
+  if (!DeleteExpired(s)) return;  // the health state has the reason
+  DeleteExpiredHolders(s);
+  // Queue entries of waits whose replica stopped extending them, and version
+  // 1's demand rows (a lapsed row is as good as none).
+  for (const std::string* table : {&schema_->queue(), &schema_->demand()}) {
+    absl::StatusOr<MysqlResult> d =
+        s.Run(absl::StrCat("DELETE FROM ", *table,
+                           " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
+              "sweep: delete lapsed queue entries", Connection::kWrite);
+    if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
+  }
   if (options_->fence_retention > absl::ZeroDuration() && absl::Now() >= next_collect_) {
     next_collect_ = absl::Now() + CollectInterval(*options_);
     absl::StatusOr<MysqlResult> c = s.Run(
@@ -46,36 +50,61 @@ void Sweeper::Run(Connection& s) {
   }
 }
 
-void Sweeper::DeleteExpired(Connection& s) {
+bool Sweeper::DeleteExpired(Connection& s) {
+  // A row whose queue may still be live keeps its mark (queue_until).
+  return DeleteByIdentity(s, schema_->locks(), "expires_at < NOW(6) AND queue_until < NOW(6)",
+                          {"ns", "name", "token"}, "locks", Connection::kProbe);
+}
+
+void Sweeper::DeleteExpiredHolders(Connection& s) {
+  DeleteByIdentity(s, schema_->holders(), "expires_at < NOW(6)", {"ns", "name", "owner", "token"},
+                   "holders", Connection::kRead);
+}
+
+bool Sweeper::DeleteByIdentity(Connection& s, const std::string& table, absl::string_view expired,
+                               const std::vector<std::string>& id, absl::string_view what,
+                               Connection::Flags find) {
   absl::StatusOr<MysqlResult> r =
-      s.Run(absl::StrCat("SELECT ns, name, token FROM ", schema_->locks(),
-                         " WHERE expires_at < NOW(6) ORDER BY expires_at LIMIT ", kSweepBatch),
-            "sweep: find expired locks", Connection::kProbe);
-  if (!r.ok()) return;  // the health state has the reason
+      s.Run(absl::StrCat("SELECT ", absl::StrJoin(id, ", "), " FROM ", table, " WHERE ", expired,
+                         " ORDER BY expires_at LIMIT ", kSweepBatch),
+            absl::StrCat("sweep: find expired ", what), find);
+  if (!r.ok()) {
+    if (!find.probe) LogWarning("mysql sweeper: ", r.status().message());
+    return false;
+  }
   uint64_t deleted = 0;
   for (size_t i = 0; i < r->rows.size(); i += kSweepDeleteChunk) {
     std::vector<std::string> ids;
     for (size_t j = i; j < std::min(r->rows.size(), i + kSweepDeleteChunk); ++j) {
       const MysqlRow& row = r->rows[j];
+      if (row.size() != id.size()) continue;
+      // Every column but the last (the token, a number) is a byte string.
+      std::vector<std::string> terms;
       uint64_t token;
-      if (row.size() < 3 || !row[0] || !row[1] || !row[2] || !absl::SimpleAtoi(*row[2], &token)) {
-        continue;
+      for (size_t c = 0; c < id.size(); ++c) {
+        if (!row[c]) break;
+        if (c + 1 < id.size()) {
+          terms.push_back(absl::StrCat(id[c], " = ", SqlBytes(*row[c])));
+        } else if (absl::SimpleAtoi(*row[c], &token)) {
+          terms.push_back(absl::StrCat(id[c], " = ", token));
+        }
       }
-      ids.push_back(absl::StrCat("(ns = ", SqlBytes(*row[0]), " AND name = ", SqlBytes(*row[1]),
-                                 " AND token = ", token, ")"));
+      if (terms.size() == id.size())
+        ids.push_back(absl::StrCat("(", absl::StrJoin(terms, " AND "), ")"));
     }
     if (ids.empty()) continue;
     absl::StatusOr<MysqlResult> d =
-        s.Run(absl::StrCat("DELETE FROM ", schema_->locks(), " WHERE expires_at < NOW(6) AND (",
+        s.Run(absl::StrCat("DELETE FROM ", table, " WHERE ", expired, " AND (",
                            absl::StrJoin(ids, " OR "), ")"),
-              "sweep: delete expired locks", Connection::kWrite);
+              absl::StrCat("sweep: delete expired ", what), Connection::kWrite);
     if (!d.ok()) {
       LogWarning("mysql sweeper: ", d.status().message());
-      return;
+      return true;
     }
     deleted += d->affected_rows;
   }
-  if (deleted > 0) LogDebug("mysql sweeper: deleted ", deleted, " expired lock rows");
+  if (deleted > 0) LogDebug("mysql sweeper: deleted ", deleted, " expired ", what);
+  return true;
 }
 
 }  // namespace lockd::mysql
