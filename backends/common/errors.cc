@@ -25,12 +25,6 @@ absl::Status TooManyWaitersError(size_t max_waiters) {
       absl::StrCat("too many waiting acquires (max_waiters = ", max_waiters, ")"));
 }
 
-absl::Status ExclusiveLocksOnly(const AcquireParams& params, absl::string_view backend) {
-  if (params.mode == LockMode::kExclusive && params.limit == 0) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      "mode/limit: the ", backend, " backend does not serve shared locks or semaphores yet"));
-}
-
 absl::Status AcquireCancelledError() { return absl::CancelledError("acquire cancelled"); }
 
 }  // namespace lockd

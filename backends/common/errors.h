@@ -29,11 +29,6 @@ absl::Status OtherHoldError(const LockKey& key);
 // wait on this process.
 absl::Status TooManyWaitersError(size_t max_waiters);
 
-// TRANSITIONAL (issue 23, removed when every backend implements the kinds):
-// kUnimplemented for an acquire of a shared lock or a semaphore on a backend
-// that does not implement it yet; OK for an exclusive lock.
-absl::Status ExclusiveLocksOnly(const AcquireParams& params, absl::string_view backend);
-
 // kCancelled: the caller's CancelSignal fired before the Acquire had a result.
 absl::Status AcquireCancelledError();
 

@@ -14,7 +14,7 @@ namespace lockd::mysql {
 namespace {
 
 // Deadlocks and lock wait timeouts are retried this many times.
-constexpr int kTransactionRetries = 3;
+constexpr int kTransactionRetries = 8;
 // A connection idle this long is pinged before use: the server (wait_timeout)
 // or a proxy may have closed it, and a statement on it would fail ambiguously.
 constexpr absl::Duration kIdlePing = absl::Seconds(60);
@@ -106,8 +106,12 @@ absl::StatusOr<MysqlResult> Connection::Run(absl::string_view sql, absl::string_
     bool again = IsRetryableTransactionError(o.error_code) ||
                  (flags.retry_duplicate && o.error_code == kErDupEntry);
     if (!again || attempt >= kTransactionRetries) return o.result.status();
-    // Let the transaction we collided with finish.
-    if (o.error_code == kErLockDeadlock) absl::SleepFor(Jitter(absl::Milliseconds(2)));
+    // Let the transaction we collided with finish (a first grant of a name
+    // that many callers race for, e.g. a semaphore's, may collide several
+    // times in a row: back off a little more each time).
+    if (o.error_code == kErLockDeadlock || o.error_code == kErDupEntry) {
+      absl::SleepFor(Jitter(absl::Milliseconds(2) * (attempt + 1)));
+    }
   }
 }
 

@@ -6,10 +6,6 @@
 // naming locks[i], and the Session's acquire_all (its holds are the
 // session's; cancel ends it). Every backend, with one lockd and with three
 // replicas (the callers then sit on different replicas).
-//
-// Kinds: a backend that does not implement shared locks and semaphores yet
-// answers UNIMPLEMENTED; the test of mixed kinds is skipped there until it
-// does.
 
 #include <atomic>
 #include <string>
@@ -213,9 +209,6 @@ TEST_P(AcquireAllRules, MixedKindsInOneCall) {
                                {"rd", v1::LOCK_MODE_SHARED},
                                {"sem", v1::LOCK_MODE_EXCLUSIVE, /*limit=*/3, /*permits=*/2}},
                               "alice", &resp);
-  if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    GTEST_SKIP() << Env().name() << " has no shared locks or semaphores yet: " << s.error_message();
-  }
   ASSERT_TRUE(s.ok()) << s.error_message();
   ASSERT_TRUE(resp.acquired());
   EXPECT_EQ(Describe("ex").mode(), v1::LOCK_MODE_EXCLUSIVE);
