@@ -123,6 +123,24 @@ inline AcquireParams Acq(const std::string& name, const std::string& owner,
   return p;
 }
 
+// Acq for a SHARED hold (a reader of a read-write lock).
+inline AcquireParams AcqShared(const std::string& name, const std::string& owner,
+                               absl::Duration ttl = absl::Seconds(30),
+                               absl::Duration wait = absl::ZeroDuration()) {
+  AcquireParams p = Acq(name, owner, ttl, wait);
+  p.mode = LockMode::kShared;
+  return p;
+}
+
+// Acq for `permits` of a semaphore of `limit`.
+inline AcquireParams AcqPermits(const std::string& name, const std::string& owner, uint32_t limit,
+                                uint32_t permits, absl::Duration wait = absl::ZeroDuration()) {
+  AcquireParams p = Acq(name, owner, absl::Seconds(30), wait);
+  p.limit = limit;
+  p.permits = permits;
+  return p;
+}
+
 // ReleaseParams for `name` in the default namespace.
 inline ReleaseParams Rel(const std::string& name, const std::string& owner,
                          const std::string& request_id = "") {

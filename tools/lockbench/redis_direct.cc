@@ -72,7 +72,7 @@ absl::StatusOr<Reply> Command(redisContext* c, const std::vector<std::string>& a
   return r;
 }
 
-absl::StatusOr<std::string> LoadScript(redisContext* c, const char* script) {
+absl::StatusOr<std::string> LoadScript(redisContext* c, const std::string& script) {
   absl::StatusOr<Reply> r = Command(c, {"SCRIPT", "LOAD", script}, "SCRIPT LOAD");
   if (!r.ok()) return r.status();
   if ((*r)->type != REDIS_REPLY_STRING) return RedisError("SCRIPT LOAD", c, r->get());
@@ -137,18 +137,29 @@ class RedisDirectLocker final : public Locker {
       if (!s.ok()) return s;
     }
     const int64_t deadline = NowNanos() + absl::ToInt64Nanoseconds(wait);
+    // The arguments lockd's redis backend sends for an exclusive acquire
+    // (scripts.h), without a place in the queue: callers here wait by the
+    // release messages alone, as lockd's did before it kept a queue.
     std::vector<std::string> args = {"EVALSHA",
                                      acquire_sha_,
-                                     "3",
+                                     "5",
                                      k.lock,
                                      k.fence,
                                      k.freed,
+                                     k.queue,
+                                     k.qlife,
                                      owner,
                                      absl::StrCat(lease_ms),
                                      "",
                                      redis::kMayTakeFree,
                                      absl::StrCat(lease_ms + kFenceRetentionMs),
-                                     k.channel};
+                                     k.channel,
+                                     "X",
+                                     "0",
+                                     "0",
+                                     owner,
+                                     /*join=*/"0",
+                                     "10000"};
     for (;;) {
       if (wait > absl::ZeroDuration()) {
         // Releases published before this try are answered by the try itself.
@@ -157,21 +168,18 @@ class RedisDirectLocker final : public Locker {
       }
       absl::StatusOr<Reply> r = Command(cmd_.get(), args, "acquire script");
       if (!r.ok()) return r.status();
-      if ((*r)->type != REDIS_REPLY_ARRAY || (*r)->elements < 5) {
+      // Granted: {1, hold_count, token, lease_ms}; not: {0, code, extra,
+      // retry_ms, state...}, whose last element is an exclusive holder's PTTL.
+      if ((*r)->type != REDIS_REPLY_ARRAY || (*r)->elements < 4) {
         return RedisError("acquire script", cmd_.get(), r->get());
       }
       if (IntElement(r->get(), 0) == 1) {
-        uint64_t token = 0;
-        const redisReply* t = (*r)->element[3];
-        if (t->type == REDIS_REPLY_STRING) {
-          (void)absl::SimpleAtoi(absl::string_view(t->str, t->len), &token);
-        }
-        return AcquireOutcome{true, token};
+        return AcquireOutcome{true, static_cast<uint64_t>(IntElement(r->get(), 2))};
       }
       int64_t now = NowNanos();
       if (wait <= absl::ZeroDuration() || now >= deadline) return AcquireOutcome{};
       // Sleep until a release is published or the holder's lease ends.
-      int64_t pttl_ms = IntElement(r->get(), 4);
+      int64_t pttl_ms = (*r)->elements > 4 ? IntElement(r->get(), (*r)->elements - 1) : -2;
       int64_t timeout_ms = (deadline - now + 999999) / 1000000;
       if (pttl_ms > 0) timeout_ms = std::min(timeout_ms, pttl_ms);
       if (pttl_ms == -2) timeout_ms = 0;  // freed meanwhile: retry at once
@@ -271,9 +279,11 @@ absl::StatusOr<std::unique_ptr<Locker>> NewRedisDirectLocker(const std::string& 
   if (!cmd.ok()) return cmd.status();
   absl::StatusOr<Context> sub = Connect(address);
   if (!sub.ok()) return sub.status();
-  absl::StatusOr<std::string> acquire = LoadScript(cmd->get(), redis::kAcquireScript);
+  absl::StatusOr<std::string> acquire =
+      LoadScript(cmd->get(), redis::Prelude(redis::kAcquireScript));
   if (!acquire.ok()) return acquire.status();
-  absl::StatusOr<std::string> release = LoadScript(cmd->get(), redis::kReleaseScript);
+  absl::StatusOr<std::string> release =
+      LoadScript(cmd->get(), redis::Prelude(redis::kReleaseScript));
   if (!release.ok()) return release.status();
   return std::make_unique<RedisDirectLocker>(*std::move(cmd), *std::move(sub), *std::move(acquire),
                                              *std::move(release), key_prefix, ns);

@@ -17,29 +17,13 @@
 namespace lockd::testing {
 namespace {
 
-AcquireParams Shared(const std::string& name, const std::string& owner,
-                     absl::Duration ttl = absl::Seconds(30),
-                     absl::Duration wait = absl::ZeroDuration()) {
-  AcquireParams p = Acq(name, owner, ttl, wait);
-  p.mode = LockMode::kShared;
-  return p;
-}
-
-AcquireParams Permits(const std::string& name, const std::string& owner, uint32_t limit,
-                      uint32_t permits) {
-  AcquireParams p = Acq(name, owner);
-  p.limit = limit;
-  p.permits = permits;
-  return p;
-}
-
 TEST_F(MysqlBackendTest, ExclusiveHoldersStayInTheLocksRowOthersAreHolderRows) {
   auto b = NewBackend();
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(SyncAcquire(*b, Acq("x", "w")).value().acquired);
-  ASSERT_TRUE(SyncAcquire(*b, Shared("r", "r1")).value().acquired);
-  ASSERT_TRUE(SyncAcquire(*b, Shared("r", "r2")).value().acquired);
-  ASSERT_TRUE(SyncAcquire(*b, Permits("s", "p1", 4, 3)).value().acquired);
+  ASSERT_TRUE(SyncAcquire(*b, AcqShared("r", "r1")).value().acquired);
+  ASSERT_TRUE(SyncAcquire(*b, AcqShared("r", "r2")).value().acquired);
+  ASSERT_TRUE(SyncAcquire(*b, AcqPermits("s", "p1", 4, 3)).value().acquired);
   auto holders = [&](const std::string& name) {
     return QueryInt(
         absl::StrCat("SELECT COUNT(*) FROM ", prefix_, "holders WHERE name = '", name, "'"));
@@ -74,8 +58,8 @@ TEST_F(MysqlBackendTest, SweeperRemovesOnlyTheHolderWhoseLeaseEnded) {
   o.sweep_interval = absl::Milliseconds(20);
   auto b = NewBackend(o);
   ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(SyncAcquire(*b, Shared("rw", "short", absl::Milliseconds(200))).value().acquired);
-  AcquireResult kept = SyncAcquire(*b, Shared("rw", "long", absl::Seconds(60))).value();
+  ASSERT_TRUE(SyncAcquire(*b, AcqShared("rw", "short", absl::Milliseconds(200))).value().acquired);
+  AcquireResult kept = SyncAcquire(*b, AcqShared("rw", "long", absl::Seconds(60))).value();
   ASSERT_TRUE(kept.acquired);
   std::string count = absl::StrCat("SELECT COUNT(*) FROM ", prefix_, "holders");
   ASSERT_TRUE(WaitFor([&] { return QueryInt(count) == 1; }, absl::Seconds(5)))
@@ -123,18 +107,18 @@ TEST_F(MysqlBackendTest, CancelledWaiterLeavesNoQueueEntry) {
   auto a = NewBackend();
   auto b = NewBackend();
   ASSERT_TRUE(a && b);
-  ASSERT_TRUE(SyncAcquire(*a, Shared("c", "reader")).value().acquired);
+  ASSERT_TRUE(SyncAcquire(*a, AcqShared("c", "reader")).value().acquired);
   auto cancel = std::make_shared<CancelSignal>();
   auto waiting = StartAcquire(*b, Acq("c", "writer", absl::Seconds(30), absl::Seconds(30)), cancel);
   std::string entries = absl::StrCat("SELECT COUNT(*) FROM ", prefix_, "queue");
   ASSERT_TRUE(WaitFor([&] { return QueryInt(entries) == 1; }, absl::Seconds(5)));
-  absl::StatusOr<AcquireResult> r = SyncAcquire(*a, Shared("c", "late"));
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*a, AcqShared("c", "late"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->acquired) << "a reader does not pass the waiting writer of another replica";
   cancel->Cancel();
   EXPECT_THAT(waiting->Wait(), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_TRUE(WaitFor([&] { return QueryInt(entries) == 0; }, absl::Seconds(5)));
-  r = SyncAcquire(*a, Shared("c", "late"));
+  r = SyncAcquire(*a, AcqShared("c", "late"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->acquired);
 }
@@ -181,11 +165,11 @@ TEST_F(MysqlBackendTest, Version1DatabaseIsMigratedAndKeepsItsLocks) {
   EXPECT_TRUE(s->held);
   EXPECT_EQ(s->owner, "o");
   EXPECT_EQ(s->fencing_token, 7u);
-  absl::StatusOr<AcquireResult> r = SyncAcquire(*b, Shared("old", "r"));
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*b, AcqShared("old", "r"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->acquired) << "the migrated row is an exclusive hold";
   ASSERT_TRUE(SyncRelease(*b, Rel("old", "o")).value().released);
-  r = SyncAcquire(*b, Shared("old", "r"));
+  r = SyncAcquire(*b, AcqShared("old", "r"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->acquired);
   EXPECT_GT(r->fencing_token, 7u);

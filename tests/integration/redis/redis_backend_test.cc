@@ -102,22 +102,6 @@ TEST_F(RedisBackendTest, LockIsAHashWithOwnerHoldCountAndToken) {
   EXPECT_LE(pttl, 10000);
 }
 
-AcquireParams Shared(const std::string& name, const std::string& owner,
-                     absl::Duration ttl = absl::Seconds(30),
-                     absl::Duration wait = absl::ZeroDuration()) {
-  AcquireParams p = Acq(name, owner, ttl, wait);
-  p.mode = LockMode::kShared;
-  return p;
-}
-
-AcquireParams Permits(const std::string& name, const std::string& owner, uint32_t limit,
-                      uint32_t permits, absl::Duration wait = absl::ZeroDuration()) {
-  AcquireParams p = Acq(name, owner, absl::Seconds(30), wait);
-  p.limit = limit;
-  p.permits = permits;
-  return p;
-}
-
 // The Redis server's clock in milliseconds.
 long long RedisNowMs(RedisCli& cli) {
   return cli.Int(
@@ -134,8 +118,9 @@ TEST_F(RedisBackendTest, UncontendedExclusiveAcquireAndReleaseAreOneScriptEachAn
 }
 
 TEST_F(RedisBackendTest, SharedHoldersAreRecordsInTheLockHashEachWithItsOwnLease) {
-  absl::StatusOr<AcquireResult> a = SyncAcquire(*backend_, Shared("rw", "r1", absl::Seconds(1)));
-  absl::StatusOr<AcquireResult> b = SyncAcquire(*backend_, Shared("rw", "r2", absl::Seconds(30)));
+  absl::StatusOr<AcquireResult> a = SyncAcquire(*backend_, AcqShared("rw", "r1", absl::Seconds(1)));
+  absl::StatusOr<AcquireResult> b =
+      SyncAcquire(*backend_, AcqShared("rw", "r2", absl::Seconds(30)));
   ASSERT_TRUE(a.ok() && a->acquired && b.ok() && b->acquired);
   EXPECT_GT(b->fencing_token, a->fencing_token);
   redis::LockKeys k = Keys("rw");
@@ -167,17 +152,17 @@ TEST_F(RedisBackendTest, SharedHoldersAreRecordsInTheLockHashEachWithItsOwnLease
 }
 
 TEST_F(RedisBackendTest, SemaphoreAdmitsUpToItsLimitAndRefusesAnotherKind) {
-  ASSERT_TRUE(SyncAcquire(*backend_, Permits("sem", "a", 3, 2))->acquired);
-  ASSERT_TRUE(SyncAcquire(*backend_, Permits("sem", "b", 3, 1))->acquired);
-  EXPECT_FALSE(SyncAcquire(*backend_, Permits("sem", "c", 3, 1))->acquired);
-  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, Permits("sem", "c", 4, 1)).status()),
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqPermits("sem", "a", 3, 2))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqPermits("sem", "b", 3, 1))->acquired);
+  EXPECT_FALSE(SyncAcquire(*backend_, AcqPermits("sem", "c", 3, 1))->acquired);
+  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, AcqPermits("sem", "c", 4, 1)).status()),
             kLockKindMismatchReason);
   EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, Acq("sem", "c")).status()),
             kLockKindMismatchReason);
-  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, Permits("sem", "a", 3, 1)).status()),
+  EXPECT_EQ(ErrorReasonOf(SyncAcquire(*backend_, AcqPermits("sem", "a", 3, 1)).status()),
             kPermitsMismatchReason);
   // A waiter is granted when permits are given back.
-  auto waiter = StartAcquire(*backend_, Permits("sem", "c", 3, 2, absl::Seconds(5)));
+  auto waiter = StartAcquire(*backend_, AcqPermits("sem", "c", 3, 2, absl::Seconds(5)));
   ASSERT_TRUE(SyncRelease(*backend_, Rel("sem", "b")).ok());
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(waiter->ready()) << "2 + 2 permits do not fit in 3";
@@ -193,7 +178,7 @@ TEST_F(RedisBackendTest, SemaphoreAdmitsUpToItsLimitAndRefusesAnotherKind) {
 
 TEST_F(RedisBackendTest, ReaderArrivingAfterAWaitingWriterOnAnotherReplicaQueuesBehindIt) {
   std::unique_ptr<Backend> other = NewBackend();
-  ASSERT_TRUE(SyncAcquire(*backend_, Shared("fifo", "r1"))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("fifo", "r1"))->acquired);
   auto writer = StartAcquire(*other, Acq("fifo", "w", absl::Seconds(30), absl::Seconds(10)));
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -201,8 +186,9 @@ TEST_F(RedisBackendTest, ReaderArrivingAfterAWaitingWriterOnAnotherReplicaQueues
       },
       absl::Seconds(5)));
   // A try of a reader fails (someone waits); a waiting one queues.
-  EXPECT_FALSE(SyncAcquire(*backend_, Shared("fifo", "r2"))->acquired);
-  auto reader = StartAcquire(*backend_, Shared("fifo", "r3", absl::Seconds(30), absl::Seconds(10)));
+  EXPECT_FALSE(SyncAcquire(*backend_, AcqShared("fifo", "r2"))->acquired);
+  auto reader =
+      StartAcquire(*backend_, AcqShared("fifo", "r3", absl::Seconds(30), absl::Seconds(10)));
   ASSERT_TRUE(WaitFor(
       [&] {
         return cli_->Int({"ZCARD", Keys("fifo").queue}) == 2;
@@ -245,7 +231,7 @@ TEST_F(RedisBackendTest, WaitingCallsKeepTheirQueueEntriesAliveAndTakeThemOutWhe
   redis::LockKeys k = Keys("alive");
   auto cancel = std::make_shared<CancelSignal>();
   auto waiter = StartAcquire(
-      *backend_, Shared("alive", "reader", absl::Seconds(30), absl::Seconds(30)), cancel);
+      *backend_, AcqShared("alive", "reader", absl::Seconds(30), absl::Seconds(30)), cancel);
   ASSERT_TRUE(WaitFor([&] { return cli_->Int({"ZCARD", k.queue}) == 1; }, absl::Seconds(5)));
   absl::SleepFor(absl::Milliseconds(500));  // past the attempts that follow a park
   std::string member =
@@ -264,7 +250,7 @@ TEST_F(RedisBackendTest, WaitingCallsKeepTheirQueueEntriesAliveAndTakeThemOutWhe
 }
 
 TEST_F(RedisBackendTest, UpgradeOfTheOnlyReaderTakesANewTokenAndTheExclusiveFormat) {
-  absl::StatusOr<AcquireResult> r = SyncAcquire(*backend_, Shared("up", "alice"));
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*backend_, AcqShared("up", "alice"));
   ASSERT_TRUE(r.ok() && r->acquired);
   absl::StatusOr<AcquireResult> u = SyncAcquire(*backend_, Acq("up", "alice"));
   ASSERT_TRUE(u.ok() && u->acquired) << u.status();
@@ -276,8 +262,8 @@ TEST_F(RedisBackendTest, UpgradeOfTheOnlyReaderTakesANewTokenAndTheExclusiveForm
   // With a second reader, an upgrade would block: refused at once.
   ASSERT_TRUE(SyncRelease(*backend_, Rel("up", "alice")).ok());
   ASSERT_TRUE(SyncRelease(*backend_, Rel("up", "alice")).ok());
-  ASSERT_TRUE(SyncAcquire(*backend_, Shared("up", "alice"))->acquired);
-  ASSERT_TRUE(SyncAcquire(*backend_, Shared("up", "bob"))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("up", "alice"))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("up", "bob"))->acquired);
   EXPECT_EQ(
       ErrorReasonOf(
           SyncAcquire(*backend_, Acq("up", "alice", absl::Seconds(30), absl::Seconds(5))).status()),
