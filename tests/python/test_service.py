@@ -95,11 +95,12 @@ class ServiceTest(unittest.TestCase):
         service = [s for s in lock.service if s.name == "LockService"][0]
         self.assertEqual([m.name for m in service.method],
                          ["Acquire", "Release", "Renew", "Describe", "List", "ForceRelease",
-                          "Session"])
+                          "Session", "AcquireAll"])
         acquire = [m for m in lock.message_type if m.name == "AcquireRequest"][0]
         self.assertEqual([(f.name, f.number) for f in acquire.field],
                          [("namespace", 1), ("name", 2), ("owner", 3), ("lease_ttl", 4),
-                          ("wait_timeout", 5), ("request_id", 6)])
+                          ("wait_timeout", 5), ("request_id", 6), ("mode", 7), ("limit", 8),
+                          ("permits", 9)])
         # Dependencies are served too, so a client can resolve every type.
         self.assertIn("google/protobuf/duration.proto", lock.dependency)
         dep = self.reflect(reflection_pb2.ServerReflectionRequest(
