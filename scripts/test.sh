@@ -17,8 +17,10 @@
 # not only the unit and conformance tests, runs under the sanitizers, and
 # the suite compiles once.
 #
-# Two steps run in the background, beside the others, because they need
+# These steps run in the background, beside the others, because they need
 # nothing the build makes:
+#   - each language client's prepare step (clients/*/prepare.sh: toolchain,
+#     stubs, compiled tests; joined before the tests);
 #   - the deploy tests' images (ctest's deploy_images command, run early: a
 #     first run on a machine downloads Debian's base system and the image's
 #     build packages and compiles lockd in a container, which overlaps the
@@ -125,6 +127,19 @@ mapfile -t images_cmd < <(cd build/ci && ctest --show-only=json-v1 -R '^deploy_i
 [ ${#images_cmd[@]} -gt 0 ] || { echo "test.sh: ctest has no deploy_images test" >&2; exit 1; }
 bg "deploy images" "${images_cmd[@]}"
 
+# Each language client's prepare step (clients/<language>/prepare.sh: its
+# toolchain from the package registries, its stubs, its compiled tests) needs
+# nothing the build makes: it runs beside the build, below its priority, and
+# is joined before the tests, which run the client suites through ctest.
+preps=()
+for prep in clients/*/prepare.sh; do
+  [ -x "$prep" ] || continue
+  name="prepare $(basename "$(dirname "$prep")") client"
+  bg "$name" bash -c 'echo 10 >/proc/self/autogroup 2>/dev/null || true; exec nice -n 10 "$@"' bash \
+    "$prep" "$PWD/build/ci"
+  preps+=("$name")
+done
+
 # The thread-safety pass needs only the generated headers (protoc's), not
 # the build: it starts now, at the lowest priority, and takes the CPU that
 # the build (link steps, its tail) and the tests leave idle.
@@ -143,6 +158,9 @@ step "build ($what)"
 cmake --build build/ci -j "$JOBS"
 end_step
 
+failed=()
+for name in "${preps[@]}"; do join "$name" || failed+=("$name"); done
+
 step "all tests ($what)"
 tests_rc=0
 (cd build/ci && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -150,7 +168,6 @@ tests_rc=0
    ctest -j "$JOBS" --output-on-failure --timeout 300) || tests_rc=$?
 end_step
 
-failed=()
 join "deploy images" || failed+=("deploy images")
 join "thread-safety pass (clang -Wthread-safety -Werror)" || failed+=("thread-safety pass")
 [ "$tests_rc" -eq 0 ] || failed+=("tests")
