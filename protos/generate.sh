@@ -134,18 +134,18 @@ fingerprint() {
 }
 
 generate() {
-  local lang=$1 base stamp
+  local lang=$1 base made stamp
   case "$lang" in
-    go) base=$root/clients ;;
-    java) base=$build/gen ;;
+    go) base=$root/clients made=$root/clients/go/lockdv1 ;;
+    java) base=$build/gen made=$build/gen/java ;;
   esac
   stamp=$build/gen/.stamp-$lang
-  if [ -d "$base/$lang" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(fingerprint)" ]; then
+  if [ -d "$made" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(fingerprint)" ]; then
     return
   fi
   install_buf
   "install_${lang}_plugins"
-  log "generating $lang stubs into $base/$lang"
+  log "generating $lang stubs into $made"
   buf_generate "$lang" "$base"
   fingerprint >"$stamp"
 }
