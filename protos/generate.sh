@@ -86,12 +86,15 @@ java_bin=$tools/protoc-$PROTOC_VERSION-grpc-java-$GRPC_JAVA_VERSION/bin
 maven_exe() {
   local dl=$tools/maven-download
   rm -rf "$dl"
-  mvn -q -B "$MAVEN_DEPENDENCY_PLUGIN:copy" -Dartifact="$1:exe:linux-x86_64" \
-    -DoutputDirectory="$dl" -Dmdep.stripVersion=true >&2 ||
+  # mvn's output only when it fails (Maven 3.8 writes color codes even when quiet).
+  if ! mvn -q -B "$MAVEN_DEPENDENCY_PLUGIN:copy" -Dartifact="$1:exe:linux-x86_64" \
+    -DoutputDirectory="$dl" -Dmdep.stripVersion=true >"$dl.log" 2>&1; then
+    cat "$dl.log" >&2
     die "mvn could not fetch $1 (exe, linux-x86_64) from Maven Central"
+  fi
   mkdir -p "$java_bin"
   install -m 755 "$dl"/*.exe "$java_bin/$2"
-  rm -rf "$dl"
+  rm -rf "$dl" "$dl.log"
 }
 install_java_plugins() {
   [ -x "$java_bin/protoc" ] && [ -x "$java_bin/protoc-gen-grpc-java" ] && return
