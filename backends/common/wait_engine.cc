@@ -49,16 +49,22 @@ WaitEngine::~WaitEngine() { Shutdown(); }
 void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> cancel,
                          Callback<AcquireResult> done) {
   TryKind kind = TryKind::kFirst;
+  uint64_t arrival = 0;
   bool closed;
   {
     absl::MutexLock l(&mu_);
     closed = registry_.closed();
-    // Calls of this process are served first come, first served: while some
-    // wait, a newcomer that would wait too may only re-enter or replay.
-    auto it = keys_.find(params.key);
-    if (params.wait > absl::ZeroDuration() && it != keys_.end() &&
-        (it->second.head_in_flight || table_.Count(params.key) > 0)) {
-      kind = TryKind::kBehind;
+    if (!closed && params.wait > absl::ZeroDuration()) {
+      // Calls of this process are served first come, first served: while some
+      // wait (parked, or trying, first attempts included), a newcomer that
+      // would wait too may only re-enter or replay. Counted until its first
+      // attempt ends (ParseFirstLocked).
+      KeyState& k = keys_[params.key];
+      if (k.head_in_flight || k.firsts > 0 || table_.Count(params.key) > 0) {
+        kind = TryKind::kBehind;
+      }
+      ++k.firsts;
+      arrival = ++arrivals_;
     }
   }
   if (closed) {
@@ -66,8 +72,9 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
     return;
   }
   SteadyClock::time_point deadline = SteadyAfter(params.wait);
-  Try(Waiter{std::move(params), std::move(cancel), std::move(done), deadline}, kind,
-      &WaitEngine::OnFirstTry);
+  Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
+  w.arrival = arrival;
+  Try(std::move(w), kind, &WaitEngine::OnFirstTry);
 }
 
 void WaitEngine::Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, TryResult)) {
@@ -93,18 +100,36 @@ void WaitEngine::OnFirstTry(Waiter w, TryResult r) {
 
 void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
   const LockKey key = w.params.key;
+  // A call that may wait was counted in KeyState::firsts by Acquire.
+  const bool counted = w.arrival != 0;
+  if (counted) --keys_[key].firsts;
   if (!r.result.ok() || r.result->acquired || w.params.wait <= absl::ZeroDuration()) {
+    if (counted && r.result.ok() && r.result->acquired && table_.Count(key) > 0) {
+      // Calls that came in while this one tried are parked behind it: as
+      // after a head's grant, its owner's re-enter and the next may join.
+      KeyState& k = keys_[key];
+      ObserveLocked(k, r);
+      ReenterOwnerLocked(key, k, w.params.owner, HeldAfterGrant(w.params, *r.result), deferred);
+      AfterGrantLocked(key, k, w.params, r, deferred);
+    }
     Finish(key, std::move(w.done), std::move(r.result), deferred);
-    return;
-  }
-  if (registry_.closed()) {
+  } else if (registry_.closed()) {
     Finish(key, std::move(w.done), ShuttingDownError(), deferred);
-    return;
-  }
-  if (SteadyClock::now() >= w.deadline) {
+  } else if (SteadyClock::now() >= w.deadline) {
     Finish(key, std::move(w.done), std::move(r.result), deferred);
-    return;
+  } else {
+    ParkFirstLocked(w, r, deferred);
   }
+  if (!counted) return;
+  // The last first attempt in flight is back: a wake that came meanwhile
+  // starts the head now.
+  KeyState& k = keys_[key];
+  if (k.firsts == 0 && k.wake_pending && !registry_.closed()) StartHeadLocked(key, k, deferred);
+  ForgetIfIdleLocked(key);
+}
+
+void WaitEngine::ParkFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
+  const LockKey key = w.params.key;
   // Registered until answered: the registry keeps its deadline, cancel hook
   // and place under max_waiters while it is parked or trying again.
   absl::StatusOr<uint64_t> id = registry_.RegisterAdmitted(key, w.deadline, w.cancel);
@@ -113,23 +138,30 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     return;
   }
   w.id = *id;
-  auto [it, inserted] = keys_.try_emplace(key);
-  KeyState& k = it->second;
-  if (inserted) strategy_->KeyActive(key);
+  KeyState& k = keys_[key];
+  const bool was_active = k.active;
+  if (!k.active) {
+    k.active = true;
+    strategy_->KeyActive(key);
+  }
   ObserveLocked(k, r);
-  const bool first = !k.head_in_flight && table_.Count(key) == 0;
+  const bool first = !k.head_in_flight && k.firsts == 0 && table_.Count(key) == 0;
   w.done = Registered(w, std::move(w.done));
   if (w.cancelled()) {
     Finish(key, std::move(w.done), AcquireCancelledError(), deferred);
     return;
   }
   table_.Push(std::move(w));
-  if (k.head_in_flight) {
-    // The head may have looked before the release this attempt saw.
+  if (k.head_in_flight || k.firsts > 0) {
+    // The head, or a call ahead whose first attempt is in flight, may have
+    // looked before the release this attempt saw. A head waits until the
+    // first attempts are back (ParseFirstLocked), so none overtakes them.
     if (!r.result->current.held) k.wake_pending = true;
-  } else if (first && !inserted) {
-    // Nobody ahead will be woken for this call, and the lock's wake-ups are
-    // live already: one retry now closes the gap since the attempt.
+    if (!k.head_in_flight) ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kFirst, r));
+  } else if (k.wake_pending || (first && was_active)) {
+    // Woken while first attempts were in flight; or nobody ahead will be
+    // woken for this call, and the lock's wake-ups are live already: one
+    // retry now closes the gap since the attempt.
     StartHeadLocked(key, k, deferred);
   } else {
     ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kFirst, r));
@@ -208,6 +240,12 @@ void WaitEngine::Shutdown() {
 std::optional<WaiterTable::Waiter> WaitEngine::PopHeadLocked(const LockKey& key, KeyState& k,
                                                              Deferred& deferred) {
   if (k.head_in_flight) return std::nullopt;
+  if (k.firsts > 0) {
+    // A call that arrived earlier than the parked ones may be about to park
+    // ahead of them: the head starts when the first attempts are back.
+    k.wake_pending = true;
+    return std::nullopt;
+  }
   while (std::optional<Waiter> w = table_.PopFront(key)) {
     if (w->cancelled()) {
       deferred.push_back(
@@ -415,10 +453,11 @@ void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& k = it->second;
-  if (k.head_in_flight || k.reentering > 0 || table_.Count(key) > 0) return;
+  if (k.head_in_flight || k.firsts > 0 || k.reentering > 0 || table_.Count(key) > 0) return;
   if (k.timer != 0) timers_->Cancel(k.timer);
+  const bool active = k.active;
   keys_.erase(it);
-  strategy_->KeyIdle(key);
+  if (active) strategy_->KeyIdle(key);
 }
 
 Callback<AcquireResult> WaitEngine::Registered(const Waiter& w, Callback<AcquireResult> done) {

@@ -10,7 +10,14 @@
 // Per lock, in arrival order (FIFO):
 //   - A new Acquire makes one attempt (TryKind::kFirst, or kBehind while
 //     others of this process wait for the lock, so that it cannot overtake
-//     them: then only a reentrant or replayed acquire is granted).
+//     them: then only a reentrant or replayed acquire is granted). A call
+//     that may wait counts as waiting from its arrival: while its first
+//     attempt is in flight, later calls try kBehind and no head starts (a
+//     wake is kept for when it is back), and it parks in arrival order even
+//     if a later call's attempt came back first. A backend that queues
+//     waiters on its server (Redis, MySQL) enqueues the call with its first
+//     attempt, so a later call of the same replica must not take the lock
+//     before it parks.
 //   - If that is not granted and params.wait > 0, the call is parked. At most
 //     one parked call per lock, the head, has an attempt in flight
 //     (TryKind::kHead). It is started by Wake(), by the retry timer (the
@@ -215,6 +222,10 @@ class WaitEngine {
 
  private:
   struct KeyState {
+    bool active = false;  // KeyActive called: a call has parked
+    // Calls that may wait whose first attempt is in flight: they are ahead
+    // of later calls (kBehind), and no head starts before they are back.
+    int firsts = 0;
     bool head_in_flight = false;
     bool wake_pending = false;  // a Wake() came while the head was trying
     int reentering = 0;         // calls out of line on a kReentrant attempt
@@ -229,6 +240,9 @@ class WaitEngine {
   void Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, TryResult));
   void OnFirstTry(Waiter w, TryResult r);
   void ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A first attempt not granted, of a call that may wait: it parks.
+  void ParkFirstLocked(Waiter& w, TryResult& r, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnHeadResult(Waiter w, TryResult r);
   void OnReentrantResult(Waiter w, TryResult r);
@@ -279,7 +293,8 @@ class WaitEngine {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<LockKey, KeyState> keys_ ABSL_GUARDED_BY(mu_);
-  WaiterTable table_ ABSL_GUARDED_BY(mu_);  // the parked calls, in order
+  uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;  // numbers the calls that may wait
+  WaiterTable table_ ABSL_GUARDED_BY(mu_);      // the parked calls, in order
 
   // Every call from its first park to its answer: deadline, cancel hook,
   // capacity, and the shutdown gate. Declared last, so destroyed first: no

@@ -257,6 +257,50 @@ TEST_F(WaitEngineTest, NewcomerBehindWaitersMayOnlyReenter) {
   EXPECT_EQ(strategy_.Next().kind, TryKind::kFirst);
 }
 
+TEST_F(WaitEngineTest, CallWhoseFirstAttemptIsInFlightIsAheadOfLaterCalls) {
+  // A backend with its queue on the server enqueues "a" with its first
+  // attempt: "b", arriving before "a" parks, must not be tried as a first
+  // call, and "a" keeps its place even though "b"'s attempt comes back first.
+  Slot* a = Acquire("a", absl::Seconds(30));
+  ScriptedStrategy::Attempt first_a = strategy_.Next();
+  EXPECT_EQ(first_a.kind, TryKind::kFirst);
+  Slot* b = Acquire("b", absl::Seconds(30));
+  ScriptedStrategy::Attempt first_b = strategy_.Next();
+  EXPECT_EQ(first_b.kind, TryKind::kBehind);
+  std::move(first_b.done)(HeldBy("holder"));
+  // No head starts while "a" is out, even when woken: the wake is kept.
+  engine_->Wake(kKey);
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u);
+  std::move(first_a.done)(HeldBy("holder"));
+  ScriptedStrategy::Attempt head = strategy_.Next();
+  EXPECT_EQ(head.kind, TryKind::kHead);
+  EXPECT_EQ(head.params.owner, "a");
+  std::move(head.done)(Granted(2));
+  ASSERT_TRUE(a->Wait());
+  EXPECT_TRUE(a->result->acquired);
+  EXPECT_FALSE(b->done.HasBeenNotified());
+  EXPECT_EQ(engine_->Waiting(kKey), 1u);
+}
+
+TEST_F(WaitEngineTest, FirstGrantWithACallParkedBehindLetsTheOwnersOtherCallsReenter) {
+  Slot* a = Acquire("a", absl::Seconds(30));
+  ScriptedStrategy::Attempt first_a = strategy_.Next();
+  Slot* a2 = Acquire("a", absl::Seconds(30));
+  ScriptedStrategy::Attempt behind = strategy_.Next();
+  EXPECT_EQ(behind.kind, TryKind::kBehind);
+  std::move(behind.done)(HeldBy("holder"));
+  std::move(first_a.done)(Granted(3));
+  ASSERT_TRUE(a->Wait());
+  // "a" holds now: its parked call re-enters at once.
+  ScriptedStrategy::Attempt reentry = strategy_.Next();
+  EXPECT_EQ(reentry.kind, TryKind::kReentrant);
+  EXPECT_EQ(reentry.params.owner, "a");
+  std::move(reentry.done)(Granted(3));
+  ASSERT_TRUE(a2->Wait());
+  EXPECT_TRUE(a2->result->acquired);
+}
+
 TEST_F(WaitEngineTest, NextTryArmsARetryWithoutWake) {
   strategy_.SetNextTry(absl::Milliseconds(20));
   Slot* s = Park("a");

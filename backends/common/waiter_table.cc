@@ -1,5 +1,6 @@
 #include "backends/common/waiter_table.h"
 
+#include <iterator>
 #include <utility>
 
 namespace lockd {
@@ -17,7 +18,12 @@ WaiterTable::Queue& WaiterTable::QueueFor(const Waiter& w) {
   return q;
 }
 
-void WaiterTable::Push(Waiter w) { QueueFor(w).waiters.push_back(std::move(w)); }
+void WaiterTable::Push(Waiter w) {
+  std::deque<Waiter>& q = QueueFor(w).waiters;
+  auto at = q.end();
+  while (w.arrival != 0 && at != q.begin() && std::prev(at)->arrival > w.arrival) --at;
+  q.insert(at, std::move(w));
+}
 
 void WaiterTable::PushFront(Waiter w) { QueueFor(w).waiters.push_front(std::move(w)); }
 

@@ -42,6 +42,10 @@ class WaiterTable {
     Callback<AcquireResult> done;
     SteadyClock::time_point deadline;
     uint64_t id = 0;  // its WaiterRegistry id, once registered
+    // When it arrived, as its owner numbers calls (0: not numbered). Push
+    // keeps a lock's queue in this order, so that a call whose first
+    // attempt came back later than a newer call's still parks ahead of it.
+    uint64_t arrival = 0;
 
     // Whether its CancelSignal has fired.
     bool cancelled() const { return cancel != nullptr && cancel->cancelled(); }
@@ -54,7 +58,9 @@ class WaiterTable {
   WaiterTable(const WaiterTable&) = delete;
   WaiterTable& operator=(const WaiterTable&) = delete;
 
-  // Appends `w` to its lock's queue.
+  // Appends `w` to its lock's queue, ahead of the waiters at its end that
+  // arrived after it (a larger non-zero `arrival`; waiters numbered 0 are
+  // appended).
   void Push(Waiter w);
   // Puts `w` first in its lock's queue: a waiter that was popped to try and
   // lost keeps its place ahead of later ones.

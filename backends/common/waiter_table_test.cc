@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,26 @@ class WaiterTableTest : public ::testing::Test {
   uint64_t last_id_ = 0;
   WaiterTable table_;
 };
+
+TEST_F(WaiterTableTest, PushPlacesANumberedWaiterAheadOfLaterArrivals) {
+  Slot *n1, *n2, *n3, *n4;
+  WaiterTable::Waiter late = MakeWaiter("x", "late", &n1);
+  late.arrival = 5;
+  WaiterTable::Waiter early = MakeWaiter("x", "early", &n2);
+  early.arrival = 3;
+  WaiterTable::Waiter later = MakeWaiter("x", "later", &n3);
+  later.arrival = 7;
+  table_.Push(std::move(late));
+  table_.Push(std::move(early));  // came back after "late" but arrived first
+  table_.Push(std::move(later));
+  table_.Push(MakeWaiter("x", "unnumbered", &n4));  // appended
+  std::vector<std::string> order;
+  while (std::optional<WaiterTable::Waiter> w = table_.PopFront(LockKey{"default", "x"})) {
+    order.push_back(w->params.owner);
+    std::move(w->done)(AcquireResult{});
+  }
+  EXPECT_THAT(order, ::testing::ElementsAre("early", "late", "later", "unnumbered"));
+}
 
 TEST_F(WaiterTableTest, PopsWaitersInArrivalOrderPerLock) {
   Slot *n1, *n2, *n3;
