@@ -54,6 +54,8 @@ func New(ctx context.Context, target string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	// gRPC-Go pings at most every 10 s: K (validity.go) is what it does.
+	o.keepaliveTime = max(o.keepaliveTime, grpcMinPing)
 	if o.owner == "" {
 		host, _ := os.Hostname()
 		o.owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(16))
@@ -215,6 +217,9 @@ func waitFor(ctx context.Context, call acquireCall) time.Duration {
 	}
 	return maxWait
 }
+
+// grpcMinPing is gRPC-Go's shortest client keepalive interval.
+const grpcMinPing = 10 * time.Second
 
 // maxWait bounds one waiting attempt when ctx has no deadline; a call that
 // is not granted in it asks again.
