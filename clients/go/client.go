@@ -138,9 +138,10 @@ func (c *Client) namespace(ns string) string {
 	return "default"
 }
 
-// Describe returns the state of lock `name` (Held false when free).
-func (c *Client) Describe(ctx context.Context, name string) (*LockInfo, error) {
-	ns := c.namespace("")
+// Describe returns the state of lock `name` (Held false when free), in the
+// Client's namespace or InNamespace's (other options are ignored).
+func (c *Client) Describe(ctx context.Context, name string, opts ...LockOption) (*LockInfo, error) {
+	ns := c.lockOpts(opts).ns
 	ctx, cancel := context.WithTimeout(ctx, c.o.rpcTimeout)
 	defer cancel()
 	var info *lockdv1.LockInfo
@@ -321,7 +322,8 @@ func (c *Client) unaryAcquire(ctx context.Context, call acquireCall) ([]*hold, e
 
 // unaryHolds registers a unary grant: validity from the send time, renewed
 // by a goroutine per hold; a grant so late that its renewal is due (a long
-// wait) is renewed before it is returned.
+// wait) is renewed before it is returned (if that fails, it is released
+// and the renewal's error returned).
 func (c *Client) unaryHolds(call acquireCall, resps []*lockdv1.AcquireResponse, send time.Time) ([]*hold, error) {
 	holds := make([]*hold, len(resps))
 	c.mu.Lock()
@@ -332,14 +334,22 @@ func (c *Client) unaryHolds(call acquireCall, resps []*lockdv1.AcquireResponse, 
 		c.unary[h] = struct{}{}
 	}
 	c.mu.Unlock()
+	var err error
 	for _, h := range holds {
 		last := send
-		if time.Since(send) > h.ttl/3 {
-			if err := c.renew(h); err == nil {
-				last = time.Now()
-			}
+		if time.Since(send) > h.ttl/3 && err == nil {
+			last = time.Now()
+			err = c.renew(h, last.Add(c.o.rpcTimeout))
 		}
 		go h.watch(c, last)
+	}
+	if err != nil { // the grant cannot be trusted: give it back
+		ctx, cancel := context.WithTimeout(context.Background(), c.undoTimeout())
+		defer cancel()
+		for _, h := range holds {
+			_ = c.release(ctx, h)
+		}
+		return nil, err
 	}
 	return holds, nil
 }

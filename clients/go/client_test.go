@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd/lockd/clients/go/internal/lockdtest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -48,6 +49,17 @@ func (f *fenced) work(token uint64) error {
 	return nil
 }
 
+func newClient(t testing.TB, target string, opts ...Option) *Client {
+	t.Helper()
+	opts = append([]Option{WithKeepalive(10*time.Second, time.Second), WithRPCTimeout(5 * time.Second)}, opts...)
+	c, err := New(context.Background(), target, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -55,11 +67,11 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestMutexExcludesGoroutinesAndClients(t *testing.T) {
-	srv := startLockd(t)
+	srv := lockdtest.StartLockd(t)
 	// Two Clients (two owners), each shared by goroutines, with a Mutex
 	// value per goroutine: lockd excludes the Clients, each Client its own
 	// goroutines; the fenced counter loses nothing.
-	clients := []*Client{newClient(t, srv.addr), newClient(t, srv.addr, WithoutSessions())}
+	clients := []*Client{newClient(t, srv.Addr), newClient(t, srv.Addr, WithoutSessions())}
 	var res fenced
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -135,7 +147,7 @@ func TestHelperProcess(t *testing.T) {
 }
 
 func TestMutexExcludesProcesses(t *testing.T) {
-	srv := startLockd(t)
+	srv := lockdtest.StartLockd(t)
 	file := filepath.Join(t.TempDir(), "counter")
 	if err := os.WriteFile(file, []byte("0 0"), 0o644); err != nil {
 		t.Fatal(err)
@@ -145,7 +157,7 @@ func TestMutexExcludesProcesses(t *testing.T) {
 	var outs []*strings.Builder
 	for i := 0; i < 2; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "LOCKD_GO_HELPER_TARGET="+srv.addr, "LOCKD_GO_HELPER_FILE="+file,
+		cmd.Env = append(os.Environ(), "LOCKD_GO_HELPER_TARGET="+srv.Addr, "LOCKD_GO_HELPER_FILE="+file,
 			fmt.Sprintf("LOCKD_GO_HELPER_N=%d", n))
 		out := &strings.Builder{}
 		cmd.Stdout, cmd.Stderr = out, out
@@ -168,8 +180,8 @@ func TestMutexExcludesProcesses(t *testing.T) {
 }
 
 func TestTryLockFailsAtOnceNamingTheHolder(t *testing.T) {
-	srv := startLockd(t)
-	a, b := newClient(t, srv.addr), newClient(t, srv.addr)
+	srv := lockdtest.StartLockd(t)
+	a, b := newClient(t, srv.Addr), newClient(t, srv.Addr)
 	ma := a.Mutex("try")
 	if err := ma.TryLock(context.Background()); err != nil {
 		t.Fatal(err)
@@ -206,14 +218,14 @@ func TestTryLockFailsAtOnceNamingTheHolder(t *testing.T) {
 }
 
 func TestCancelledLockLeavesNothingBehind(t *testing.T) {
-	srv := startLockd(t)
+	srv := lockdtest.StartLockd(t)
 	for _, sessions := range []bool{true, false} {
 		t.Run(fmt.Sprintf("sessions=%v", sessions), func(t *testing.T) {
 			var opts []Option
 			if !sessions {
 				opts = append(opts, WithoutSessions())
 			}
-			holder, waiter := newClient(t, srv.addr), newClient(t, srv.addr, opts...)
+			holder, waiter := newClient(t, srv.Addr), newClient(t, srv.Addr, opts...)
 			name := fmt.Sprintf("cancel-%v", sessions)
 			h := holder.Mutex(name)
 			if err := h.Lock(ctxT(t, 5*time.Second)); err != nil {
@@ -222,7 +234,7 @@ func TestCancelledLockLeavesNothingBehind(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() { errc <- waiter.Mutex(name).Lock(ctx) }()
-			if !eventually(5*time.Second, func() bool {
+			if !lockdtest.Eventually(5*time.Second, func() bool {
 				info, err := holder.Describe(context.Background(), name)
 				return err == nil && info.Waiters == 1
 			}) {
@@ -233,7 +245,7 @@ func TestCancelledLockLeavesNothingBehind(t *testing.T) {
 				t.Fatalf("cancelled Lock: %v", err)
 			}
 			// Nothing waits any more, and the lock goes to nobody when freed.
-			if !eventually(5*time.Second, func() bool {
+			if !lockdtest.Eventually(5*time.Second, func() bool {
 				info, err := holder.Describe(context.Background(), name)
 				return err == nil && info.Waiters == 0
 			}) {
@@ -266,7 +278,7 @@ func TestCancelledLockLeavesNothingBehind(t *testing.T) {
 }
 
 func TestDoneClosesWhenLockdIsKilled(t *testing.T) {
-	srv := startLockd(t)
+	srv := lockdtest.StartLockd(t)
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -277,7 +289,7 @@ func TestDoneClosesWhenLockdIsKilled(t *testing.T) {
 		// Unary: validity = send + ttl - drift of the last renewal.
 		{"unary", []Option{WithoutSessions()}, 2 * time.Second},
 	} {
-		c := newClient(t, srv.addr, tc.opts...)
+		c := newClient(t, srv.Addr, tc.opts...)
 		m := c.Mutex("done-"+tc.name, LeaseTTL(tc.ttl))
 		if err := m.Lock(ctxT(t, 5*time.Second)); err != nil {
 			t.Fatal(tc.name, err)
@@ -306,11 +318,11 @@ func TestDoneClosesWhenLockdIsKilled(t *testing.T) {
 }
 
 func TestAcquireWhoseReplyWasLostIsUndone(t *testing.T) {
-	srv := startLockd(t)
-	observer := newClient(t, srv.addr)
+	srv := lockdtest.StartLockd(t)
+	observer := newClient(t, srv.Addr)
 	for _, sessions := range []bool{true, false} {
 		t.Run(fmt.Sprintf("sessions=%v", sessions), func(t *testing.T) {
-			px := startProxy(t, srv.addr)
+			px := lockdtest.StartProxy(t, srv.Addr)
 			opts := []Option{WithReleaseTimeout(3 * time.Second)}
 			if !sessions {
 				opts = append(opts, WithoutSessions())
@@ -326,22 +338,22 @@ func TestAcquireWhoseReplyWasLostIsUndone(t *testing.T) {
 			}
 			// 1. lockd grants and writes the reply, which the proxy keeps; the
 			// deadline passes; the client's undo gives the hold back.
-			px.holdReplies(true)
+			px.HoldReplies(true)
 			errc := make(chan error, 1)
 			go func() { errc <- c.Mutex(name).Lock(ctxT(t, 700*time.Millisecond)) }()
-			if !eventually(5*time.Second, func() bool {
+			if !lockdtest.Eventually(5*time.Second, func() bool {
 				info, err := observer.Describe(context.Background(), name)
 				return err == nil && info.Held && info.Owner == c.Owner()
 			}) {
 				t.Fatal("lockd never granted the acquire")
 			}
-			if !eventually(5*time.Second, func() bool {
+			if !lockdtest.Eventually(5*time.Second, func() bool {
 				info, err := observer.Describe(context.Background(), name)
 				return err == nil && !info.Held
 			}) {
 				t.Fatal("the hold of an acquire whose reply was lost was left behind")
 			}
-			px.holdReplies(false)
+			px.HoldReplies(false)
 			if err := <-errc; err == nil {
 				t.Fatal("Lock succeeded although its reply came after its deadline")
 			} else if e, ok := err.(*Error); ok && e.UnconfirmedRequestID != "" {
@@ -349,17 +361,17 @@ func TestAcquireWhoseReplyWasLostIsUndone(t *testing.T) {
 			}
 			// 2. The connection breaks with the reply on its way: the client
 			// undoes, retries, and holds the lock exactly once.
-			px.holdReplies(true)
+			px.HoldReplies(true)
 			m := c.Mutex(name)
 			go func() { errc <- m.Lock(ctxT(t, 20*time.Second)) }()
-			if !eventually(5*time.Second, func() bool {
+			if !lockdtest.Eventually(5*time.Second, func() bool {
 				info, err := observer.Describe(context.Background(), name)
 				return err == nil && info.Held
 			}) {
 				t.Fatal("lockd never granted the acquire")
 			}
-			px.cut()
-			px.holdReplies(false)
+			px.Cut()
+			px.HoldReplies(false)
 			if err := <-errc; err != nil {
 				t.Fatal(err)
 			}
@@ -400,8 +412,8 @@ func TestBadTargetsAndOptionsNameTheProblem(t *testing.T) {
 }
 
 func TestAddressListWithADeadEntryReachesTheLiveOne(t *testing.T) {
-	srv := startLockd(t)
-	target := fmt.Sprintf("127.0.0.1:%d,%s", freePort(t), srv.addr) // nothing listens on the first
+	srv := lockdtest.StartLockd(t)
+	target := fmt.Sprintf("127.0.0.1:%d,%s", lockdtest.FreePort(t), srv.Addr) // nothing listens on the first
 	for _, opts := range [][]Option{nil, {WithoutSessions()}} {
 		c := newClient(t, target, opts...)
 		for i := 0; i < 5; i++ {

@@ -164,7 +164,10 @@ func (h *hold) watch(c *Client, lastSend time.Time) {
 			return
 		case <-timer.C:
 		}
-		if err := c.renew(h); err == nil {
+		h.mu.Lock()
+		vu := h.validUntil
+		h.mu.Unlock()
+		if err := c.renew(h, minTime(time.Now().Add(c.o.rpcTimeout), vu)); err == nil {
 			backoff = c.o.initialBackoff
 			h.mu.Lock()
 			next = h.validUntil.Add(-h.ttl + h.drift + h.ttl/3)
@@ -179,13 +182,10 @@ func (h *hold) watch(c *Client, lastSend time.Time) {
 	}
 }
 
-// renew sends one Renew of h (its token), bounded by the RPC timeout and its
-// validity; OK extends the validity from the send time.
-func (c *Client) renew(h *hold) error {
-	h.mu.Lock()
-	vu := h.validUntil
-	h.mu.Unlock()
-	ctx, cancel := context.WithDeadline(context.Background(), minTime(time.Now().Add(c.o.rpcTimeout), vu))
+// renew sends one Renew of h (its token), bounded by `deadline`; OK extends
+// the validity from the send time.
+func (c *Client) renew(h *hold, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	send := time.Now()
 	resp, err := c.stub.Renew(ctx, &lockdv1.RenewRequest{Namespace: h.ns, Name: h.name, Owner: h.owner,

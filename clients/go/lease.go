@@ -102,8 +102,9 @@ func (s *LeaseSet) Release(ctx context.Context) error {
 type LockOption func(*lockOpts)
 
 type lockOpts struct {
-	ns  string
-	ttl time.Duration
+	ns    string
+	ttl   time.Duration
+	owner string
 }
 
 // InNamespace names the lock's namespace instead of the Client's.
@@ -113,8 +114,14 @@ func InNamespace(ns string) LockOption { return func(o *lockOpts) { o.ns = ns } 
 // other than the session's goes over the unary RPCs (see the path table).
 func LeaseTTL(ttl time.Duration) LockOption { return func(o *lockOpts) { o.ttl = ttl } }
 
+// AsOwner holds the lock for `owner` instead of the Client's owner (as
+// package election does for each candidate). Such holds go over the unary
+// RPCs, each renewed every ttl/3 by a goroutine of its own (a session holds
+// for its own owner only: see the path table).
+func AsOwner(owner string) LockOption { return func(o *lockOpts) { o.owner = owner } }
+
 func (c *Client) lockOpts(opts []LockOption) lockOpts {
-	o := lockOpts{ttl: c.o.ttl}
+	o := lockOpts{ttl: c.o.ttl, owner: c.owner}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -149,8 +156,8 @@ func (c *Client) acquireLeases(ctx context.Context, refs []lockRef, ttl time.Dur
 	return leases, gs, nil
 }
 
-func (c *Client) acquireOne(ctx context.Context, ref lockRef, ttl time.Duration, try bool) (*Lease, error) {
-	leases, gs, err := c.acquireLeases(ctx, []lockRef{ref}, ttl, c.owner, false, try)
+func (c *Client) acquireOne(ctx context.Context, ref lockRef, o lockOpts, try bool) (*Lease, error) {
+	leases, gs, err := c.acquireLeases(ctx, []lockRef{ref}, o.ttl, o.owner, false, try)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +190,7 @@ func (c *Client) AcquireAll(ctx context.Context, specs []LockSpec, opts ...LockO
 		}
 		refs[i] = lockRef{ns: ns, name: s.Name, shared: s.Shared, limit: s.Limit, permits: s.Permits}
 	}
-	leases, gs, err := c.acquireLeases(ctx, refs, o.ttl, c.owner, true, false)
+	leases, gs, err := c.acquireLeases(ctx, refs, o.ttl, o.owner, true, false)
 	if err != nil {
 		return nil, err
 	}

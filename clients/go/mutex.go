@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 )
@@ -17,7 +16,7 @@ import (
 type Mutex struct {
 	c   *Client
 	ref lockRef
-	ttl time.Duration
+	o   lockOpts
 
 	mu sync.Mutex
 	l  *Lease // while locked
@@ -27,7 +26,7 @@ type Mutex struct {
 // nothing yet.
 func (c *Client) Mutex(name string, opts ...LockOption) *Mutex {
 	o := c.lockOpts(opts)
-	return &Mutex{c: c, ref: lockRef{ns: o.ns, name: name}, ttl: o.ttl}
+	return &Mutex{c: c, ref: lockRef{ns: o.ns, name: name}, o: o}
 }
 
 // Lock takes the lock, waiting until it is granted or ctx ends. Errors: a
@@ -44,7 +43,7 @@ func (m *Mutex) Lock(ctx context.Context) error { return m.lock(ctx, false) }
 func (m *Mutex) TryLock(ctx context.Context) error { return m.lock(ctx, true) }
 
 func (m *Mutex) lock(ctx context.Context, try bool) error {
-	l, err := m.c.acquireOne(ctx, m.ref, m.ttl, try)
+	l, err := m.c.acquireOne(ctx, m.ref, m.o, try)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 )
@@ -18,7 +17,7 @@ import (
 type RWMutex struct {
 	c   *Client
 	ref lockRef
-	ttl time.Duration
+	o   lockOpts
 
 	mu      sync.Mutex
 	writer  *Lease
@@ -28,7 +27,7 @@ type RWMutex struct {
 // RWMutex returns the read-write lock `name`; it takes nothing yet.
 func (c *Client) RWMutex(name string, opts ...LockOption) *RWMutex {
 	o := c.lockOpts(opts)
-	return &RWMutex{c: c, ref: lockRef{ns: o.ns, name: name}, ttl: o.ttl}
+	return &RWMutex{c: c, ref: lockRef{ns: o.ns, name: name}, o: o}
 }
 
 // Lock takes the lock for writing; errors as Mutex.Lock.
@@ -46,7 +45,7 @@ func (rw *RWMutex) TryRLock(ctx context.Context) error { return rw.lock(ctx, tru
 func (rw *RWMutex) lock(ctx context.Context, shared, try bool) error {
 	ref := rw.ref
 	ref.shared = shared
-	l, err := rw.c.acquireOne(ctx, ref, rw.ttl, try)
+	l, err := rw.c.acquireOne(ctx, ref, rw.o, try)
 	if err != nil {
 		return err
 	}

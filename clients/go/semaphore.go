@@ -3,7 +3,6 @@ package lockd
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc/codes"
 )
@@ -22,14 +21,14 @@ type Semaphore struct {
 	c     *Client
 	ref   lockRef
 	limit uint32
-	ttl   time.Duration
+	o     lockOpts
 }
 
 // Semaphore returns the semaphore `name` of `limit` permits (1-10,000,
 // checked by Acquire); it takes nothing yet.
 func (c *Client) Semaphore(name string, limit uint32, opts ...LockOption) *Semaphore {
 	o := c.lockOpts(opts)
-	return &Semaphore{c: c, ref: lockRef{ns: o.ns, name: name, limit: limit}, limit: limit, ttl: o.ttl}
+	return &Semaphore{c: c, ref: lockRef{ns: o.ns, name: name, limit: limit}, limit: limit, o: o}
 }
 
 // Acquire takes `permits` (1-limit) of the semaphore, waiting until they
@@ -56,5 +55,5 @@ func (s *Semaphore) acquire(ctx context.Context, permits uint32, try bool) (*Lea
 	}
 	ref := s.ref
 	ref.permits = permits
-	return s.c.acquireOne(ctx, ref, s.ttl, try)
+	return s.c.acquireOne(ctx, ref, s.o, try)
 }

@@ -1,13 +1,11 @@
-package lockd
-
-// Test servers: the real lockd binary ($LOCKD_BINARY) on a free loopback
-// port in a temporary directory (memory backend, or redis on a
-// redis-server started here), and a TCP proxy that can hold back lockd's
-// replies or cut every connection. No mock stands in for lockd.
+// Package lockdtest starts what the Go client's tests run against: the
+// real lockd binary ($LOCKD_BINARY) on a free loopback port, logging into a
+// temporary directory (memory backend, or redis on a redis-server started
+// here), and a TCP Proxy that can hold back lockd's replies or cut every
+// connection. No mock stands in for lockd. Everything stops with the test.
+package lockdtest
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +18,8 @@ import (
 	"time"
 )
 
-func lockdBinary(t testing.TB) string {
+// Binary is $LOCKD_BINARY; the test is skipped without it.
+func Binary(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv("LOCKD_BINARY")
 	if bin == "" {
@@ -29,7 +28,8 @@ func lockdBinary(t testing.TB) string {
 	return bin
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a loopback port nothing listens on (at the time of the call).
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,29 +39,31 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// lockdProc is one lockd process; Kill sends SIGKILL, Start starts it
+// Lockd is one lockd process; Kill sends SIGKILL, Start starts it
 // again on the same port.
-type lockdProc struct {
+type Lockd struct {
 	t     testing.TB
-	addr  string
+	Addr  string
 	flags []string
 	log   string
 	cmd   *exec.Cmd
 	done  chan struct{}
 }
 
-func startLockd(t testing.TB, flags ...string) *lockdProc {
+// StartLockd starts lockd with `flags` (and --lease.min=100ms) on a free
+// port; it is killed when the test ends.
+func StartLockd(t testing.TB, flags ...string) *Lockd {
 	t.Helper()
-	bin := lockdBinary(t)
-	p := &lockdProc{t: t, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), flags: flags}
+	Binary(t)
+	p := &Lockd{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)), flags: flags}
 	p.log = filepath.Join(t.TempDir(), "lockd.log")
-	_ = bin
 	p.Start()
 	t.Cleanup(p.Kill)
 	return p
 }
 
-func (p *lockdProc) Start() {
+// Start starts the process (again), waiting until it serves.
+func (p *Lockd) Start() {
 	p.t.Helper()
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -69,7 +71,7 @@ func (p *lockdProc) Start() {
 	}
 	defer f.Close()
 	before, _ := os.ReadFile(p.log)
-	args := append([]string{"--listen=" + p.addr, "--lease.min=100ms"}, p.flags...)
+	args := append([]string{"--listen=" + p.Addr, "--lease.min=100ms"}, p.flags...)
 	p.cmd = exec.Command(os.Getenv("LOCKD_BINARY"), args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
@@ -92,7 +94,8 @@ func (p *lockdProc) Start() {
 	p.t.Fatalf("lockd did not start")
 }
 
-func (p *lockdProc) Kill() {
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Lockd) Kill() {
 	if p.cmd == nil {
 		return
 	}
@@ -105,22 +108,22 @@ func (p *lockdProc) Kill() {
 	p.cmd = nil
 }
 
-// startRedis runs redis-server on a free loopback port, without
+// StartRedis runs redis-server on a free loopback port, without
 // persistence, in a temporary directory.
-func startRedis(t testing.TB) int {
+func StartRedis(t testing.TB) int {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server not installed")
 	}
-	port := freePort(t)
+	port := FreePort(t)
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", t.TempDir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if !eventually(20*time.Second, func() bool {
+	if !Eventually(20*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err != nil {
 			return false
@@ -136,7 +139,8 @@ func startRedis(t testing.TB) int {
 	return port
 }
 
-func eventually(d time.Duration, cond func() bool) bool {
+// Eventually polls cond every 10 ms for up to d; its last answer.
+func Eventually(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if cond() {
@@ -147,22 +151,11 @@ func eventually(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-func newClient(t testing.TB, target string, opts ...Option) *Client {
-	t.Helper()
-	opts = append([]Option{WithKeepalive(10*time.Second, time.Second), WithRPCTimeout(5 * time.Second)}, opts...)
-	c, err := New(context.Background(), target, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// proxy forwards TCP to lockd. holdReplies(true) keeps lockd's bytes (they
+// Proxy forwards TCP to lockd. HoldReplies(true) keeps lockd's bytes (they
 // are forwarded in order once released): an acquire is granted and its
 // reply written, so lockd counts it as delivered, yet the client hears
-// nothing. cut() closes every connection, dropping what was held back.
-type proxy struct {
+// nothing. Cut() closes every connection, dropping what was held back.
+type Proxy struct {
 	l        net.Listener
 	upstream string
 
@@ -172,22 +165,24 @@ type proxy struct {
 	conns []net.Conn
 }
 
-func startProxy(t testing.TB, upstream string) *proxy {
+// StartProxy forwards a free loopback port to `upstream` until the test ends.
+func StartProxy(t testing.TB, upstream string) *Proxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{l: l, upstream: upstream}
+	p := &Proxy{l: l, upstream: upstream}
 	p.held = sync.NewCond(&p.mu)
 	go p.accept()
-	t.Cleanup(func() { _ = l.Close(); p.cut() })
+	t.Cleanup(func() { _ = l.Close(); p.Cut() })
 	return p
 }
 
-func (p *proxy) Addr() string { return p.l.Addr().String() }
+// Addr is the proxy's address.
+func (p *Proxy) Addr() string { return p.l.Addr().String() }
 
-func (p *proxy) accept() {
+func (p *Proxy) accept() {
 	for {
 		c, err := p.l.Accept()
 		if err != nil {
@@ -207,7 +202,7 @@ func (p *proxy) accept() {
 }
 
 // replies copies lockd's bytes to the client, waiting while they are held.
-func (p *proxy) replies(u, c net.Conn) {
+func (p *Proxy) replies(u, c net.Conn) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := u.Read(buf)
@@ -229,7 +224,8 @@ func (p *proxy) replies(u, c net.Conn) {
 	}
 }
 
-func (p *proxy) holdReplies(hold bool) {
+// HoldReplies holds lockd's bytes back (true) or lets them through.
+func (p *Proxy) HoldReplies(hold bool) {
 	p.mu.Lock()
 	p.hold = hold
 	p.mu.Unlock()
@@ -237,7 +233,7 @@ func (p *proxy) holdReplies(hold bool) {
 }
 
 // cut closes every connection; replies held back are dropped.
-func (p *proxy) cut() {
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns = nil
@@ -245,8 +241,4 @@ func (p *proxy) cut() {
 	for _, c := range conns {
 		_ = c.Close()
 	}
-}
-
-func isCtxErr(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
