@@ -54,10 +54,18 @@ type Lockd struct {
 // port; it is killed when the test ends.
 func StartLockd(t testing.TB, flags ...string) *Lockd {
 	t.Helper()
+	p := NewLockd(t, flags...)
+	p.Start()
+	return p
+}
+
+// NewLockd is StartLockd without the start: its address is known, nothing
+// listens there yet.
+func NewLockd(t testing.TB, flags ...string) *Lockd {
+	t.Helper()
 	Binary(t)
 	p := &Lockd{t: t, Addr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)), flags: flags}
 	p.log = filepath.Join(t.TempDir(), "lockd.log")
-	p.Start()
 	t.Cleanup(p.Kill)
 	return p
 }
