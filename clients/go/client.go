@@ -296,7 +296,7 @@ func (c *Client) unaryAcquire(ctx context.Context, call acquireCall) ([]*hold, e
 					reqID = randomHex(16) // the wait chunk ran out: ask again
 					continue
 				}
-				return nil, c.failAcquire(ctx, call, unresolved, nil, gerr)
+				return nil, c.failAcquire(ctx, call, unresolved, nil, c.ctxOr(ctx, "acquire", call.what(), gerr))
 			}
 			return c.unaryHolds(call, resps, send)
 		}
@@ -405,7 +405,11 @@ func (c *Client) release(ctx context.Context, h *hold) error {
 	c.mu.Lock()
 	_, unary := c.unary[h]
 	delete(c.unary, h)
+	closed := c.closed && !unary // Close releases unary holds with this
 	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	if lost := h.err(); lost != nil {
 		return lost
 	}
@@ -452,9 +456,15 @@ func (c *Client) retry(ctx context.Context, call func(context.Context) error) er
 
 func (c *Client) undoTimeout() time.Duration { return min(c.o.rpcTimeout, c.o.releaseTimeout) }
 
-// ctxOr: the caller's context error when ctx ended, else err translated.
+// ctxOr: the caller's context error when ctx ended, else err translated. A
+// not-acquired answer stays ErrLocked (with its holder) and also matches the
+// context's error.
 func (c *Client) ctxOr(ctx context.Context, op, what string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
+		if e, ok := err.(*Error); ok && e.Reason == reasonNotAcquired {
+			e.cause = cerr
+			return e
+		}
 		code := codes.Canceled
 		if errors.Is(cerr, context.DeadlineExceeded) {
 			code = codes.DeadlineExceeded

@@ -263,7 +263,7 @@ func TestCancelledLockLeavesNothingBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := waiter.Mutex(name).Lock(ctxT(t, 300*time.Millisecond))
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrLocked) {
+			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Lock past its deadline: %v", err)
 			}
 			if err := h.Unlock(context.Background()); err != nil {
@@ -425,5 +425,37 @@ func TestAddressListWithADeadEntryReachesTheLiveOne(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+func TestCloseReleasesEveryHold(t *testing.T) {
+	srv := lockdtest.StartLockd(t)
+	observer := newClient(t, srv.Addr)
+	c, err := New(context.Background(), srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, unary := c.Mutex("close-session"), c.Mutex("close-unary", LeaseTTL(5*time.Second))
+	for _, m := range []*Mutex{session, unary} {
+		if err := m.Lock(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"close-session", "close-unary"} {
+		if !lockdtest.Eventually(5*time.Second, func() bool {
+			info, err := observer.Describe(context.Background(), name)
+			return err == nil && !info.Held
+		}) {
+			t.Fatalf("%s still held after Close", name)
+		}
+	}
+	if err := session.Unlock(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Unlock after Close: %v", err)
+	}
+	if err := c.Mutex("x").Lock(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock after Close: %v", err)
 	}
 }
