@@ -22,7 +22,13 @@ type Lease struct {
 
 // Token is the fencing token: pass it to the resource the lock protects,
 // which must reject writes carrying a smaller token than one it has seen.
-func (l *Lease) Token() uint64 { return l.h.token }
+// A nil Lease (nothing held) has 0.
+func (l *Lease) Token() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.h.token
+}
 
 // HoldCount is the owner's hold count right after this acquire (1 on a
 // first grant; more for a reentrant shared hold).
@@ -31,12 +37,22 @@ func (l *Lease) HoldCount() uint32 { return l.h.count }
 // TTL is the lease lockd granted.
 func (l *Lease) TTL() time.Duration { return l.h.ttl }
 
-// Done is closed when the hold ends: lost (Err says why) or released.
-func (l *Lease) Done() <-chan struct{} { return l.h.done }
+// Done is closed when the hold ends: lost (Err says why) or released;
+// closed already for a nil Lease.
+func (l *Lease) Done() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	return l.h.done
+}
 
-// Err is nil while the hold is held and after Release; once it is lost, an
-// *Error that errors.Is ErrLeaseLost, with the reason.
+// Err is nil while the hold is held and after Release (and for a nil
+// Lease); once it is lost, an *Error that errors.Is ErrLeaseLost, with the
+// reason.
 func (l *Lease) Err() error {
+	if l == nil {
+		return nil
+	}
 	l.h.expired(time.Now())
 	return l.h.err()
 }

@@ -66,7 +66,7 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 	rw.writer = nil
 	rw.mu.Unlock()
 	if l == nil {
-		return &Error{Code: codes.FailedPrecondition, Msg: fmt.Sprintf("unlock of %s: not locked for writing", rw.ref.what())}
+		return &Error{Code: codes.FailedPrecondition, Msg: fmt.Sprintf("unlock of %s: not locked", rw.ref.what())}
 	}
 	return l.Release(ctx)
 }
@@ -102,29 +102,14 @@ func (rw *RWMutex) current() *Lease {
 // shared hold; 0 when not locked. A resource accepts a write only with a
 // token at least the largest it has seen, and serves a read as current
 // only when the reader's token is larger than the last write's.
-func (rw *RWMutex) Token() uint64 {
-	if l := rw.current(); l != nil {
-		return l.Token()
-	}
-	return 0
-}
+func (rw *RWMutex) Token() uint64 { return rw.current().Token() }
 
 // Done is closed when the writer's (else the readers') hold ends; closed
 // already when not locked.
-func (rw *RWMutex) Done() <-chan struct{} {
-	if l := rw.current(); l != nil {
-		return l.Done()
-	}
-	return closedChan
-}
+func (rw *RWMutex) Done() <-chan struct{} { return rw.current().Done() }
 
 // Err is the loss of the writer's (else the readers') hold, nil while held.
-func (rw *RWMutex) Err() error {
-	if l := rw.current(); l != nil {
-		return l.Err()
-	}
-	return nil
-}
+func (rw *RWMutex) Err() error { return rw.current().Err() }
 
 // RLocker is the read lock as a sync.Locker (panics on errors, as Mutex.Locker).
 func (rw *RWMutex) RLocker() sync.Locker { return locker{rw.RLock, rw.RUnlock} }

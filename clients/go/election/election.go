@@ -46,15 +46,16 @@ type Election struct {
 	name string
 	opts []lockd.LockOption
 
+	idle *lockd.Mutex // never locked
+
 	mu     sync.Mutex
 	leader *lockd.Mutex // while this candidate leads
-	value  string
 }
 
 // New is the election on lock `name` of client c; opts as for a Mutex
 // (lockd.InNamespace, lockd.LeaseTTL).
 func New(c *lockd.Client, name string, opts ...lockd.LockOption) *Election {
-	return &Election{c: c, name: name, opts: opts}
+	return &Election{c: c, name: name, opts: opts, idle: c.Mutex(name, opts...)}
 }
 
 var suffix = regexp.MustCompile(`#[0-9a-f]{8}$`)
@@ -83,7 +84,7 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 		return err
 	}
 	e.mu.Lock()
-	e.leader, e.value = m, value
+	e.leader = m
 	e.mu.Unlock()
 	return nil
 }
@@ -102,40 +103,28 @@ func (e *Election) Resign(ctx context.Context) error {
 	return m.Unlock(ctx)
 }
 
-// Done is closed when this candidate's leadership ends: lost (Err says
-// why) or resigned; closed already when not leading.
-func (e *Election) Done() <-chan struct{} {
+// current is the Mutex of this candidate's leadership, or an unlocked one
+// (Done closed, Err nil, Token 0) when not leading.
+func (e *Election) current() *lockd.Mutex {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.leader == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
+		return e.idle
 	}
-	return e.leader.Done()
+	return e.leader
 }
+
+// Done is closed when this candidate's leadership ends: lost (Err says
+// why) or resigned; closed already when not leading.
+func (e *Election) Done() <-chan struct{} { return e.current().Done() }
 
 // Err is why leadership was lost (errors.Is lockd.ErrLeaseLost), nil while
 // leading.
-func (e *Election) Err() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.leader == nil {
-		return nil
-	}
-	return e.leader.Err()
-}
+func (e *Election) Err() error { return e.current().Err() }
 
 // Token is the fencing token of this candidate's leadership (0 when not
 // leading): pass it with every action taken as leader.
-func (e *Election) Token() uint64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.leader == nil {
-		return 0
-	}
-	return e.leader.Token()
-}
+func (e *Election) Token() uint64 { return e.current().Token() }
 
 // Leader is the value of the current leader; ErrNoLeader when there is none.
 func (e *Election) Leader(ctx context.Context) (string, error) {
