@@ -196,6 +196,21 @@ func (c *Client) acquire(ctx context.Context, call acquireCall) ([]*hold, error)
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
+	if call.wait {
+		return c.acquireOnPath(ctx, call)
+	}
+	// A try is bounded by the RPC timeout, retries included.
+	tctx, cancel := context.WithTimeout(ctx, c.o.rpcTimeout)
+	defer cancel()
+	holds, err := c.acquireOnPath(tctx, call)
+	if e, ok := err.(*Error); ok && ctx.Err() == nil && errors.Is(e.cause, context.DeadlineExceeded) {
+		e.Code, e.cause = codes.Unavailable, nil
+		e.Msg = fmt.Sprintf("acquire of %s: no answer from lockd within the RPC timeout (%v)", call.what(), c.o.rpcTimeout)
+	}
+	return holds, err
+}
+
+func (c *Client) acquireOnPath(ctx context.Context, call acquireCall) ([]*hold, error) {
 	if choosePath(pathInput{
 		useSessions: c.o.useSessions, ownerIsClients: call.owner == c.owner, autoRenew: true, ttl: call.ttl,
 	}, c.sess) == pathSession {

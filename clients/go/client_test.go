@@ -459,3 +459,20 @@ func TestCloseReleasesEveryHold(t *testing.T) {
 		t.Fatalf("Lock after Close: %v", err)
 	}
 }
+
+func TestUnreachableLockdIsUnavailableForATryAndAContextErrorForALock(t *testing.T) {
+	dead := fmt.Sprintf("127.0.0.1:%d", lockdtest.FreePort(t))
+	for _, opts := range [][]Option{nil, {WithoutSessions()}} {
+		c := newClient(t, dead, append(opts, WithRPCTimeout(time.Second))...)
+		start := time.Now()
+		if err := c.Mutex("x").TryLock(context.Background()); status.Code(err) != codes.Unavailable {
+			t.Fatalf("TryLock of an unreachable lockd: %v", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("TryLock took %v with a 1 s RPC timeout", d)
+		}
+		if err := c.Mutex("x").Lock(ctxT(t, 500*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock of an unreachable lockd: %v", err)
+		}
+	}
+}

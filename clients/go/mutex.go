@@ -25,14 +25,16 @@ func (c *Client) Mutex(name string, opts ...LockOption) *Mutex {
 // context's error (errors.Is context.DeadlineExceeded or Canceled, and
 // ErrLocked when lockd named the holder; nothing is held),
 // ErrLockKindMismatch (the name is a semaphore), ErrClosed, and lockd's
-// other errors with their gRPC code. Every failure leaves no hold behind,
-// unless Error.UnconfirmedRequestID says lockd could not be told (that hold
-// ends with its lease).
+// other errors with their gRPC code. While lockd is unreachable Lock keeps
+// trying until ctx ends: give ctx a deadline to bound it. Every failure
+// leaves no hold behind, unless Error.UnconfirmedRequestID says lockd could
+// not be told (that hold ends with its lease).
 func (m *Mutex) Lock(ctx context.Context) error { return m.rw.Lock(ctx) }
 
 // TryLock takes the lock if it is free, without waiting. ErrLocked (with
 // Error.Holder) when another owner or another goroutine of this Client holds
-// it; other errors as Lock.
+// it; UNAVAILABLE when lockd did not answer within the RPC timeout (retries
+// included); other errors as Lock.
 func (m *Mutex) TryLock(ctx context.Context) error { return m.rw.TryLock(ctx) }
 
 // Unlock releases the lock (blocking up to the RPC timeout or ctx). Errors:
