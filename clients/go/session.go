@@ -503,16 +503,17 @@ func (s *session) runStream() bool {
 	s.cur, s.open = st, false
 	s.mu.Unlock()
 
-	st.mu.Lock()
-	cs, err := s.c.stub.Session(ctx)
-	if !st.closed {
-		st.cs = cs
-	}
-	st.mu.Unlock()
+	cs, err := s.c.stub.Session(ctx) // may wait for a connection: not under st.mu
 	if err != nil {
 		s.onStreamEnd(st, status.Convert(err), false)
 		return false
 	}
+	st.mu.Lock()
+	st.cs = cs
+	if st.closed { // shutdown came first: half-close now
+		_ = cs.CloseSend()
+	}
+	st.mu.Unlock()
 	st.send(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Open{Open: open}})
 	opened := false
 	resp, err := cs.Recv()
