@@ -340,7 +340,7 @@ func TestAcquireWhoseReplyWasLostIsUndone(t *testing.T) {
 			// deadline passes; the client's undo gives the hold back.
 			px.HoldReplies(true)
 			errc := make(chan error, 1)
-			go func() { errc <- c.Mutex(name).Lock(ctxT(t, 700*time.Millisecond)) }()
+			go func() { errc <- c.Mutex(name).Lock(ctxT(t, 2*time.Second)) }()
 			if !lockdtest.Eventually(5*time.Second, func() bool {
 				info, err := observer.Describe(context.Background(), name)
 				return err == nil && info.Held && info.Owner == c.Owner()

@@ -144,7 +144,7 @@ func TestFailoverWhenTheLeaderIsKilled(t *testing.T) {
 	if err := <-won; err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(killed); waited > ttl+2*time.Second {
+	if waited := time.Since(killed); waited > ttl+4*time.Second {
 		t.Fatalf("took over %v after the kill, lease %v", waited, ttl)
 	}
 	if v, err := e.Leader(context.Background()); err != nil || v != "survivor" {
