@@ -411,11 +411,14 @@ func TestBadTargetsAndOptionsNameTheProblem(t *testing.T) {
 	}
 }
 
-func TestAddressListWithADeadEntryReachesTheLiveOne(t *testing.T) {
+func TestAddressListWithADeadEntryAndDNSTargetsReachLockd(t *testing.T) {
 	srv := lockdtest.StartLockd(t)
-	target := fmt.Sprintf("127.0.0.1:%d,%s", lockdtest.FreePort(t), srv.Addr) // nothing listens on the first
-	for _, opts := range [][]Option{nil, {WithoutSessions()}} {
-		c := newClient(t, target, opts...)
+	list := fmt.Sprintf("127.0.0.1:%d,%s", lockdtest.FreePort(t), srv.Addr) // nothing listens on the first
+	for _, tc := range []struct {
+		target string
+		opts   []Option
+	}{{list, nil}, {list, []Option{WithoutSessions()}}, {"dns:///" + srv.Addr, nil}} {
+		c := newClient(t, tc.target, tc.opts...)
 		for i := 0; i < 5; i++ {
 			m := c.Mutex("dead-first")
 			if err := m.Lock(ctxT(t, 10*time.Second)); err != nil {
