@@ -77,3 +77,23 @@ class BearerTokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamC
 
     def intercept_stream_stream(self, continuation, details, request_iterator):
         return continuation(self._details(details), request_iterator)
+
+
+def aio_bearer_interceptors(token: str) -> list:
+    """grpc.aio interceptors adding ``authorization: Bearer TOKEN`` to every
+    call of a lockd.aio.Client (unary and the Session stream)."""
+    header = ("authorization", "Bearer " + token)
+
+    def details(d):
+        return d._replace(metadata=grpc.aio.Metadata(*(tuple(d.metadata or ()) + (header,))))
+
+    class UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(self, continuation, client_call_details, request):
+            return await continuation(details(client_call_details), request)
+
+    class StreamStream(grpc.aio.StreamStreamClientInterceptor):
+        async def intercept_stream_stream(self, continuation, client_call_details,
+                                          request_iterator):
+            return await continuation(details(client_call_details), request_iterator)
+
+    return [UnaryUnary(), StreamStream()]

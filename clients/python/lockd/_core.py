@@ -1,4 +1,4 @@
-"""What a lockd.Client shares with its sessions, its watchdog and its
+"""What a lockd.Client (or lockd.aio.Client: lockd._aio_core) shares with its sessions, its watchdog and its
 leases (as ClientCore does in the C++ client): the stub, the owner and
 default namespace, the timeouts, the drift allowance and hang bound, the
 capped jittered backoff, the retried call, and the Release calls (a hold's
@@ -24,10 +24,12 @@ from lockd.errors import LockdError, LockLost, _translate
 T = TypeVar("T")
 
 
-class ClientCore:
-    """See the module docstring. Times in seconds (time.monotonic() clock)."""
+class CoreSettings:
+    """What both cores share: the stub (a blocking or a grpc.aio one), the
+    settings and the rules that need no I/O. Times in seconds
+    (time.monotonic() clock)."""
 
-    def __init__(self, stub: lock_pb2_grpc.LockServiceStub, *, owner: str, namespace: str,
+    def __init__(self, stub, *, owner: str, namespace: str,
                  rpc_timeout: float, release_timeout: float, initial_backoff: float,
                  max_backoff: float, clock_drift_factor: float, min_clock_drift: float,
                  hang_bound: float):
@@ -59,7 +61,7 @@ class ClientCore:
         ttl = ttl or 0
         return validity_session_safe(ttl, self.drift(ttl), self.hang_bound)
 
-    # -- backoff and retries
+    # -- backoff and retries (the loop is the I/O core's call_with_retry)
 
     def jittered(self, backoff: float) -> float:
         """A pause of ``backoff`` with jitter: uniform in [backoff/2, backoff]."""
@@ -67,6 +69,33 @@ class ClientCore:
 
     def next_backoff(self, backoff: float) -> float:
         return min(backoff * 2, self.max_backoff)
+
+    # -- requests
+
+    @staticmethod
+    def release_request(ns: str, name: str, owner: str,
+                        fencing_token: int) -> lock_pb2.ReleaseRequest:
+        """The Release of one hold (a fresh request_id, kept by retries)."""
+        return lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
+                                       request_id=uuid.uuid4().hex, fencing_token=fencing_token)
+
+    @staticmethod
+    def undo_request(ns: str, name: str, owner: str, request_id: str,
+                     fencing_token: int) -> lock_pb2.ReleaseRequest:
+        """The undo of owner's Acquire ``request_id`` (see undo_acquire)."""
+        return lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
+                                       acquire_request_id=request_id,
+                                       fencing_token=fencing_token)
+
+    def undo_timeout(self) -> float:
+        """The bound on one undo of an acquire attempt."""
+        return min(self.rpc_timeout, self.release_timeout)
+
+
+class ClientCore(CoreSettings):
+    """CoreSettings with blocking calls (the synchronous lockd.Client's)."""
+
+    stub: lock_pb2_grpc.LockServiceStub
 
     def call_with_retry(self, deadline: float, attempt: Callable[[float], T]) -> T:
         """Calls attempt(timeout_seconds) again after UNAVAILABLE, with capped
@@ -95,8 +124,7 @@ class ClientCore:
         answers LOCK_NOT_HELD and stays); 0: any hold of owner. Returns
         (released, remaining hold count); raises LockLost, Unavailable,
         LockdError."""
-        req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
-                                      request_id=uuid.uuid4().hex, fencing_token=fencing_token)
+        req = self.release_request(ns, name, owner, fencing_token)
 
         def attempt(t: float):
             if session is not None and not session.failed:
@@ -109,19 +137,13 @@ class ClientCore:
             raise _translate("release", ns, name, e) from None
         return resp.released, resp.hold_count
 
-    def undo_timeout(self) -> float:
-        """The bound on one undo of an acquire attempt."""
-        return min(self.rpc_timeout, self.release_timeout)
-
     def undo_acquire(self, ns: str, name: str, owner: str, request_id: str, deadline: float,
                      fencing_token: int = 0) -> Tuple[bool, int]:
         """The undo of owner's Acquire ``request_id`` (a unary Release with
         acquire_request_id); ``fencing_token``: its grant's token when known
         (the undo then touches only that hold), else 0. Returns (released,
         remaining hold count); raises LockLost, Unavailable, LockdError."""
-        req = lock_pb2.ReleaseRequest(namespace=ns, name=name, owner=owner,
-                                      acquire_request_id=request_id,
-                                      fencing_token=fencing_token)
+        req = self.undo_request(ns, name, owner, request_id, fencing_token)
         try:
             resp = self.call_with_retry(deadline, lambda t: self.stub.Release(req, timeout=t))
         except grpc.RpcError as e:

@@ -51,6 +51,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import grpc
 
+from lockd._cancel import Cancellation
 from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2
 from lockd._validity import session_break_valid_until
@@ -138,24 +139,33 @@ class _Session:
         with self._mu:
             return self._status in ("failed", "closed")
 
-    def acquire(self, request, timeout: float, undo_bound: float,
-                on_lost) -> Tuple[object, List[_LeaseState]]:
+    def acquire(self, request, timeout: float, undo_bound: float, on_lost,
+                cancel: Optional[Cancellation] = None) -> Tuple[object, List[_LeaseState]]:
         """Sends ``request`` (an AcquireRequest, or an AcquireAllRequest) and
         waits up to ``timeout`` for its result. Past it (or when
         interrupted) sends cancel; then waits up to ``undo_bound`` for the
         result: CANCELLED means no hold (not_applied). Returns the response
         (AcquireResponse or AcquireAllResponse) and, when acquired, the lease
-        state of each lock (already tracked)."""
+        state of each lock (already tracked). ``cancel`` cancelled: raises
+        lockd.Cancelled as an interruption would."""
         kind = "acquire_all" if isinstance(request, lock_pb2.AcquireAllRequest) else "acquire"
-        op_id, op = self._send(kind, request, time.monotonic() + timeout, on_lost)
+        op_id, op = self._send(kind, request, time.monotonic() + timeout, on_lost, cancel)
+        # A cancel wakes the wait below; op.result and op.broken still None
+        # then tell it from a completion.
+        stop_waking = cancel.on_cancel(op.done.set) if cancel is not None else None
         try:
             finished = op.done.wait(max(timeout, 0.0))
+            if cancel is not None and op.result is None and op.broken is None:
+                cancel.check()
         except BaseException:  # interrupted: the caller undoes what it may have added
             self._cancel(op_id, op)
             self._abandon(op_id, op)
             for state in op.states:
                 self.forget(state)
             raise
+        finally:
+            if stop_waking is not None:
+                stop_waking()
         if not finished:
             self._cancel(op_id, op)
             if not op.done.wait(undo_bound) and self._abandon(op_id, op):
@@ -201,13 +211,8 @@ class _Session:
         granted with ``tokens`` (one per lock; an undo by acquire_request_id
         is a no-op if the caller's undo already did, or if the owner has
         made another request on the lock since)."""
-        for spec, token in zip(_specs(acquire), tokens):
-            req = lock_pb2.ReleaseRequest(namespace=spec.namespace, name=spec.name,
-                                          owner=acquire.owner,
-                                          acquire_request_id=acquire.request_id,
-                                          fencing_token=token)
-            self._requests.put(lock_pb2.SessionRequest(
-                release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
+        for msg in undo_messages(acquire, tokens, self._new_op_id):
+            self._requests.put(msg)
 
     def forget(self, state: _LeaseState) -> None:
         with self._mu:
@@ -244,11 +249,28 @@ class _Session:
         self._next_op += 1
         return op_id
 
-    def _send(self, kind: str, request, deadline: float, on_lost) -> Tuple[int, _Op]:
+    def _send(self, kind: str, request, deadline: float, on_lost,
+              cancel: Optional[Cancellation] = None) -> Tuple[int, _Op]:
         """Waits for the stream to be open (until ``deadline``), then queues
-        the operation. Raises _SessionError(not_applied) when it cannot."""
+        the operation. Raises _SessionError(not_applied) when it cannot,
+        lockd.Cancelled when ``cancel`` is cancelled first."""
+        stop_waking = cancel.on_cancel(self._wake) if cancel is not None else None
+        try:
+            return self._send_when_open(kind, request, deadline, on_lost, cancel)
+        finally:
+            if stop_waking is not None:
+                stop_waking()
+
+    def _wake(self) -> None:
+        with self._mu:
+            self._mu.notify_all()
+
+    def _send_when_open(self, kind: str, request, deadline: float, on_lost,
+                        cancel: Optional[Cancellation]) -> Tuple[int, _Op]:
         with self._mu:
             while self._status in ("idle", "connecting"):
+                if cancel is not None:
+                    cancel.check()
                 if self._status == "idle":
                     self._start_locked()
                 left = deadline - time.monotonic()
@@ -263,16 +285,7 @@ class _Session:
             op_id = self._new_op_id()
             op = _Op(kind, request, on_lost)
             self._ops[op_id] = op
-            if kind == "acquire":
-                msg = lock_pb2.SessionRequest(
-                    acquire=lock_pb2.SessionAcquire(op_id=op_id, request=request))
-            elif kind == "acquire_all":
-                msg = lock_pb2.SessionRequest(
-                    acquire_all=lock_pb2.SessionAcquireAll(op_id=op_id, request=request))
-            else:
-                msg = lock_pb2.SessionRequest(
-                    release=lock_pb2.SessionRelease(op_id=op_id, request=request))
-            self._requests.put(msg)
+            self._requests.put(op_message(kind, op_id, request))
             return op_id, op
 
     def _abandon(self, op_id: int, op: _Op) -> bool:
@@ -288,18 +301,15 @@ class _Session:
 
     def _cancel(self, op_id: int, op: _Op) -> None:
         with self._mu:
-            if op_id in self._ops and self._status == "open" and not op.done.is_set():
+            if op_id in self._ops and self._status == "open":  # not completed yet
                 self._requests.put(lock_pb2.SessionRequest(
                     cancel=lock_pb2.SessionCancel(op_id=op_id)))
 
     @staticmethod
     def _raise_if_failed(op: _Op) -> None:
-        if op.broken is not None:
-            raise _SessionError(grpc.StatusCode.UNAVAILABLE, op.broken)
-        status = op.result.status
-        if status.code != 0:
-            raise _SessionError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN),
-                                status.message, status.SerializeToString())
+        error = op_error(op.result, op.broken)
+        if error is not None:
+            raise error
 
     # -- the thread
 
@@ -309,17 +319,7 @@ class _Session:
         self._thread.start()
 
     def _open_request(self) -> lock_pb2.SessionRequest:
-        open_ = lock_pb2.SessionOpen(owner=self._core.owner, namespace=self._core.namespace,
-                                     keep_on_disconnect=self._keep)
-        if self._ttl is not None:
-            _set_duration(open_.lease_ttl, self._ttl)
-        seen = set()
-        for s in self._leases:
-            key = (s.namespace, s.name, s.fencing_token)
-            if key not in seen and s.active and s.lost_error is None:
-                seen.add(key)
-                open_.resume.add(namespace=s.namespace, name=s.name, fencing_token=s.fencing_token)
-        return lock_pb2.SessionRequest(open=open_)
+        return open_request(self._core, self._ttl, self._keep, self._leases)
 
     def _run(self) -> None:
         backoff = self._core.initial_backoff
@@ -360,7 +360,7 @@ class _Session:
                 return
 
     def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
-        resumed = {(i.namespace or "default", i.name, i.fencing_token) for i in opened.resumed}
+        resumed = resumed_keys(opened)
         ttl = _seconds(opened.lease_ttl)
         lost = []
         with self._mu:
@@ -384,30 +384,20 @@ class _Session:
             op = self._ops.pop(result.op_id, None)
             if op is None:
                 return  # a release_async, or a release whose caller gave up
-            granted = []  # (spec, response) of each lock of a grant
-            if op.kind in ("acquire", "acquire_all") and result.status.code == 0:
-                body = getattr(result, op.kind)
-                if body.acquired:
-                    responses = list(body.locks) if op.kind == "acquire_all" else [body]
-                    granted = list(zip(_specs(op.request), responses))
+            granted = granted_locks(op.kind, op.request, result)
             if op.abandoned:
                 if granted and self._status == "open":
                     self._undo_locked(op.request, [r.fencing_token for _, r in granted])
                 return
             op.result = result
             for spec, resp in granted:
-                ttl = _seconds(resp.lease_ttl) or self.granted_ttl
-                state = _LeaseState(self._core, spec.namespace, spec.name, self._core.owner,
-                                    resp.fencing_token, resp.hold_count, ttl, True,
-                                    math.inf, op.on_lost, _mode_from_proto(spec.mode),
-                                    spec.limit, spec.permits)
-                state.session = self
+                state = session_lease(self._core, self, spec, resp, self.granted_ttl, op.on_lost)
                 self._leases.add(state)
                 op.states.append(state)
         op.done.set()
 
     def _on_lost(self, lost: lock_pb2.LockLost) -> None:
-        key = (lost.namespace or "default", lost.name, lost.fencing_token)
+        key = lost_key(lost)
         with self._mu:
             gone = [s for s in self._leases if (s.namespace, s.name, s.fencing_token) == key]
             self._leases.difference_update(gone)
@@ -509,6 +499,91 @@ class _Session:
                     return self._core.next_backoff(backoff)
                 wake = min([resume_at] + [s.valid_until for s in self._leases])
                 self._mu.wait(max(0.0, wake - now))
+
+
+# -- what a session does, without I/O: shared with lockd._aio_session
+
+def open_request(core, ttl: Optional[float], keep: bool, leases) -> lock_pb2.SessionRequest:
+    """The stream's first message: open for core's owner and namespace,
+    resuming every live lease of ``leases`` (once per hold)."""
+    open_ = lock_pb2.SessionOpen(owner=core.owner, namespace=core.namespace,
+                                 keep_on_disconnect=keep)
+    if ttl is not None:
+        _set_duration(open_.lease_ttl, ttl)
+    seen = set()
+    for s in leases:
+        key = (s.namespace, s.name, s.fencing_token)
+        if key not in seen and s.active and s.lost_error is None:
+            seen.add(key)
+            open_.resume.add(namespace=s.namespace, name=s.name, fencing_token=s.fencing_token)
+    return lock_pb2.SessionRequest(open=open_)
+
+
+def op_message(kind: str, op_id: int, request) -> lock_pb2.SessionRequest:
+    """The message of an operation: ``kind`` "acquire", "acquire_all" or
+    "release"."""
+    if kind == "acquire":
+        return lock_pb2.SessionRequest(
+            acquire=lock_pb2.SessionAcquire(op_id=op_id, request=request))
+    if kind == "acquire_all":
+        return lock_pb2.SessionRequest(
+            acquire_all=lock_pb2.SessionAcquireAll(op_id=op_id, request=request))
+    return lock_pb2.SessionRequest(release=lock_pb2.SessionRelease(op_id=op_id, request=request))
+
+
+def undo_messages(acquire, tokens: List[int],
+                  new_op_id: Callable[[], int]) -> List[lock_pb2.SessionRequest]:
+    """The releases that give back the holds of an abandoned acquire (or
+    acquire_all), granted with ``tokens`` (one per lock)."""
+    return [lock_pb2.SessionRequest(release=lock_pb2.SessionRelease(
+        op_id=new_op_id(), request=lock_pb2.ReleaseRequest(
+            namespace=spec.namespace, name=spec.name, owner=acquire.owner,
+            acquire_request_id=acquire.request_id, fencing_token=token)))
+        for spec, token in zip(_specs(acquire), tokens)]
+
+
+def resumed_keys(opened: lock_pb2.SessionOpened) -> Set[Tuple[str, str, int]]:
+    return {(i.namespace or "default", i.name, i.fencing_token) for i in opened.resumed}
+
+
+def lost_key(lost: lock_pb2.LockLost) -> Tuple[str, str, int]:
+    return (lost.namespace or "default", lost.name, lost.fencing_token)
+
+
+def granted_locks(kind: str, request, result: lock_pb2.SessionResult) -> List[Tuple]:
+    """(spec, response) of each lock an acquire op's ``result`` granted;
+    [] for a release, an error or a refusal."""
+    if kind not in ("acquire", "acquire_all") or result.status.code != 0:
+        return []
+    body = getattr(result, kind)
+    if not body.acquired:
+        return []
+    responses = list(body.locks) if kind == "acquire_all" else [body]
+    return list(zip(_specs(request), responses))
+
+
+def session_lease(core, session, spec, resp, granted_ttl: Optional[float],
+                  on_lost) -> _LeaseState:
+    """The lease state of one lock granted over ``session``: valid while
+    the stream is open."""
+    ttl = _seconds(resp.lease_ttl) or granted_ttl
+    state = _LeaseState(core, spec.namespace, spec.name, core.owner, resp.fencing_token,
+                        resp.hold_count, ttl, True, math.inf, on_lost,
+                        _mode_from_proto(spec.mode), spec.limit, spec.permits)
+    state.session = session
+    return state
+
+
+def op_error(result: Optional[lock_pb2.SessionResult],
+             broken: Optional[str]) -> Optional[_SessionError]:
+    """The error of a completed operation (None: it succeeded)."""
+    if broken is not None:
+        return _SessionError(grpc.StatusCode.UNAVAILABLE, broken)
+    status = result.status
+    if status.code != 0:
+        return _SessionError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN),
+                             status.message, status.SerializeToString())
+    return None
 
 
 def _specs(request) -> List:

@@ -111,8 +111,10 @@ import grpc
 
 from lockd._acquire import AcquireCall
 from lockd._auth import BearerTokenInterceptor, read_token_file
+from lockd._cancel import Cancellation
 from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+from lockd._paths import session_lease_ok, wants_session
 from lockd._session import _Session
 from lockd._target import channel_options, keepalive_window
 from lockd._validity import unary_valid_until
@@ -130,6 +132,7 @@ from lockd._values import (
 )
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
+    Cancelled,
     LockdError,
     LockLost,
     LockNotAcquired,
@@ -140,11 +143,30 @@ from lockd.errors import (  # noqa: F401 (re-exported)
 
 __all__ = [
     "Client", "Lease", "LeaseSet", "Semaphore", "LockInfo", "LockSpec", "Holder", "LockdError",
-    "LockNotAcquired", "LockLost", "Unavailable", "DEFAULT_SERVER",
+    "LockNotAcquired", "LockLost", "Unavailable", "Cancelled", "Cancellation", "DEFAULT_SERVER",
 ]
 
 DEFAULT_SERVER = "127.0.0.1:7411"
 _log = logging.getLogger("lockd")
+
+
+def _unary_attempt(rpc, request, timeout: float, cancel: Optional[Cancellation]):
+    """One unary Acquire (or AcquireAll) attempt; ``cancel`` cancels the
+    call in flight: raises lockd.Cancelled (the caller undoes the attempt)."""
+    if cancel is None:
+        return rpc(request, timeout=timeout)
+    future = rpc.future(request, timeout=timeout)
+    stop = cancel.on_cancel(future.cancel)
+    try:
+        return future.result()
+    except grpc.FutureCancelledError:
+        raise Cancelled("lockd acquire cancelled") from None
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.CANCELLED and cancel.cancelled:
+            raise Cancelled("lockd acquire cancelled") from None
+        raise
+    finally:
+        stop()
 
 
 # --------------------------------------------------------------------------- Lease
@@ -242,27 +264,15 @@ class Lease:
         LockdError if already released or detached, Unavailable if lockd did not
         answer in time (the hold ends with its lease)."""
         s = self._state
-        was_active, lost = s.end(time.monotonic())
         self._watchdog.remove(s)
         self._finalizer.detach()
-        if s.session is not None:
-            s.session.forget(s)
-        if not was_active:
-            raise LockdError("lease of %s was already released or detached"
-                             % _describe(s.namespace, s.name))
-        if lost is not None:
-            # Not released: the server's hold (if any) ends within the drift
-            # margin, and a release could take away a newer hold of this owner.
-            raise lost
+        s.start_release()
         timeout = s.core.rpc_timeout if timeout is None else timeout
         try:
             s.core.release_hold(s.namespace, s.name, s.owner, s.fencing_token,
                                 time.monotonic() + timeout, s.session)
         except LockLost as e:
-            error = LockLost("lease of %s had been lost before release(): %s"
-                             % (_describe(s.namespace, s.name), e), "LOCK_NOT_HELD")
-            s.set_lost_after_end(error)
-            raise error from None
+            raise s.release_refused(e) from None
 
     def detach(self) -> None:
         """Stops renewing and tracking without releasing: the hold stays until
@@ -539,18 +549,21 @@ class Client:
     def lock(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
              timeout: Optional[float] = None, namespace: Optional[str] = None,
              owner: Optional[str] = None, auto_renew: bool = True,
-             on_lost: Optional[Callable[[LockLost], None]] = None) -> _LockContext:
+             on_lost: Optional[Callable[[LockLost], None]] = None,
+             cancel: Optional[Cancellation] = None) -> _LockContext:
         """``with client.lock(name, ttl=10, wait=5) as lease:`` acquires on entry
         (see acquire()) and releases on exit; if the lease was lost meanwhile,
         the exit raises LockLost (unless the block raised)."""
         return _LockContext(lambda: self.acquire(name, ttl=ttl, wait=wait, timeout=timeout,
                                                  namespace=namespace, owner=owner,
-                                                 auto_renew=auto_renew, on_lost=on_lost))
+                                                 auto_renew=auto_renew, on_lost=on_lost,
+                                                 cancel=cancel))
 
     def acquire(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
                 timeout: Optional[float] = None, namespace: Optional[str] = None,
                 owner: Optional[str] = None, auto_renew: bool = True,
-                on_lost: Optional[Callable[[LockLost], None]] = None) -> Lease:
+                on_lost: Optional[Callable[[LockLost], None]] = None,
+                cancel: Optional[Cancellation] = None) -> Lease:
         """Takes the lock, waiting up to ``wait`` seconds while another owner
         holds it.
 
@@ -565,11 +578,13 @@ class Client:
         on_lost: called once with the LockLost when the lease is lost while
           active: for a session lease on a thread of its own, otherwise on
           the watchdog thread or the thread that noticed.
+        cancel: a lockd.Cancellation whose cancel(), from any thread, ends
+          the call (raising lockd.Cancelled, nothing of it held).
 
         Returns an active Lease. If the grant came so late that a renewal was
         already due (a long wait), it is renewed before returning.
         Raises LockNotAcquired (not acquired in time; ``holder`` says who has
-        it), Unavailable, LockLost (granted, but the lease ended before the
+        it), Cancelled (by ``cancel``), Unavailable, LockLost (granted, but the lease ended before the
         post-wait renewal), LockdError (e.g. INVALID_ARGUMENT). Whatever it
         raises (KeyboardInterrupt included), no hold of this call remains,
         unless the error's ``unconfirmed_acquire_request_id`` is set (see the
@@ -579,7 +594,7 @@ class Client:
         self._check_acquire_args(ttl, wait, timeout)
         return self._acquire([LockSpec(name, namespace)], False, ttl=ttl, wait=wait,
                              timeout=timeout, namespace=namespace, owner=owner,
-                             auto_renew=auto_renew, on_lost=on_lost)[0]
+                             auto_renew=auto_renew, on_lost=on_lost, cancel=cancel)[0]
 
     def acquire_shared(self, name: str, **kwargs) -> Lease:
         """acquire() of the lock SHARED (a reader of a read-write lock):
@@ -643,9 +658,12 @@ class Client:
                  wait: float = 0, timeout: Optional[float] = None,
                  namespace: Optional[str] = None, owner: Optional[str] = None,
                  auto_renew: bool = True,
-                 on_lost: Optional[Callable[[LockLost], None]] = None) -> List[Lease]:
+                 on_lost: Optional[Callable[[LockLost], None]] = None,
+                 cancel: Optional[Cancellation] = None) -> List[Lease]:
         """The one acquire of every kind: ``specs`` (one, or all of them with
         AcquireAll) on the path _choose_path picks."""
+        if cancel is not None:
+            cancel.check()  # nothing sent
         default_ns = self._ns(namespace)
         locks = [lock_pb2.LockSpec(namespace=self._ns(s.namespace) if s.namespace is not None
                                    else default_ns, name=s.name,
@@ -655,48 +673,32 @@ class Client:
         call = AcquireCall(self._core, locks, owner or self.owner, ttl, wait, timeout,
                            all_locks)
         if session is not None:
-            states = self._acquire_over_session(session, call, on_lost)
+            states = self._acquire_over_session(session, call, on_lost, cancel)
             if states is not None:
                 return [Lease(state, self._watchdog) for state in states]
-        return self._acquire_unary(call, ttl, auto_renew, on_lost)
+        return self._acquire_unary(call, ttl, auto_renew, on_lost, cancel)
 
-    # The one choice of path of an acquire(); the first row that holds decides.
-    #
-    # | condition                               | path    | why                                    |
-    # |-----------------------------------------|---------|----------------------------------------|
-    # | auto_renew=False                        | unary   | lockd renews every session lease;      |
-    # |                                         |         | this one must end with its ttl         |
-    # | owner= other than the Client's          | unary   | a session acts for the Client's        |
-    # |                                         |         | owner only                             |
-    # | ttl given, not session_safe             | unary   | a hung lockd could outlast the         |
-    # |                                         |         | lease unnoticed (2/3 ttl - drift <= K) |
-    # | use_sessions=False, lockd without       | unary   | no session to use                      |
-    # | Session (UNIMPLEMENTED seen), or closed |         |                                        |
-    # | no ttl, and the server's default ttl    | unary   | as for a ttl given                     |
-    # | (known once a session opened) not safe  |         |                                        |
-    # | otherwise                               | session | the Client's session for this ttl,     |
-    # |                                         |         | opened by its first operation (a       |
-    # |                                         |         | new one if the last was refused)       |
+    # The one choice of path: lockd._paths (its table).
     def _choose_path(self, ttl: Optional[float], owner: Optional[str],
                      auto_renew: bool) -> Optional[_Session]:
-        """The session to acquire over, or None for the unary RPCs (see the
-        table above)."""
-        if not auto_renew or (owner and owner != self.owner):
-            return None
-        if not self._core.session_safe(ttl):
-            return None
+        """The session to acquire over, or None for the unary RPCs
+        (lockd._paths)."""
+        core = self._core
         with self._sessions_mu:
-            if not self._use_sessions:
+            if not wants_session(ttl=ttl, owner=owner, client_owner=self.owner,
+                                 auto_renew=auto_renew, use_sessions=self._use_sessions,
+                                 session_safe=core.session_safe):
                 return None
             session = self._sessions.get(ttl)
             if session is None or session.failed:
-                session = self._sessions[ttl] = _Session(self._core, ttl, self._keep_on_disconnect)
-        if ttl is None and not self._core.session_safe(session.granted_ttl):
+                session = self._sessions[ttl] = _Session(core, ttl, self._keep_on_disconnect)
+        if not session_lease_ok(ttl=ttl, granted_ttl=session.granted_ttl,
+                                session_safe=core.session_safe):
             return None
         return session
 
-    def _acquire_over_session(self, session: _Session, call: AcquireCall,
-                              on_lost) -> Optional[List[_LeaseState]]:
+    def _acquire_over_session(self, session: _Session, call: AcquireCall, on_lost,
+                              cancel: Optional[Cancellation]) -> Optional[List[_LeaseState]]:
         """The session path: ``call`` as operations on the stream of
         ``session``, which keeps the lease (lockd renews it while the stream
         is open). Returns the lease's state, or None when lockd does not
@@ -705,7 +707,7 @@ class Client:
         undo_bound = self._core.undo_timeout()
         try:
             resp, states = call.send(
-                lambda t: session.acquire(call.request, t, undo_bound, on_lost))
+                lambda t: session.acquire(call.request, t, undo_bound, on_lost, cancel), cancel)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._use_sessions = False
@@ -715,7 +717,7 @@ class Client:
         return states
 
     def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
-                       on_lost) -> List[Lease]:
+                       on_lost, cancel: Optional[Cancellation]) -> List[Lease]:
         """The unary path: Acquire (or AcquireAll) RPCs (``call`` retries
         them and undoes attempts of unknown outcome), validity from the
         granting attempt's send time, a renewal at once when the wait used up
@@ -724,7 +726,7 @@ class Client:
         be used, the others are given back (all or nothing)."""
         rpc = self._core.stub.AcquireAll if call.all else self._core.stub.Acquire
         try:
-            resp = call.send(lambda t: rpc(call.request, timeout=t))
+            resp = call.send(lambda t: _unary_attempt(rpc, call.request, t, cancel), cancel)
         except grpc.RpcError as e:
             raise call.failure(e) from None
         responses = call.check_granted(resp)

@@ -1,0 +1,584 @@
+"""lockd.aio: the asyncio twin of lockd.Client, on grpc.aio.
+
+    import lockd.aio
+
+    async with lockd.aio.Client("127.0.0.1:7411") as client:
+        async with client.lock("orders/42", ttl=10, wait=5) as lease:
+            await charge(order, fencing_token=lease.fencing_token)
+
+The same semantics as the synchronous client (read lockd.client's
+docstring): the same choice of path (lockd._paths: sessions by default, one
+per lease ttl; unary for auto_renew=False, another owner=, a ttl that is not
+session-safe), the same lease-validity bound (lockd._validity), safe retries
+and the undo of an acquire whose outcome is unknown (lockd._acquire, the
+same plan), sessions that lockd renews, resumed after a reconnect, leases
+lost when lockd says so or when their validity runs out, the same errors
+(lockd.errors) and values. Locks are reentrant per owner (the Client's, or
+``owner=``): tasks sharing a Client share its holds, as threads sharing a
+synchronous Client do; give each task its own Client (or owner) for
+mutual exclusion between tasks.
+
+What differs:
+
+* Every call is a coroutine; ``async with`` replaces ``with``; list() is an
+  async iterator.
+* Cancellation is asyncio's: cancel the task (or let asyncio.wait_for /
+  asyncio.timeout do it) and a waiting acquire is cancelled in lockd and
+  undone before CancelledError propagates, so nothing of it stays held
+  (unless that undo goes unanswered, as for any acquire).
+* Unary leases are renewed every ttl/3 by one task per lease (instead of the
+  watchdog thread); the session's reader is a task too. on_lost callbacks
+  are plain functions run by the event loop (loop.call_soon for session
+  leases); they must not block.
+* A Lease dropped without release() is not released in the background: its
+  hold ends with its lease (unary), or is kept by the session until close().
+
+Not thread-safe: a Client, its leases and its tasks belong to the event loop
+that created the Client (the first call needs a running loop).
+"""
+
+import asyncio
+import os
+import time
+from typing import (
+    AsyncIterator,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+import grpc
+
+from lockd._acquire import AcquireCall
+from lockd._aio_core import AsyncCore
+from lockd._aio_session import AioSession
+from lockd._auth import aio_bearer_interceptors, read_token_file
+from lockd._paths import session_lease_ok, wants_session
+from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+from lockd._target import channel_options, keepalive_window
+from lockd._validity import unary_valid_until
+from lockd._values import (
+    SHARED,
+    LockInfo,
+    LockSpec,
+    _lock_info_from_proto,
+    _mode_from_proto,
+    _mode_to_proto,
+    _new_owner,
+    _seconds,
+)
+from lockd._watchdog import _LeaseState
+from lockd.client import DEFAULT_SERVER
+from lockd.errors import LockdError, LockLost, Unavailable, _describe, _translate
+
+__all__ = ["Client", "Lease", "LeaseSet", "Semaphore"]
+
+
+class Lease:
+    """One hold of one owner on (namespace, name): lockd.Lease's attributes
+    (name, namespace, owner, fencing_token, hold_count, ttl, mode, limit,
+    permits, lost, lost_error, valid_until, active), with coroutines
+    release() and renew(). ``async with`` releases on exit (raising
+    LockLost if the lease was lost, unless the block raised)."""
+
+    def __init__(self, state: _LeaseState, renewer: Optional[asyncio.Task] = None):
+        self._state = state
+        self._renewer = renewer
+
+    name = property(lambda self: self._state.name)
+    namespace = property(lambda self: self._state.namespace)
+    owner = property(lambda self: self._state.owner)
+    fencing_token = property(lambda self: self._state.fencing_token)
+    hold_count = property(lambda self: self._state.hold_count)
+    ttl = property(lambda self: self._state.ttl)
+    mode = property(lambda self: self._state.mode)
+    limit = property(lambda self: self._state.limit)
+    permits = property(lambda self: self._state.permits)
+    valid_until = property(lambda self: self._state.valid_until)
+    active = property(lambda self: self._state.active)
+
+    @property
+    def lost(self):
+        """A threading.Event set once the lease is lost (sticky)."""
+        self._state.check_expiry(time.monotonic())
+        return self._state.lost
+
+    @property
+    def lost_error(self) -> Optional[LockLost]:
+        self._state.check_expiry(time.monotonic())
+        return self._state.lost_error
+
+    def remaining(self) -> float:
+        return self._state.valid_until - time.monotonic()
+
+    def valid(self) -> bool:
+        """Not lost, active and within validity."""
+        now = time.monotonic()
+        return (self._state.active and not self._state.check_expiry(now)
+                and now < self._state.valid_until)
+
+    async def renew(self) -> None:
+        """lockd.Lease.renew()."""
+        s = self._state
+        if not s.active:
+            raise LockdError("lease of %s was already released or detached"
+                             % _describe(s.namespace, s.name))
+        if s.check_expiry(time.monotonic()):
+            raise s.lost_error
+        await _renew(s, min(time.monotonic() + s.core.rpc_timeout, s.valid_until))
+
+    async def release(self, timeout: Optional[float] = None) -> None:
+        """lockd.Lease.release()."""
+        s = self._state
+        self._stop_renewing()
+        s.start_release()
+        timeout = s.core.rpc_timeout if timeout is None else timeout
+        try:
+            await s.core.release_hold(s.namespace, s.name, s.owner, s.fencing_token,
+                                      time.monotonic() + timeout, s.session)
+        except LockLost as e:
+            raise s.release_refused(e) from None
+
+    def detach(self) -> None:
+        """lockd.Lease.detach(): stops renewing and tracking, no release."""
+        self._stop_renewing()
+        self._state.end(time.monotonic())
+        if self._state.session is not None:
+            self._state.session.forget(self._state)
+
+    def _stop_renewing(self) -> None:
+        if self._renewer is not None and self._renewer is not asyncio.current_task():
+            self._renewer.cancel()
+
+    async def __aenter__(self) -> "Lease":
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> bool:
+        if not self._state.active:
+            return False
+        if exc_type is not None:
+            try:
+                await self.release(self._state.core.release_timeout)
+            except LockdError:
+                pass  # don't mask the block's own exception
+            return False
+        await self.release(self._state.core.release_timeout)
+        return False
+
+    def __repr__(self) -> str:
+        return "<lockd.aio.Lease %s owner=%r token=%d%s>" % (
+            _describe(self.namespace, self.name), self.owner, self.fencing_token,
+            " LOST" if self._state.lost.is_set() else "")
+
+
+class LeaseSet:
+    """The leases of one acquire_all(), in the order given (lockd.LeaseSet)."""
+
+    def __init__(self, leases: List[Lease]):
+        self.leases = leases
+
+    def __getitem__(self, i: int) -> Lease:
+        return self.leases[i]
+
+    def __iter__(self) -> Iterator[Lease]:
+        return iter(self.leases)
+
+    def __len__(self) -> int:
+        return len(self.leases)
+
+    def valid(self) -> bool:
+        return bool(self.leases) and all(lease.valid() for lease in self.leases)
+
+    async def release(self, timeout: Optional[float] = None) -> None:
+        """Releases every active lease; raises the first error after trying all."""
+        await self._each(lambda lease: lease.release(timeout))
+
+    async def _each(self, op) -> None:
+        first: Optional[LockdError] = None
+        for lease in self.leases:
+            if not lease.active:
+                continue
+            try:
+                await op(lease)
+            except LockdError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    async def __aenter__(self) -> "LeaseSet":
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> bool:
+        await self._each(lambda lease: lease.__aexit__(exc_type, exc, tb))
+        return False
+
+
+class Semaphore:
+    """lockd.Semaphore's handle, with coroutines."""
+
+    def __init__(self, client: "Client", name: str, limit: int, namespace: Optional[str]):
+        self.client, self.name, self.limit, self.namespace = client, name, limit, namespace
+
+    async def acquire(self, permits: int = 1, **kwargs) -> Lease:
+        """lockd.Semaphore.acquire()."""
+        if not 1 <= self.limit <= 10000:
+            raise LockdError("semaphore limit must be 1-10000, not %d" % self.limit,
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        if not 1 <= permits <= self.limit:
+            raise LockdError("permits must be 1-%d (the limit), not %d" % (self.limit, permits),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        spec = LockSpec(self.name, self.namespace, limit=self.limit, permits=permits)
+        return (await self.client._acquire([spec], False, namespace=self.namespace,
+                                           **kwargs))[0]
+
+    async def try_acquire(self, permits: int = 1, **kwargs) -> Lease:
+        kwargs["wait"] = 0
+        return await self.acquire(permits, **kwargs)
+
+    def hold(self, permits: int = 1, **kwargs) -> "_LockContext":
+        """``async with sem.hold(2, wait=5) as lease:``."""
+        return _LockContext(lambda: self.acquire(permits, **kwargs))
+
+
+class _LockContext:
+    """What Client.lock() and its kin return: acquires on enter, releases on exit."""
+
+    def __init__(self, acquire):
+        self._acquire = acquire
+        self._held: Optional[Union[Lease, LeaseSet]] = None
+
+    async def __aenter__(self):
+        self._held = await self._acquire()
+        return self._held
+
+    async def __aexit__(self, exc_type, exc, tb) -> bool:
+        held, self._held = self._held, None
+        return await held.__aexit__(exc_type, exc, tb)
+
+
+class Client:
+    """A connection to lockd for asyncio code. The arguments are
+    lockd.Client's (target, owner, namespace, credentials, server_name,
+    bearer_token, bearer_token_file, rpc_timeout, release_timeout,
+    initial_backoff, max_backoff, clock_drift_factor, min_clock_drift,
+    use_sessions, keep_on_disconnect, keepalive_time, keepalive_timeout),
+    except ``channel``: a grpc.aio.Channel. Use ``async with`` or await
+    close()."""
+
+    def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
+                 namespace: str = "", credentials: Optional[grpc.ChannelCredentials] = None,
+                 server_name: Optional[str] = None, channel: Optional[grpc.aio.Channel] = None,
+                 bearer_token: Optional[str] = None, bearer_token_file: Optional[str] = None,
+                 rpc_timeout: float = 10.0, release_timeout: float = 2.0,
+                 initial_backoff: float = 0.05, max_backoff: float = 2.0,
+                 clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002,
+                 use_sessions: bool = True, keep_on_disconnect: bool = True,
+                 keepalive_time: float = 2.0, keepalive_timeout: float = 2.0):
+        hang_bound = keepalive_window(keepalive_time, keepalive_timeout)
+        self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
+        self._own_channel = channel is None
+        if channel is None:
+            token = bearer_token or os.environ.get("LOCKD_AUTH_TOKEN")
+            token_file = bearer_token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
+            if not token and token_file:
+                token = read_token_file(token_file)
+            interceptors = aio_bearer_interceptors(token) if token else None
+            grpc_target, options = channel_options(self.target, keepalive_time,
+                                                   keepalive_timeout)
+            if credentials is None:
+                channel = grpc.aio.insecure_channel(grpc_target, options=options,
+                                                    interceptors=interceptors)
+            else:
+                if server_name:
+                    options.append(("grpc.ssl_target_name_override", server_name))
+                channel = grpc.aio.secure_channel(grpc_target, credentials, options=options,
+                                                  interceptors=interceptors)
+        self._channel = channel
+        self._core = AsyncCore(
+            lock_pb2_grpc.LockServiceStub(channel), owner=owner or _new_owner(),
+            namespace=namespace, rpc_timeout=rpc_timeout, release_timeout=release_timeout,
+            initial_backoff=initial_backoff, max_backoff=max_backoff,
+            clock_drift_factor=clock_drift_factor, min_clock_drift=min_clock_drift,
+            hang_bound=hang_bound)
+        self._use_sessions = use_sessions
+        self._keep_on_disconnect = keep_on_disconnect
+        self._sessions: Dict[Optional[float], AioSession] = {}
+        self._renewers: set = set()
+
+    owner = property(lambda self: self._core.owner,
+                     lambda self, owner: setattr(self._core, "owner", owner))
+    namespace = property(lambda self: self._core.namespace,
+                         lambda self, ns: setattr(self._core, "namespace", ns))
+
+    async def close(self) -> None:
+        """lockd.Client.close(): ends the sessions and the renewals, closes
+        the channel (if this Client made it); holds are not released."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        self._use_sessions = False
+        for session in sessions:
+            await session.close()
+        renewers, self._renewers = list(self._renewers), set()
+        for task in renewers:
+            task.cancel()
+        await asyncio.gather(*renewers, return_exceptions=True)
+        if self._own_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> bool:
+        await self.close()
+        return False
+
+    # -- locks
+
+    def lock(self, name: str, **kwargs) -> _LockContext:
+        """``async with client.lock(name, ttl=10, wait=5) as lease:``."""
+        return _LockContext(lambda: self.acquire(name, **kwargs))
+
+    async def acquire(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
+                      timeout: Optional[float] = None, namespace: Optional[str] = None,
+                      owner: Optional[str] = None, auto_renew: bool = True,
+                      on_lost: Optional[Callable[[LockLost], None]] = None) -> Lease:
+        """lockd.Client.acquire(); cancelling the task cancels the call."""
+        return (await self._acquire([LockSpec(name, namespace)], False, ttl=ttl, wait=wait,
+                                    timeout=timeout, namespace=namespace, owner=owner,
+                                    auto_renew=auto_renew, on_lost=on_lost))[0]
+
+    async def try_acquire(self, name: str, **kwargs) -> Lease:
+        kwargs["wait"] = 0
+        return await self.acquire(name, **kwargs)
+
+    async def acquire_shared(self, name: str, **kwargs) -> Lease:
+        """lockd.Client.acquire_shared()."""
+        return (await self._acquire([LockSpec(name, kwargs.get("namespace"), SHARED)], False,
+                                    **kwargs))[0]
+
+    def shared_lock(self, name: str, **kwargs) -> _LockContext:
+        return _LockContext(lambda: self.acquire_shared(name, **kwargs))
+
+    async def acquire_all(self, locks: Sequence[Union[str, LockSpec]], **kwargs) -> LeaseSet:
+        """lockd.Client.acquire_all()."""
+        specs = [LockSpec(x) if isinstance(x, str) else x for x in locks]
+        return LeaseSet(await self._acquire(specs, True, **kwargs))
+
+    def lock_all(self, locks: Sequence[Union[str, LockSpec]], **kwargs) -> _LockContext:
+        return _LockContext(lambda: self.acquire_all(locks, **kwargs))
+
+    def semaphore(self, name: str, limit: int, *, namespace: Optional[str] = None) -> Semaphore:
+        return Semaphore(self, name, limit, namespace)
+
+    async def _acquire(self, specs: List[LockSpec], all_locks: bool, *,
+                       ttl: Optional[float] = None, wait: float = 0,
+                       timeout: Optional[float] = None, namespace: Optional[str] = None,
+                       owner: Optional[str] = None, auto_renew: bool = True,
+                       on_lost: Optional[Callable[[LockLost], None]] = None) -> List[Lease]:
+        from lockd.client import Client as _SyncClient  # the one argument check
+        _SyncClient._check_acquire_args(ttl, wait, timeout)
+        default_ns = self._ns(namespace)
+        locks = [lock_pb2.LockSpec(namespace=self._ns(s.namespace) if s.namespace is not None
+                                   else default_ns, name=s.name,
+                                   mode=_mode_to_proto(s.mode), limit=s.limit,
+                                   permits=s.permits) for s in specs]
+        call = AcquireCall(self._core, locks, owner or self.owner, ttl, wait, timeout, all_locks)
+        session = self._choose_path(ttl, owner, auto_renew)
+        if session is not None:
+            try:
+                resp, states = await call.asend(
+                    lambda t: session.acquire(call.request, t, self._core.undo_timeout(),
+                                              on_lost))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise (await call.afailure(e)) from None
+                self._use_sessions = False  # then the unary path
+            else:
+                await call.acheck_granted(resp)
+                return [Lease(state) for state in states]
+        return await self._acquire_unary(call, ttl, auto_renew, on_lost)
+
+    def _choose_path(self, ttl: Optional[float], owner: Optional[str],
+                     auto_renew: bool) -> Optional[AioSession]:
+        """lockd._paths, as lockd.Client._choose_path."""
+        core = self._core
+        if not wants_session(ttl=ttl, owner=owner, client_owner=self.owner,
+                             auto_renew=auto_renew, use_sessions=self._use_sessions,
+                             session_safe=core.session_safe):
+            return None
+        session = self._sessions.get(ttl)
+        if session is None or session.failed:
+            session = self._sessions[ttl] = AioSession(core, ttl, self._keep_on_disconnect)
+        if not session_lease_ok(ttl=ttl, granted_ttl=session.granted_ttl,
+                                session_safe=core.session_safe):
+            return None
+        return session
+
+    async def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
+                             on_lost) -> List[Lease]:
+        """lockd.Client._acquire_unary: validity from the granting attempt's
+        send time, renewed at once if the wait used up a third of it, then
+        every ttl/3 by a task per lease; all or nothing for acquire_all."""
+        rpc = self._core.stub.AcquireAll if call.all else self._core.stub.Acquire
+        try:
+            resp = await call.asend(lambda t: rpc(call.request, timeout=t))
+        except grpc.RpcError as e:
+            raise (await call.afailure(e)) from None
+        responses = await call.acheck_granted(resp)
+        states = []
+        for spec, r in zip(call.locks, responses):
+            granted = _seconds(r.lease_ttl) if r.HasField("lease_ttl") else (ttl or 0)
+            states.append(_LeaseState(
+                self._core, spec.namespace, spec.name, call.owner, r.fencing_token,
+                r.hold_count, granted, auto_renew,
+                unary_valid_until(call.send_time, granted, self._core.drift(granted)), on_lost,
+                _mode_from_proto(spec.mode), spec.limit, spec.permits))
+        for i, state in enumerate(states):
+            try:
+                if state.ttl <= 0:
+                    raise LockdError("lockd acquire of %s: the server granted the lock without "
+                                     "a lease_ttl" % _describe(state.namespace, state.name),
+                                     grpc.StatusCode.INTERNAL)
+                await self._renew_late_grant(call, state)
+            except LockdError:
+                for j, other in enumerate(states):
+                    if j != i:
+                        await self._give_back(other)
+                raise
+        return [Lease(state, self._renew_every_third(state) if auto_renew else None)
+                for state in states]
+
+    async def _renew_late_grant(self, call: AcquireCall, state: _LeaseState) -> None:
+        """lockd.Client._renew_late_grant on ``state``."""
+        now = time.monotonic()
+        renew_at = call.send_time + state.ttl / 3
+        if not ((state.auto_renew and now >= renew_at) or now >= state.valid_until):
+            return
+        core, ns, name = self._core, state.namespace, state.name
+        rsend = time.monotonic()
+        try:
+            resp = await core.stub.Renew(
+                state.renew_request(),
+                timeout=max(call.deadline - rsend, min(core.rpc_timeout, state.ttl / 3)))
+        except grpc.RpcError as e:
+            err = _translate("renew", ns, name, e)
+            if isinstance(err, LockLost):
+                raise LockLost("lockd acquire of %s: granted, but the lease ended before the "
+                               "reply could be used: %s" % (_describe(ns, name), err)) from None
+            if time.monotonic() >= state.valid_until:
+                await self._give_back(state)
+                raise Unavailable("lockd acquire of %s: granted after waiting, but the lease "
+                                  "could not be renewed: %s" % (_describe(ns, name), err)) \
+                    from None
+            return
+        if resp.fencing_token != state.fencing_token:
+            raise LockLost("lockd acquire of %s: the grant was lost before it could be renewed "
+                           "(fencing token %d instead of %d)"
+                           % (_describe(ns, name), resp.fencing_token, state.fencing_token),
+                           "FENCING_TOKEN_CHANGED")
+        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else state.ttl
+        state.suspend_session(unary_valid_until(rsend, granted, core.drift(granted)))
+
+    def _renew_every_third(self, state: _LeaseState) -> asyncio.Task:
+        """The task renewing a unary lease every ttl/3 (sooner after a failed
+        renewal) until it ends or is lost (validity ran out: marked lost)."""
+        async def run() -> None:
+            next_renew = time.monotonic() + state.ttl / 3
+            while state.active and state.lost_error is None:
+                await asyncio.sleep(max(0.0, min(next_renew, state.valid_until) -
+                                        time.monotonic()))
+                now = time.monotonic()
+                if state.check_expiry(now) or not state.active:
+                    return
+                if now < next_renew:
+                    continue
+                send_time = now
+                try:
+                    await _renew(state, min(now + self._core.rpc_timeout, state.valid_until))
+                    next_renew = send_time + state.ttl / 3
+                except LockLost:
+                    return
+                except LockdError:
+                    next_renew = time.monotonic() + min(max(state.ttl / 10, 0.05), 1.0)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._renewers.add(task)
+        task.add_done_callback(self._renewers.discard)
+        return task
+
+    async def _give_back(self, state: _LeaseState) -> None:
+        """Best effort release of a grant that is not handed out."""
+        try:
+            await self._core.release_hold(state.namespace, state.name, state.owner,
+                                          state.fencing_token,
+                                          time.monotonic() + self._core.release_timeout)
+        except LockdError:
+            pass
+
+    # -- by owner, and state
+
+    async def release(self, name: str, owner: str, *, namespace: Optional[str] = None,
+                      fencing_token: int = 0) -> Tuple[bool, int]:
+        """lockd.Client.release()."""
+        return await self._core.release_hold(self._ns(namespace), name, owner, fencing_token,
+                                             time.monotonic() + self._core.rpc_timeout)
+
+    async def undo_acquire(self, name: str, owner: str, acquire_request_id: str, *,
+                           namespace: Optional[str] = None,
+                           fencing_token: int = 0) -> Tuple[bool, int]:
+        """lockd.Client.undo_acquire()."""
+        if not acquire_request_id:
+            raise LockdError("acquire_request_id must not be empty",
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        return await self._core.undo_acquire(self._ns(namespace), name, owner,
+                                             acquire_request_id,
+                                             time.monotonic() + self._core.rpc_timeout,
+                                             fencing_token)
+
+    async def describe(self, name: str, *, namespace: Optional[str] = None) -> LockInfo:
+        """lockd.Client.describe()."""
+        ns = self._ns(namespace)
+        req = lock_pb2.DescribeRequest(namespace=ns, name=name)
+        return _lock_info_from_proto(await self._call("describe", ns, name,
+                                                      self._core.stub.Describe, req))
+
+    async def list(self, prefix: str = "", *, namespace: Optional[str] = None,
+                   page_size: int = 0) -> AsyncIterator[LockInfo]:
+        """lockd.Client.list(), as an async iterator."""
+        ns = self._ns(namespace)
+        token = ""
+        while True:
+            req = lock_pb2.ListRequest(namespace=ns, prefix=prefix, page_size=page_size,
+                                       page_token=token)
+            resp = await self._call("list", ns, prefix + "*", self._core.stub.List, req)
+            for info in resp.locks:
+                yield _lock_info_from_proto(info)
+            if not resp.next_page_token:
+                return
+            token = resp.next_page_token
+
+    def _ns(self, namespace: Optional[str]) -> str:
+        return (self.namespace if namespace is None else namespace) or "default"
+
+    async def _call(self, what: str, ns: str, name: str, rpc, req):
+        try:
+            return await self._core.call_with_retry(time.monotonic() + self._core.rpc_timeout,
+                                                    lambda t: rpc(req, timeout=t))
+        except grpc.RpcError as e:
+            raise _translate(what, ns, name, e) from None
+
+
+async def _renew(state: _LeaseState, deadline: float) -> None:
+    """_LeaseState.renew() on the grpc.aio stub."""
+    send_time = time.monotonic()
+    try:
+        resp = await state.core.stub.Renew(state.renew_request(),
+                                           timeout=max(deadline - send_time, 0.0))
+    except grpc.RpcError as e:
+        raise state.renew_failed(e) from None
+    state.renewed(send_time, resp)
+
