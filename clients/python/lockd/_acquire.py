@@ -21,12 +21,13 @@ task of its lockd.aio acquire()).
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING, Awaitable, Callable, Generator, List, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Awaitable, Callable, List, Optional, Sequence, TypeVar, Union
 
 import grpc
 
 from lockd._cancel import Cancellation
 from lockd._core import ClientCore
+from lockd._plan import ATTEMPT, SLEEP, UNDO, arun, run
 from lockd._proto.lockd.v1 import lock_pb2
 from lockd._values import _lock_info_from_proto, _set_duration
 from lockd.errors import (
@@ -43,18 +44,13 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# What a plan asks its driver for: an attempt (arg: its timeout; the driver
-# sends back the response or throws its error), an undo (arg: the core's
-# undo_confirmed arguments; sends back whether it was confirmed), a pause
-# (arg: seconds).
-_ATTEMPT, _UNDO, _SLEEP = "attempt", "undo", "sleep"
 
 
 class AcquireCall:
     """See the module docstring. Times in seconds (time.monotonic() clock)."""
 
-    def __init__(self, core: Union[ClientCore, "AsyncCore"], locks: List[lock_pb2.LockSpec], owner: str,
-                 ttl: Optional[float], wait: float, timeout: Optional[float],
+    def __init__(self, core: Union[ClientCore, "AsyncCore"], locks: List[lock_pb2.LockSpec],
+                 owner: str, ttl: Optional[float], wait: float, timeout: Optional[float],
                  all_locks: bool = False):
         """``locks``: namespaces resolved; one, unless ``all_locks`` (an
         AcquireAll of every one)."""
@@ -86,10 +82,9 @@ class AcquireCall:
         self._unresolved: Optional[str] = None
         self._unresolved_tokens: Sequence[int] = ()
 
-    # Each operation below is a plan (a generator that yields the I/O it
-    # needs: _ATTEMPT, _UNDO, _SLEEP) run by a driver: drive() for the
-    # synchronous client, adrive() for lockd.aio. The rules live in the
-    # plans only.
+    # Each operation below is a plan (lockd._plan) run by a driver: drive()
+    # for the synchronous client, adrive() for lockd.aio. The rules live in
+    # the plans only.
 
     def send(self, attempt: Callable[[float], T], cancel: Optional[Cancellation] = None) -> T:
         """Runs attempt(timeout_seconds), an Acquire of ``request`` (its
@@ -132,52 +127,22 @@ class AcquireCall:
             return list(resp.locks) if self.all else [resp]
         raise await self.adrive(self._undone_plan(self._not_granted(resp)))
 
-    # -- the drivers
+    # -- the drivers: the I/O of this call's plans (lockd._plan)
 
-    def drive(self, plan: Generator, attempt: Optional[Callable[[float], T]] = None,
+    def drive(self, plan, attempt: Optional[Callable[[float], T]] = None,
               cancel: Optional[Cancellation] = None):
         """Runs ``plan`` with blocking I/O: attempt(timeout), the core's
         undo, time.sleep (ended by ``cancel``)."""
-        value: object = None
-        error: Optional[BaseException] = None
-        while True:
-            try:
-                action, arg = plan.throw(error) if error is not None else plan.send(value)
-            except StopIteration as done:
-                return done.value
-            value = error = None
-            try:
-                if action == _ATTEMPT:
-                    value = attempt(arg)
-                elif action == _UNDO:
-                    value = self._core.undo_confirmed(*arg)
-                elif cancel is not None:
-                    cancel.sleep(arg)
-                else:
-                    time.sleep(arg)
-            except BaseException as e:  # noqa: B036 (handed to the plan, which re-raises)
-                error = e
+        sleep = cancel.sleep if cancel is not None else time.sleep
+        io = {ATTEMPT: attempt, UNDO: lambda args: self._core.undo_confirmed(*args),
+              SLEEP: sleep}
+        return run(plan, lambda action, arg: io[action](arg))
 
-    async def adrive(self, plan: Generator,
-                     attempt: Optional[Callable[[float], Awaitable[T]]] = None):
+    async def adrive(self, plan, attempt: Optional[Callable[[float], Awaitable[T]]] = None):
         """drive() with asyncio I/O (the core is lockd._aio_core.AsyncCore)."""
-        value: object = None
-        error: Optional[BaseException] = None
-        while True:
-            try:
-                action, arg = plan.throw(error) if error is not None else plan.send(value)
-            except StopIteration as done:
-                return done.value
-            value = error = None
-            try:
-                if action == _ATTEMPT:
-                    value = await attempt(arg)
-                elif action == _UNDO:
-                    value = await self._core.undo_confirmed(*arg)
-                else:
-                    await asyncio.sleep(arg)
-            except BaseException as e:  # noqa: B036 (handed to the plan, which re-raises)
-                error = e
+        io = {ATTEMPT: attempt, UNDO: lambda args: self._core.undo_confirmed(*args),
+              SLEEP: asyncio.sleep}
+        return await arun(plan, lambda action, arg: io[action](arg))
 
     # -- the plans
 
@@ -225,7 +190,7 @@ class AcquireCall:
         confirmed = True
         for i, spec in enumerate(self.locks):
             token = tokens[i] if i < len(tokens) else 0
-            if not (yield _UNDO, (spec.namespace, spec.name, self.owner, request_id, deadline,
+            if not (yield UNDO, (spec.namespace, spec.name, self.owner, request_id, deadline,
                                   errors, token)):
                 confirmed = False
         return confirmed
@@ -240,7 +205,7 @@ class AcquireCall:
                 req.ClearField("wait_timeout")
             self.send_time = now
             try:
-                return (yield _ATTEMPT, max(self.deadline - now, 0.0))
+                return (yield ATTEMPT, max(self.deadline - now, 0.0))
             except grpc.RpcError as e:
                 if e.code() not in _OUTCOME_UNKNOWN:
                     raise
@@ -260,7 +225,7 @@ class AcquireCall:
                     req.request_id = uuid.uuid4().hex
                 if time.monotonic() >= self.deadline:
                     raise
-                yield _SLEEP, max(0.0, resume - time.monotonic())
+                yield SLEEP, max(0.0, resume - time.monotonic())
                 self._backoff = core.next_backoff(self._backoff)
             except BaseException:
                 # Interrupted: it may have been sent.

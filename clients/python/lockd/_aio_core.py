@@ -7,13 +7,13 @@ Not thread-safe: used from its Client's event loop only.
 """
 
 import asyncio
-import time
 from typing import Awaitable, Callable, List, Optional, Tuple, TypeVar
 
 import grpc
 
 from lockd._core import CoreSettings
-from lockd.errors import LockdError, LockLost, _translate
+from lockd._plan import ATTEMPT, arun
+from lockd.errors import LockdError, _translate
 
 T = TypeVar("T")
 
@@ -24,18 +24,9 @@ class AsyncCore(CoreSettings):
     async def call_with_retry(self, deadline: float,
                               attempt: Callable[[float], Awaitable[T]]) -> T:
         """ClientCore.call_with_retry with a coroutine ``attempt``."""
-        backoff = self.initial_backoff
-        while True:
-            try:
-                return await attempt(max(deadline - time.monotonic(), 0.0))
-            except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise
-                sleep = self.jittered(backoff)
-                if time.monotonic() + sleep >= deadline:
-                    raise
-                await asyncio.sleep(sleep)
-                backoff = self.next_backoff(backoff)
+        return await arun(self.retry_plan(deadline),
+                          lambda action, arg: (attempt(arg) if action == ATTEMPT
+                                               else asyncio.sleep(arg)))
 
     async def release_hold(self, ns: str, name: str, owner: str, fencing_token: int,
                            deadline: float, session=None) -> Tuple[bool, int]:
@@ -71,9 +62,5 @@ class AsyncCore(CoreSettings):
         try:
             await self.undo_acquire(ns, name, owner, request_id, deadline, fencing_token)
             return True
-        except LockLost:
-            return True
         except LockdError as e:
-            if errors is not None:
-                errors.append(e)
-            return False
+            return self.undo_answered(e, errors)

@@ -2,6 +2,7 @@
 tokens sent as ``authorization: Bearer TOKEN`` metadata on every call."""
 
 import collections
+import os
 from typing import Optional
 
 import grpc
@@ -28,6 +29,16 @@ def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = No
     return grpc.ssl_channel_credentials(root_certificates=read(ca_file),
                                         private_key=read(key_file),
                                         certificate_chain=read(cert_file))
+
+
+def bearer_token(token: Optional[str], token_file: Optional[str]) -> Optional[str]:
+    """A Client's bearer token: ``token``, else $LOCKD_AUTH_TOKEN, else the
+    first line of ``token_file`` or $LOCKD_AUTH_TOKEN_FILE; None for none."""
+    token = token or os.environ.get("LOCKD_AUTH_TOKEN")
+    token_file = token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
+    if not token and token_file:
+        token = read_token_file(token_file)
+    return token or None
 
 
 def read_token_file(path: str) -> str:

@@ -1,8 +1,10 @@
-"""What a lockd.Client (or lockd.aio.Client: lockd._aio_core) shares with its sessions, its watchdog and its
+"""What a lockd.Client shares with its sessions, its watchdog and its
 leases (as ClientCore does in the C++ client): the stub, the owner and
 default namespace, the timeouts, the drift allowance and hang bound, the
 capped jittered backoff, the retried call, and the Release calls (a hold's
-release and the undo of an acquire attempt). Private to the lockd package.
+release and the undo of an acquire attempt). CoreSettings is the part
+without I/O, which lockd.aio's AsyncCore (lockd._aio_core) shares. Private
+to the lockd package.
 
 Thread-safe: every attribute is set once by the Client (``owner`` and
 ``namespace`` also when the Client's own attributes are assigned); the
@@ -16,6 +18,7 @@ from typing import Callable, List, Optional, Tuple, TypeVar
 
 import grpc
 
+from lockd._plan import ATTEMPT, SLEEP, run
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
 from lockd._validity import drift as validity_drift
 from lockd._validity import session_safe as validity_session_safe
@@ -29,10 +32,12 @@ class CoreSettings:
     settings and the rules that need no I/O. Times in seconds
     (time.monotonic() clock)."""
 
-    def __init__(self, stub, *, owner: str, namespace: str,
-                 rpc_timeout: float, release_timeout: float, initial_backoff: float,
-                 max_backoff: float, clock_drift_factor: float, min_clock_drift: float,
-                 hang_bound: float):
+    def __init__(self, stub, *, owner: str, namespace: str, hang_bound: float,
+                 rpc_timeout: float = 10.0, release_timeout: float = 2.0,
+                 initial_backoff: float = 0.05, max_backoff: float = 2.0,
+                 clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002):
+        """The defaults are lockd.Client's (lockd.aio.Client takes them from
+        here)."""
         self.stub = stub
         self.owner = owner
         self.namespace = namespace
@@ -70,6 +75,34 @@ class CoreSettings:
     def next_backoff(self, backoff: float) -> float:
         return min(backoff * 2, self.max_backoff)
 
+    def retry_plan(self, deadline: float):
+        """The plan (lockd._plan) of call_with_retry: an attempt again after
+        UNAVAILABLE, paused by a capped jittered backoff, until another
+        outcome or the deadline."""
+        backoff = self.initial_backoff
+        while True:
+            try:
+                return (yield ATTEMPT, max(deadline - time.monotonic(), 0.0))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                sleep = self.jittered(backoff)
+                if time.monotonic() + sleep >= deadline:
+                    raise
+                yield SLEEP, sleep
+                backoff = self.next_backoff(backoff)
+
+    @staticmethod
+    def undo_answered(error: "LockdError", errors: Optional[List["LockdError"]]) -> bool:
+        """Whether a failed undo was answered all the same (LOCK_NOT_HELD,
+        which the contract never sends for an undo, also means nothing is
+        held); if not, ``error`` is appended to ``errors``."""
+        if isinstance(error, LockLost):
+            return True
+        if errors is not None:
+            errors.append(error)
+        return False
+
     # -- requests
 
     @staticmethod
@@ -100,20 +133,8 @@ class ClientCore(CoreSettings):
     def call_with_retry(self, deadline: float, attempt: Callable[[float], T]) -> T:
         """Calls attempt(timeout_seconds) again after UNAVAILABLE, with capped
         jittered backoff, until another outcome or the deadline."""
-        backoff = self.initial_backoff
-        while True:
-            try:
-                return attempt(max(deadline - time.monotonic(), 0.0))
-            except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise
-                sleep = self.jittered(backoff)
-                if time.monotonic() + sleep >= deadline:
-                    raise
-                time.sleep(sleep)
-                backoff = self.next_backoff(backoff)
-
-    # -- releases
+        return run(self.retry_plan(deadline),
+                   lambda action, arg: attempt(arg) if action == ATTEMPT else time.sleep(arg))
 
     def release_hold(self, ns: str, name: str, owner: str, fencing_token: int, deadline: float,
                      session=None) -> Tuple[bool, int]:
@@ -159,10 +180,5 @@ class ClientCore(CoreSettings):
         try:
             self.undo_acquire(ns, name, owner, request_id, deadline, fencing_token)
             return True
-        except LockLost:
-            return True
         except LockdError as e:
-            if errors is not None:
-                errors.append(e)
-            return False
-
+            return self.undo_answered(e, errors)

@@ -25,7 +25,9 @@ A Client keeps one session per lease ttl it asks (None: the server's
 default), so the rows before the last do not depend on the sessions open.
 """
 
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional, TypeVar
+
+S = TypeVar("S")
 
 
 def wants_session(*, ttl: Optional[float], owner: Optional[str], client_owner: str,
@@ -44,3 +46,23 @@ def session_lease_ok(*, ttl: Optional[float], granted_ttl: Optional[float],
     asked no ttl goes unary when the lease lockd granted that session
     (``granted_ttl``, None until it opened) is not session-safe."""
     return ttl is not None or session_safe(granted_ttl)
+
+
+def choose_session(sessions: Dict[Optional[float], S], new_session: Callable[[], S], *,
+                   ttl: Optional[float], owner: Optional[str], client_owner: str,
+                   auto_renew: bool, use_sessions: bool,
+                   session_safe: Callable[[Optional[float]], bool]) -> Optional[S]:
+    """The whole table: the session of ``sessions`` (the Client's, by ttl)
+    to acquire over, made by new_session() when there is none for ``ttl``
+    or the last one failed; None for the unary path."""
+    if not wants_session(ttl=ttl, owner=owner, client_owner=client_owner,
+                         auto_renew=auto_renew, use_sessions=use_sessions,
+                         session_safe=session_safe):
+        return None
+    session = sessions.get(ttl)
+    if session is None or session.failed:
+        session = sessions[ttl] = new_session()
+    if not session_lease_ok(ttl=ttl, granted_ttl=session.granted_ttl,
+                            session_safe=session_safe):
+        return None
+    return session

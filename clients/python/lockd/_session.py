@@ -112,8 +112,225 @@ class _Op:
         # reached lockd before the grant.
         self.abandoned = False
 
+    def complete(self) -> None:
+        self.done.set()
 
-class _Session:
+
+class SessionEvents:
+    """What a session does with its operations and on the stream's events,
+    written once for the thread (_Session) and the asyncio task
+    (lockd._aio_session.AioSession). A subclass has the fields _core,
+    _keep, _status, _error, _requests (a queue of the open stream's writes),
+    _call, _next_op, _ops, _leases and granted_ttl, an _abandon(op_id, op),
+    and the hooks: _locked() (the context guarding the fields),
+    _set_status_locked(status) (wakes whoever waits for a change),
+    _defer(run) (runs an on_lost callback outside the reader),
+    _reader_ends_locked() (the reader stops for good), _later(delay, run)."""
+
+    def forget(self, state: _LeaseState) -> None:
+        with self._locked():
+            self._leases.discard(state)
+
+    def _new_op_id(self) -> int:
+        op_id = self._next_op
+        self._next_op += 1
+        return op_id
+
+    # -- the caller's side of an operation
+
+    def _queue_locked(self, op) -> Tuple[int, object]:
+        """Sends ``op`` on the open stream: (its op_id, op). Raises the
+        session's error if it failed, CANCELLED (not_applied) if closed."""
+        if self._status == "failed":
+            raise self._error
+        if self._status != "open":
+            raise _SessionError(grpc.StatusCode.CANCELLED, "client closed", not_applied=True)
+        op_id = self._new_op_id()
+        self._ops[op_id] = op
+        self._requests.put_nowait(op_message(op.kind, op_id, op.request))
+        return op_id, op
+
+    def _cancel(self, op_id: int, op) -> None:
+        with self._locked():
+            if op_id in self._ops and self._status == "open":  # not completed yet
+                self._requests.put_nowait(lock_pb2.SessionRequest(
+                    cancel=lock_pb2.SessionCancel(op_id=op_id)))
+
+    def _interrupted(self, op_id: int, op) -> None:
+        """The caller of an acquire was interrupted (or cancelled) while it
+        waited: cancel it in lockd; a grant that comes later is given back
+        (_on_result), one that came already is the caller's to undo."""
+        self._cancel(op_id, op)
+        self._abandon(op_id, op)
+        for state in op.states:
+            self.forget(state)
+
+    def _past_deadline(self, op, answered: bool) -> None:
+        """An acquire's deadline passed and it was cancelled; ``answered``:
+        its result (or the stream's end) came within the undo bound. Raises
+        the DEADLINE_EXCEEDED to retry or fail with: not_applied when lockd
+        answered CANCELLED, with the grant's tokens when it was granted
+        after all (the caller undoes it). Returns for any other result."""
+        if not answered:
+            raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "no result before the deadline (cancel unanswered)")
+        if op.states:
+            for state in op.states:
+                self.forget(state)
+            err = _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "granted after the deadline")
+            err.granted_tokens = [state.fencing_token for state in op.states]
+            raise err
+        if op.result is not None and op.result.status.code == _CANCELLED:
+            raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "deadline passed; cancelled", not_applied=True)
+
+    @staticmethod
+    def _outcome(kind: str, op):
+        """The response of a completed operation, or its error raised."""
+        error = op_error(op.result, op.broken)
+        if error is not None:
+            raise error
+        body = getattr(op.result, kind)
+        return (body, op.states) if kind != "release" else body
+
+    # -- the reader's side
+
+    def _on_response(self, resp: lock_pb2.SessionResponse) -> bool:
+        """Handles one message from lockd; True if it was ``opened``."""
+        if resp.HasField("opened"):
+            self._on_opened(resp.opened)
+            return True
+        if resp.HasField("result"):
+            self._on_result(resp.result)
+        elif resp.HasField("lost"):
+            self._on_lost(resp.lost)
+        return False
+
+    def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
+        resumed = resumed_keys(opened)
+        lost = []
+        with self._locked():
+            self.granted_ttl = _seconds(opened.lease_ttl)
+            for s in list(self._leases):
+                if (s.namespace, s.name, s.fencing_token) in resumed:
+                    s.resume_session()
+                else:
+                    self._leases.discard(s)
+                    lost.append(s)
+            if self._status == "connecting":
+                self._set_status_locked("open")
+        for s in lost:
+            s.mark_lost(LockLost(
+                "lease of %s lost: not held any more when the session reconnected"
+                % _describe(s.namespace, s.name), "LOCK_NOT_HELD"), self._defer)
+
+    def _on_result(self, result: lock_pb2.SessionResult) -> None:
+        with self._locked():
+            op = self._ops.pop(result.op_id, None)
+            if op is None:
+                return  # a release_async, or a release whose caller gave up
+            granted = granted_locks(op.kind, op.request, result)
+            if op.abandoned:
+                # Given back here: the caller's own undo may have reached
+                # lockd before the grant.
+                if granted and self._status == "open":
+                    for msg in undo_messages(op.request, [r.fencing_token for _, r in granted],
+                                             self._new_op_id):
+                        self._requests.put_nowait(msg)
+                return
+            op.result = result
+            for spec, resp in granted:
+                state = session_lease(self._core, self, spec, resp, self.granted_ttl, op.on_lost)
+                self._leases.add(state)
+                op.states.append(state)
+        op.complete()
+
+    def _on_lost(self, lost: lock_pb2.LockLost) -> None:
+        key = lost_key(lost)
+        with self._locked():
+            gone = [s for s in self._leases if (s.namespace, s.name, s.fencing_token) == key]
+            self._leases.difference_update(gone)
+        for s in gone:
+            s.mark_lost(LockLost("lease of %s lost: lockd reported %s"
+                                 % (_describe(s.namespace, s.name), lost.reason or "NOT_HELD"),
+                                 lost.reason or "NOT_HELD"), self._defer)
+
+    def _on_end(self, error: Optional[grpc.RpcError], opened: bool) -> bool:
+        """The stream ended. Fails the operations in flight; returns True to
+        reconnect."""
+        why = "session stream ended: %s" % (error.details() if error is not None else "OK")
+        code = error.code() if error is not None else grpc.StatusCode.OK
+        now = time.monotonic()
+        with self._locked():
+            self._call = None
+            self._requests = None
+            ops, self._ops = self._ops, {}
+            leases = list(self._leases)
+            closed = self._status == "closed"
+            reconnect = False
+            if closed:
+                pass
+            elif not opened and code in _FATAL_AT_OPEN:
+                self._error = _SessionError(code, why, not_applied=True)
+                self._leases = set()
+                self._set_status_locked("failed")
+            elif leases:
+                self._set_status_locked("connecting")
+                reconnect = True
+            else:
+                self._set_status_locked("idle")  # nothing to resume: the next operation reconnects
+            if not reconnect:
+                self._reader_ends_locked()
+            if not self._keep and not closed:
+                self._leases = set()
+        for op in ops.values():
+            op.broken = why
+            op.complete()
+        for s in leases:
+            if self._keep and reconnect:
+                s.suspend_session(break_validity(s, now))
+            elif not closed:  # else close() marks them
+                s.mark_lost(LockLost("lease of %s lost: %s" % (_describe(s.namespace, s.name),
+                                                               why), "SESSION_ENDED"), self._defer)
+        if reconnect:
+            _log.debug("lockd: %s; reconnecting", why)
+            if self._keep:
+                self._expire_suspended()
+        return reconnect
+
+    def _expire_suspended(self) -> None:
+        """Marks the suspended leases whose validity has ended lost, and runs
+        again (_later) when the next one ends: the reader may be stuck
+        meanwhile in a reconnect to a hung lockd (gRPC's connect timeout is
+        20 s), so its pause alone would notice too late."""
+        now = time.monotonic()
+        with self._locked():
+            leases = list(self._leases)
+            closed = self._status == "closed"
+        pending = []
+        for s in leases:
+            if s.check_expiry(now, self._defer):
+                self.forget(s)
+            elif s.active and s.valid_until < math.inf:
+                pending.append(s.valid_until)
+        if pending and not closed:
+            self._later(max(0.0, min(pending) - now), self._expire_suspended)
+
+    def _closed_leases(self, leases) -> None:
+        """What close() does to the leases it took: they end as a break
+        would (keep_on_disconnect: valid until break_validity; else lost,
+        CLIENT_CLOSED)."""
+        now = time.monotonic()
+        for state in leases:
+            if self._keep:
+                state.suspend_session(break_validity(state, now))
+            else:
+                state.mark_lost(LockLost("lease of %s ended: the client was closed"
+                                         % _describe(state.namespace, state.name),
+                                         "CLIENT_CLOSED"), self._defer)
+
+
+class _Session(SessionEvents):
     """Thread-safe: every field below _mu is guarded by it."""
 
     def __init__(self, core: ClientCore, ttl: Optional[float], keep_on_disconnect: bool):
@@ -157,31 +374,16 @@ class _Session:
             finished = op.done.wait(max(timeout, 0.0))
             if cancel is not None and op.result is None and op.broken is None:
                 cancel.check()
-        except BaseException:  # interrupted: the caller undoes what it may have added
-            self._cancel(op_id, op)
-            self._abandon(op_id, op)
-            for state in op.states:
-                self.forget(state)
+        except BaseException:
+            self._interrupted(op_id, op)
             raise
         finally:
             if stop_waking is not None:
                 stop_waking()
         if not finished:
             self._cancel(op_id, op)
-            if not op.done.wait(undo_bound) and self._abandon(op_id, op):
-                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                    "no result before the deadline (cancel unanswered)")
-            if op.states:  # granted after all: the caller undoes it
-                for state in op.states:
-                    self.forget(state)
-                err = _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "granted after the deadline")
-                err.granted_tokens = [state.fencing_token for state in op.states]
-                raise err
-            if op.result is not None and op.result.status.code == _CANCELLED:
-                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                    "deadline passed; cancelled", not_applied=True)
-        self._raise_if_failed(op)
-        return getattr(op.result, kind), op.states
+            self._past_deadline(op, op.done.wait(undo_bound) or not self._abandon(op_id, op))
+        return self._outcome(kind, op)
 
     def release(self, request: lock_pb2.ReleaseRequest, timeout: float) -> lock_pb2.ReleaseResponse:
         """One release over the stream; errors as _SessionError (UNAVAILABLE
@@ -191,8 +393,7 @@ class _Session:
             with self._mu:
                 self._ops.pop(op_id, None)
             raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "no result before the deadline")
-        self._raise_if_failed(op)
-        return op.result.release
+        return self._outcome("release", op)
 
     def release_async(self, state: _LeaseState) -> None:
         """Best effort, for a collected Lease: one release, result ignored."""
@@ -205,18 +406,6 @@ class _Session:
             op_id = self._new_op_id()
             self._requests.put(lock_pb2.SessionRequest(
                 release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
-
-    def _undo_locked(self, acquire, tokens: List[int]) -> None:
-        """Gives back the holds of an abandoned acquire (or acquire_all),
-        granted with ``tokens`` (one per lock; an undo by acquire_request_id
-        is a no-op if the caller's undo already did, or if the owner has
-        made another request on the lock since)."""
-        for msg in undo_messages(acquire, tokens, self._new_op_id):
-            self._requests.put(msg)
-
-    def forget(self, state: _LeaseState) -> None:
-        with self._mu:
-            self._leases.discard(state)
 
     def close(self, timeout: float) -> None:
         """Ends the stream as a break would (cancelled, no half-close), so
@@ -233,21 +422,9 @@ class _Session:
             call.cancel()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-        now = time.monotonic()
-        for state in leases:
-            if self._keep:
-                state.suspend_session(break_validity(state, now))
-            else:
-                state.mark_lost(LockLost("lease of %s ended: the client was closed"
-                                         % _describe(state.namespace, state.name),
-                                         "CLIENT_CLOSED"))
+        self._closed_leases(leases)
 
     # -- operations
-
-    def _new_op_id(self) -> int:
-        op_id = self._next_op
-        self._next_op += 1
-        return op_id
 
     def _send(self, kind: str, request, deadline: float, on_lost,
               cancel: Optional[Cancellation] = None) -> Tuple[int, _Op]:
@@ -278,15 +455,7 @@ class _Session:
                     raise _SessionError(grpc.StatusCode.UNAVAILABLE,
                                         "session stream not connected", not_applied=True)
                 self._mu.wait(left)
-            if self._status == "failed":
-                raise self._error
-            if self._status != "open":
-                raise _SessionError(grpc.StatusCode.CANCELLED, "client closed", not_applied=True)
-            op_id = self._new_op_id()
-            op = _Op(kind, request, on_lost)
-            self._ops[op_id] = op
-            self._requests.put(op_message(kind, op_id, request))
-            return op_id, op
+            return self._queue_locked(_Op(kind, request, on_lost))
 
     def _abandon(self, op_id: int, op: _Op) -> bool:
         """The caller stops waiting for ``op``. Returns False if its result
@@ -299,17 +468,26 @@ class _Session:
         op.done.wait()  # being completed right now, outside _mu
         return False
 
-    def _cancel(self, op_id: int, op: _Op) -> None:
-        with self._mu:
-            if op_id in self._ops and self._status == "open":  # not completed yet
-                self._requests.put(lock_pb2.SessionRequest(
-                    cancel=lock_pb2.SessionCancel(op_id=op_id)))
+    # -- SessionEvents' hooks
 
-    @staticmethod
-    def _raise_if_failed(op: _Op) -> None:
-        error = op_error(op.result, op.broken)
-        if error is not None:
-            raise error
+    def _locked(self):
+        return self._mu
+
+    def _set_status_locked(self, status: str) -> None:
+        self._status = status
+        self._mu.notify_all()
+
+    def _defer(self, run: Callable[[], None]) -> None:
+        _in_thread(run)
+
+    def _reader_ends_locked(self) -> None:
+        if self._thread is threading.current_thread():
+            self._thread = None
+
+    def _later(self, delay: float, run: Callable[[], None]) -> None:
+        timer = threading.Timer(delay, run)
+        timer.daemon = True
+        timer.start()
 
     # -- the thread
 
@@ -339,14 +517,9 @@ class _Session:
                     if self._status == "closed":  # close() ran before the call existed
                         call.cancel()
                 for resp in call:
-                    if resp.HasField("opened"):
-                        self._on_opened(resp.opened)
+                    if self._on_response(resp):
                         opened = True
                         backoff = self._core.initial_backoff
-                    elif resp.HasField("result"):
-                        self._on_result(resp.result)
-                    elif resp.HasField("lost"):
-                        self._on_lost(resp.lost)
             except grpc.RpcError as e:
                 error = e
             except Exception as e:  # never let the reader die silently
@@ -358,122 +531,6 @@ class _Session:
             backoff = self._pause(backoff)
             if backoff is None:
                 return
-
-    def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
-        resumed = resumed_keys(opened)
-        ttl = _seconds(opened.lease_ttl)
-        lost = []
-        with self._mu:
-            self.granted_ttl = ttl
-            for s in list(self._leases):
-                if (s.namespace, s.name, s.fencing_token) in resumed:
-                    s.resume_session()
-                else:
-                    self._leases.discard(s)
-                    lost.append(s)
-            if self._status == "connecting":
-                self._status = "open"
-            self._mu.notify_all()
-        for s in lost:
-            s.mark_lost(LockLost(
-                "lease of %s lost: not held any more when the session reconnected"
-                % _describe(s.namespace, s.name), "LOCK_NOT_HELD"), _in_thread)
-
-    def _on_result(self, result: lock_pb2.SessionResult) -> None:
-        with self._mu:
-            op = self._ops.pop(result.op_id, None)
-            if op is None:
-                return  # a release_async, or a release whose caller gave up
-            granted = granted_locks(op.kind, op.request, result)
-            if op.abandoned:
-                if granted and self._status == "open":
-                    self._undo_locked(op.request, [r.fencing_token for _, r in granted])
-                return
-            op.result = result
-            for spec, resp in granted:
-                state = session_lease(self._core, self, spec, resp, self.granted_ttl, op.on_lost)
-                self._leases.add(state)
-                op.states.append(state)
-        op.done.set()
-
-    def _on_lost(self, lost: lock_pb2.LockLost) -> None:
-        key = lost_key(lost)
-        with self._mu:
-            gone = [s for s in self._leases if (s.namespace, s.name, s.fencing_token) == key]
-            self._leases.difference_update(gone)
-        for s in gone:
-            s.mark_lost(LockLost("lease of %s lost: lockd reported %s"
-                                 % (_describe(s.namespace, s.name), lost.reason or "NOT_HELD"),
-                                 lost.reason or "NOT_HELD"), _in_thread)
-
-    def _on_end(self, error: Optional[grpc.RpcError], opened: bool) -> bool:
-        """The stream ended. Fails the operations in flight; returns True to
-        reconnect."""
-        why = "session stream ended: %s" % (error.details() if error is not None else "OK")
-        code = error.code() if error is not None else grpc.StatusCode.OK
-        now = time.monotonic()
-        with self._mu:
-            self._call = None
-            self._requests = None
-            ops, self._ops = self._ops, {}
-            leases = list(self._leases)
-            if self._status == "closed":
-                reconnect = False
-            elif not opened and code in _FATAL_AT_OPEN:
-                self._status = "failed"
-                self._error = _SessionError(code, why, not_applied=True)
-                self._leases = set()
-                reconnect = False
-            elif leases:
-                self._status = "connecting"
-                reconnect = True
-            else:
-                self._status = "idle"  # nothing to resume: the next operation reconnects
-                reconnect = False
-            if not reconnect and self._thread is threading.current_thread():
-                self._thread = None
-            if not self._keep and self._status != "closed":
-                self._leases = set()
-            self._mu.notify_all()
-        for op in ops.values():
-            op.broken = why
-            op.done.set()
-        for s in leases:
-            if self._keep and reconnect:
-                s.suspend_session(break_validity(s, now))
-            elif self._status_is("closed"):
-                continue  # close() marks them
-            else:
-                s.mark_lost(LockLost("lease of %s lost: %s" % (_describe(s.namespace, s.name),
-                                                               why), "SESSION_ENDED"), _in_thread)
-        if reconnect:
-            _log.debug("lockd: %s; reconnecting", why)
-            if self._keep:
-                self._expire_suspended()
-        return reconnect
-
-    def _expire_suspended(self) -> None:
-        """Marks the suspended leases whose validity has ended lost, and runs
-        again (on a timer thread) when the next one ends: the reader thread
-        may be stuck meanwhile in a reconnect to a hung lockd (gRPC's connect
-        timeout is 20 s), so _pause alone would notice too late."""
-        now = time.monotonic()
-        with self._mu:
-            leases = list(self._leases)
-        pending = []
-        for s in leases:
-            if s.check_expiry(now, _in_thread):
-                self.forget(s)
-            elif s.active and s.valid_until < math.inf:
-                pending.append(s.valid_until)
-        if pending:
-            timer = threading.Timer(max(0.0, min(pending) - now), self._expire_suspended)
-            timer.daemon = True
-            timer.start()
-
-    def _status_is(self, status: str) -> bool:
-        with self._mu:
-            return self._status == status
 
     def _pause(self, backoff: float) -> Optional[float]:
         """Sleeps a jittered ``backoff`` (waking early for a lease whose

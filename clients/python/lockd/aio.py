@@ -44,7 +44,6 @@ from typing import (
     AsyncIterator,
     Callable,
     Dict,
-    Iterator,
     List,
     Optional,
     Sequence,
@@ -57,21 +56,15 @@ import grpc
 from lockd._acquire import AcquireCall
 from lockd._aio_core import AsyncCore
 from lockd._aio_session import AioSession
-from lockd._auth import aio_bearer_interceptors, read_token_file
-from lockd._paths import session_lease_ok, wants_session
+from lockd._auth import aio_bearer_interceptors
+from lockd._auth import bearer_token as resolve_token
+from lockd._handles import LeaseSetView, LeaseView, check_acquire_args, proto_specs, semaphore_spec
+from lockd._paths import choose_session
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
-from lockd._target import channel_options, keepalive_window
+from lockd._target import keepalive_window, open_channel
 from lockd._validity import unary_valid_until
-from lockd._values import (
-    SHARED,
-    LockInfo,
-    LockSpec,
-    _lock_info_from_proto,
-    _mode_from_proto,
-    _mode_to_proto,
-    _new_owner,
-    _seconds,
-)
+from lockd._values import SHARED, LockInfo, LockSpec, _lock_info_from_proto, _mode_from_proto
+from lockd._values import _new_owner, _seconds
 from lockd._watchdog import _LeaseState
 from lockd.client import DEFAULT_SERVER
 from lockd.errors import LockdError, LockLost, Unavailable, _describe, _translate
@@ -79,7 +72,7 @@ from lockd.errors import LockdError, LockLost, Unavailable, _describe, _translat
 __all__ = ["Client", "Lease", "LeaseSet", "Semaphore"]
 
 
-class Lease:
+class Lease(LeaseView):
     """One hold of one owner on (namespace, name): lockd.Lease's attributes
     (name, namespace, owner, fencing_token, hold_count, ttl, mode, limit,
     permits, lost, lost_error, valid_until, active), with coroutines
@@ -90,47 +83,9 @@ class Lease:
         self._state = state
         self._renewer = renewer
 
-    name = property(lambda self: self._state.name)
-    namespace = property(lambda self: self._state.namespace)
-    owner = property(lambda self: self._state.owner)
-    fencing_token = property(lambda self: self._state.fencing_token)
-    hold_count = property(lambda self: self._state.hold_count)
-    ttl = property(lambda self: self._state.ttl)
-    mode = property(lambda self: self._state.mode)
-    limit = property(lambda self: self._state.limit)
-    permits = property(lambda self: self._state.permits)
-    valid_until = property(lambda self: self._state.valid_until)
-    active = property(lambda self: self._state.active)
-
-    @property
-    def lost(self):
-        """A threading.Event set once the lease is lost (sticky)."""
-        self._state.check_expiry(time.monotonic())
-        return self._state.lost
-
-    @property
-    def lost_error(self) -> Optional[LockLost]:
-        self._state.check_expiry(time.monotonic())
-        return self._state.lost_error
-
-    def remaining(self) -> float:
-        return self._state.valid_until - time.monotonic()
-
-    def valid(self) -> bool:
-        """Not lost, active and within validity."""
-        now = time.monotonic()
-        return (self._state.active and not self._state.check_expiry(now)
-                and now < self._state.valid_until)
-
     async def renew(self) -> None:
         """lockd.Lease.renew()."""
-        s = self._state
-        if not s.active:
-            raise LockdError("lease of %s was already released or detached"
-                             % _describe(s.namespace, s.name))
-        if s.check_expiry(time.monotonic()):
-            raise s.lost_error
-        await _renew(s, min(time.monotonic() + s.core.rpc_timeout, s.valid_until))
+        await _renew(self._state, self._renew_deadline())
 
     async def release(self, timeout: Optional[float] = None) -> None:
         """lockd.Lease.release()."""
@@ -170,29 +125,9 @@ class Lease:
         await self.release(self._state.core.release_timeout)
         return False
 
-    def __repr__(self) -> str:
-        return "<lockd.aio.Lease %s owner=%r token=%d%s>" % (
-            _describe(self.namespace, self.name), self.owner, self.fencing_token,
-            " LOST" if self._state.lost.is_set() else "")
 
-
-class LeaseSet:
+class LeaseSet(LeaseSetView):
     """The leases of one acquire_all(), in the order given (lockd.LeaseSet)."""
-
-    def __init__(self, leases: List[Lease]):
-        self.leases = leases
-
-    def __getitem__(self, i: int) -> Lease:
-        return self.leases[i]
-
-    def __iter__(self) -> Iterator[Lease]:
-        return iter(self.leases)
-
-    def __len__(self) -> int:
-        return len(self.leases)
-
-    def valid(self) -> bool:
-        return bool(self.leases) and all(lease.valid() for lease in self.leases)
 
     async def release(self, timeout: Optional[float] = None) -> None:
         """Releases every active lease; raises the first error after trying all."""
@@ -226,13 +161,7 @@ class Semaphore:
 
     async def acquire(self, permits: int = 1, **kwargs) -> Lease:
         """lockd.Semaphore.acquire()."""
-        if not 1 <= self.limit <= 10000:
-            raise LockdError("semaphore limit must be 1-10000, not %d" % self.limit,
-                             grpc.StatusCode.INVALID_ARGUMENT)
-        if not 1 <= permits <= self.limit:
-            raise LockdError("permits must be 1-%d (the limit), not %d" % (self.limit, permits),
-                             grpc.StatusCode.INVALID_ARGUMENT)
-        spec = LockSpec(self.name, self.namespace, limit=self.limit, permits=permits)
+        spec = semaphore_spec(self.name, self.limit, permits, self.namespace)
         return (await self.client._acquire([spec], False, namespace=self.namespace,
                                            **kwargs))[0]
 
@@ -267,44 +196,33 @@ class Client:
     bearer_token, bearer_token_file, rpc_timeout, release_timeout,
     initial_backoff, max_backoff, clock_drift_factor, min_clock_drift,
     use_sessions, keep_on_disconnect, keepalive_time, keepalive_timeout),
-    except ``channel``: a grpc.aio.Channel. Use ``async with`` or await
+    except ``channel``: a grpc.aio.Channel (bearer_token is not applied to a
+    given channel: give it the interceptors). Use ``async with`` or await
     close()."""
 
-    def __init__(self, target: Optional[str] = None, *, owner: Optional[str] = None,
-                 namespace: str = "", credentials: Optional[grpc.ChannelCredentials] = None,
-                 server_name: Optional[str] = None, channel: Optional[grpc.aio.Channel] = None,
-                 bearer_token: Optional[str] = None, bearer_token_file: Optional[str] = None,
-                 rpc_timeout: float = 10.0, release_timeout: float = 2.0,
-                 initial_backoff: float = 0.05, max_backoff: float = 2.0,
-                 clock_drift_factor: float = 0.01, min_clock_drift: float = 0.002,
-                 use_sessions: bool = True, keep_on_disconnect: bool = True,
-                 keepalive_time: float = 2.0, keepalive_timeout: float = 2.0):
+    def __init__(self, target: Optional[str] = None, *,
+                 channel: Optional[grpc.aio.Channel] = None,
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 server_name: Optional[str] = None, bearer_token: Optional[str] = None,
+                 bearer_token_file: Optional[str] = None, use_sessions: bool = True,
+                 keep_on_disconnect: bool = True, keepalive_time: float = 2.0,
+                 keepalive_timeout: float = 2.0, owner: Optional[str] = None,
+                 namespace: str = "", **timing: float):
+        """``timing``: rpc_timeout, release_timeout, initial_backoff,
+        max_backoff, clock_drift_factor, min_clock_drift (lockd.Client's
+        defaults)."""
         hang_bound = keepalive_window(keepalive_time, keepalive_timeout)
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
         self._own_channel = channel is None
         if channel is None:
-            token = bearer_token or os.environ.get("LOCKD_AUTH_TOKEN")
-            token_file = bearer_token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
-            if not token and token_file:
-                token = read_token_file(token_file)
-            interceptors = aio_bearer_interceptors(token) if token else None
-            grpc_target, options = channel_options(self.target, keepalive_time,
-                                                   keepalive_timeout)
-            if credentials is None:
-                channel = grpc.aio.insecure_channel(grpc_target, options=options,
-                                                    interceptors=interceptors)
-            else:
-                if server_name:
-                    options.append(("grpc.ssl_target_name_override", server_name))
-                channel = grpc.aio.secure_channel(grpc_target, credentials, options=options,
-                                                  interceptors=interceptors)
+            token = resolve_token(bearer_token, bearer_token_file)
+            channel = open_channel(grpc.aio, self.target, credentials, server_name,
+                                   keepalive_time, keepalive_timeout,
+                                   interceptors=aio_bearer_interceptors(token) if token else None)
         self._channel = channel
-        self._core = AsyncCore(
-            lock_pb2_grpc.LockServiceStub(channel), owner=owner or _new_owner(),
-            namespace=namespace, rpc_timeout=rpc_timeout, release_timeout=release_timeout,
-            initial_backoff=initial_backoff, max_backoff=max_backoff,
-            clock_drift_factor=clock_drift_factor, min_clock_drift=min_clock_drift,
-            hang_bound=hang_bound)
+        self._core = AsyncCore(lock_pb2_grpc.LockServiceStub(channel),
+                               owner=owner or _new_owner(), namespace=namespace,
+                               hang_bound=hang_bound, **timing)
         self._use_sessions = use_sessions
         self._keep_on_disconnect = keep_on_disconnect
         self._sessions: Dict[Optional[float], AioSession] = {}
@@ -379,14 +297,9 @@ class Client:
                        timeout: Optional[float] = None, namespace: Optional[str] = None,
                        owner: Optional[str] = None, auto_renew: bool = True,
                        on_lost: Optional[Callable[[LockLost], None]] = None) -> List[Lease]:
-        from lockd.client import Client as _SyncClient  # the one argument check
-        _SyncClient._check_acquire_args(ttl, wait, timeout)
-        default_ns = self._ns(namespace)
-        locks = [lock_pb2.LockSpec(namespace=self._ns(s.namespace) if s.namespace is not None
-                                   else default_ns, name=s.name,
-                                   mode=_mode_to_proto(s.mode), limit=s.limit,
-                                   permits=s.permits) for s in specs]
-        call = AcquireCall(self._core, locks, owner or self.owner, ttl, wait, timeout, all_locks)
+        check_acquire_args(ttl, wait, timeout)
+        call = AcquireCall(self._core, proto_specs(specs, namespace, self._ns),
+                           owner or self.owner, ttl, wait, timeout, all_locks)
         session = self._choose_path(ttl, owner, auto_renew)
         if session is not None:
             try:
@@ -405,18 +318,10 @@ class Client:
     def _choose_path(self, ttl: Optional[float], owner: Optional[str],
                      auto_renew: bool) -> Optional[AioSession]:
         """lockd._paths, as lockd.Client._choose_path."""
-        core = self._core
-        if not wants_session(ttl=ttl, owner=owner, client_owner=self.owner,
-                             auto_renew=auto_renew, use_sessions=self._use_sessions,
-                             session_safe=core.session_safe):
-            return None
-        session = self._sessions.get(ttl)
-        if session is None or session.failed:
-            session = self._sessions[ttl] = AioSession(core, ttl, self._keep_on_disconnect)
-        if not session_lease_ok(ttl=ttl, granted_ttl=session.granted_ttl,
-                                session_safe=core.session_safe):
-            return None
-        return session
+        return choose_session(
+            self._sessions, lambda: AioSession(self._core, ttl, self._keep_on_disconnect),
+            ttl=ttl, owner=owner, client_owner=self.owner, auto_renew=auto_renew,
+            use_sessions=self._use_sessions, session_safe=self._core.session_safe)
 
     async def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
                              on_lost) -> List[Lease]:

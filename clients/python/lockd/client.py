@@ -110,13 +110,21 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 import grpc
 
 from lockd._acquire import AcquireCall
-from lockd._auth import BearerTokenInterceptor, read_token_file
+from lockd._auth import BearerTokenInterceptor
+from lockd._auth import bearer_token as resolve_token
 from lockd._cancel import Cancellation
 from lockd._core import ClientCore
+from lockd._handles import (
+    LeaseSetView,
+    LeaseView,
+    check_acquire_args,
+    proto_specs,
+    semaphore_spec,
+)
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
-from lockd._paths import session_lease_ok, wants_session
+from lockd._paths import choose_session
 from lockd._session import _Session
-from lockd._target import channel_options, keepalive_window
+from lockd._target import keepalive_window, open_channel
 from lockd._validity import unary_valid_until
 from lockd._values import (
     SHARED,
@@ -125,7 +133,6 @@ from lockd._values import (
     LockSpec,
     _lock_info_from_proto,
     _mode_from_proto,
-    _mode_to_proto,
     _new_owner,
     _seconds,
     _set_duration,
@@ -171,7 +178,7 @@ def _unary_attempt(rpc, request, timeout: float, cancel: Optional[Cancellation])
 
 # --------------------------------------------------------------------------- Lease
 
-class Lease:
+class Lease(LeaseView):
     """One hold of one owner on (namespace, name).
 
     Use it as a context manager (``with client.lock(...) as lease``) or call
@@ -192,68 +199,14 @@ class Lease:
         self._finalizer = weakref.finalize(self, abandon, state)
         self._finalizer.atexit = False
 
-    name = property(lambda self: self._state.name)
-    namespace = property(lambda self: self._state.namespace)
-    owner = property(lambda self: self._state.owner)
-    fencing_token = property(lambda self: self._state.fencing_token)
-    hold_count = property(lambda self: self._state.hold_count)
-    ttl = property(lambda self: self._state.ttl)
-    # The kind asked for: mode "shared" (acquire_shared) or "exclusive";
-    # limit and permits of a semaphore (0 for a lock).
-    mode = property(lambda self: self._state.mode)
-    limit = property(lambda self: self._state.limit)
-    permits = property(lambda self: self._state.permits)
-
-    @property
-    def lost(self) -> threading.Event:
-        """Set once the lease is lost (sticky). Noticing a passed validity
-        deadline also sets it."""
-        self._state.check_expiry(time.monotonic())
-        return self._state.lost
-
-    @property
-    def lost_error(self) -> Optional[LockLost]:
-        """Why the lease was lost, or None."""
-        self._state.check_expiry(time.monotonic())
-        return self._state.lost_error
-
-    @property
-    def valid_until(self) -> float:
-        """Client-side validity deadline on the time.monotonic() clock
-        (math.inf for a session lease while its stream is open)."""
-        return self._state.valid_until
-
-    def remaining(self) -> float:
-        """Seconds of validity left (<= 0 once passed)."""
-        return self._state.valid_until - time.monotonic()
-
-    @property
-    def active(self) -> bool:
-        """True until release() or detach()."""
-        return self._state.active
-
-    def valid(self) -> bool:
-        """Not lost, active and within validity: check it right before an
-        action the lock protects (and pass fencing_token along)."""
-        now = time.monotonic()
-        return (self._state.active and not self._state.check_expiry(now)
-                and now < self._state.valid_until)
-
     def renew(self) -> None:
         """Renews now (normally the watchdog does it).
 
         Raises LockLost if the lease is lost (now marked so), LockdError if the
         Lease is no longer active, Unavailable if lockd did not answer (the
         lease is unchanged)."""
-        s = self._state
-        if not s.active:
-            raise LockdError("lease of %s was already released or detached"
-                             % _describe(s.namespace, s.name))
-        if s.check_expiry(time.monotonic()):
-            raise s.lost_error
-        deadline = min(time.monotonic() + s.core.rpc_timeout, s.valid_until)
-        send_time = s.renew(deadline)
-        self._watchdog.renewed(s, send_time)
+        deadline = self._renew_deadline()
+        self._watchdog.renewed(self._state, self._state.renew(deadline))
 
     def release(self, timeout: Optional[float] = None) -> None:
         """Stops renewing and gives up this hold (retried on UNAVAILABLE with one
@@ -298,34 +251,13 @@ class Lease:
         self.release(self._state.core.release_timeout)  # raises LockLost if lost
         return False
 
-    def __repr__(self) -> str:
-        return "<lockd.Lease %s owner=%r token=%d%s>" % (
-            _describe(self.namespace, self.name), self.owner, self.fencing_token,
-            " LOST" if self._state.lost.is_set() else "")
 
-
-class LeaseSet:
+class LeaseSet(LeaseSetView):
     """The leases of one Client.acquire_all(), one per lock in the order
     given (index it, iterate it). Each is renewed, lost and released on its
     own. As a context manager it releases every active lease on exit (all of
     them even when one fails; then the first error is raised, unless the
     block raised)."""
-
-    def __init__(self, leases: List[Lease]):
-        self.leases = leases
-
-    def __getitem__(self, i: int) -> Lease:
-        return self.leases[i]
-
-    def __iter__(self) -> Iterator[Lease]:
-        return iter(self.leases)
-
-    def __len__(self) -> int:
-        return len(self.leases)
-
-    def valid(self) -> bool:
-        """Every lease valid()."""
-        return bool(self.leases) and all(lease.valid() for lease in self.leases)
 
     def release(self, timeout: Optional[float] = None) -> None:
         """Releases every active lease (each as Lease.release()); raises the
@@ -355,9 +287,6 @@ class LeaseSet:
             raise first
         return False
 
-    def __repr__(self) -> str:
-        return "<lockd.LeaseSet %r>" % (self.leases,)
-
 
 class Semaphore:
     """A leased semaphore: the name ``name`` with ``limit`` permits
@@ -379,15 +308,7 @@ class Semaphore:
         PERMITS_MISMATCH (this owner holds it with other permits), at once
         whatever the wait; INVALID_ARGUMENT (nothing sent) for a limit or
         permits out of range."""
-        if not 1 <= self.limit <= 10000:
-            raise LockdError("semaphore limit must be 1-10000, not %d" % self.limit,
-                             grpc.StatusCode.INVALID_ARGUMENT)
-        if not 1 <= permits <= self.limit:
-            raise LockdError("permits must be 1-%d (the limit), not %d" % (self.limit, permits),
-                             grpc.StatusCode.INVALID_ARGUMENT)
-        self.client._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
-                                        kwargs.get("timeout"))
-        spec = LockSpec(self.name, self.namespace, limit=self.limit, permits=permits)
+        spec = semaphore_spec(self.name, self.limit, permits, self.namespace)
         return self.client._acquire([spec], False, namespace=self.namespace, **kwargs)[0]
 
     def try_acquire(self, permits: int = 1, **kwargs) -> Lease:
@@ -477,14 +398,8 @@ class Client:
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
         self._own_channel = channel is None
         if channel is None:
-            grpc_target, options = channel_options(self.target, keepalive_time,
-                                                   keepalive_timeout)
-            if credentials is None:
-                channel = grpc.insecure_channel(grpc_target, options=options)
-            else:
-                if server_name:
-                    options.append(("grpc.ssl_target_name_override", server_name))
-                channel = grpc.secure_channel(grpc_target, credentials, options=options)
+            channel = open_channel(grpc, self.target, credentials, server_name, keepalive_time,
+                                   keepalive_timeout)
         self._channel = channel
         # Watching connectivity keeps one of grpcio's threads polling the
         # channel. Without it nothing drives reconnection between calls (only
@@ -492,10 +407,7 @@ class Client:
         # seen seconds late: too late for short leases.
         self._connectivity = None
         self._channel.subscribe(self._on_connectivity, try_to_connect=False)
-        token = bearer_token or os.environ.get("LOCKD_AUTH_TOKEN")
-        token_file = bearer_token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
-        if not token and token_file:
-            token = read_token_file(token_file)
+        token = resolve_token(bearer_token, bearer_token_file)
         if token:
             channel = grpc.intercept_channel(channel, BearerTokenInterceptor(token))
         # What the sessions, the watchdog and the leases share.
@@ -584,14 +496,13 @@ class Client:
         Returns an active Lease. If the grant came so late that a renewal was
         already due (a long wait), it is renewed before returning.
         Raises LockNotAcquired (not acquired in time; ``holder`` says who has
-        it), Cancelled (by ``cancel``), Unavailable, LockLost (granted, but the lease ended before the
-        post-wait renewal), LockdError (e.g. INVALID_ARGUMENT). Whatever it
+        it), Cancelled (by ``cancel``), Unavailable, LockLost (granted, but
+        the lease ended before the post-wait renewal), LockdError (e.g. INVALID_ARGUMENT). Whatever it
         raises (KeyboardInterrupt included), no hold of this call remains,
         unless the error's ``unconfirmed_acquire_request_id`` is set (see the
         module docstring). Past ``timeout`` the call may block for that undo
         (up to min(rpc_timeout, release_timeout)) or for the post-wait renewal
         (up to min(rpc_timeout, ttl/3))."""
-        self._check_acquire_args(ttl, wait, timeout)
         return self._acquire([LockSpec(name, namespace)], False, ttl=ttl, wait=wait,
                              timeout=timeout, namespace=namespace, owner=owner,
                              auto_renew=auto_renew, on_lost=on_lost, cancel=cancel)[0]
@@ -609,8 +520,6 @@ class Client:
         (an upgrade) is granted at once when it is the only holder and
         nobody waits, else raises LockdError with reason UPGRADE_WOULD_BLOCK
         at once: release the shared hold and acquire exclusive instead."""
-        self._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
-                                 kwargs.get("timeout"))
         return self._acquire([LockSpec(name, kwargs.get("namespace"), SHARED)], False,
                              **kwargs)[0]
 
@@ -632,8 +541,6 @@ class Client:
         nothing is held), LockdError with the reason of a kind refusal.
         An attempt whose outcome is unknown is undone on every lock."""
         specs = [LockSpec(x) if isinstance(x, str) else x for x in locks]
-        self._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
-                                 kwargs.get("timeout"))
         return LeaseSet(self._acquire(specs, True, **kwargs))
 
     def lock_all(self, locks: Sequence[Union[str, LockSpec]], **kwargs) -> "_LockContext":
@@ -646,14 +553,6 @@ class Client:
         """A handle on the semaphore ``name`` of ``limit`` permits (1-10,000)."""
         return Semaphore(self, name, limit, namespace)
 
-    @staticmethod
-    def _check_acquire_args(ttl: Optional[float], wait: float, timeout: Optional[float]) -> None:
-        if ttl is not None and ttl <= 0:
-            raise LockdError("ttl must be positive", grpc.StatusCode.INVALID_ARGUMENT)
-        if wait < 0 or (timeout is not None and timeout <= 0):
-            raise LockdError("wait must not be negative and timeout must be positive",
-                             grpc.StatusCode.INVALID_ARGUMENT)
-
     def _acquire(self, specs: List[LockSpec], all_locks: bool, *, ttl: Optional[float] = None,
                  wait: float = 0, timeout: Optional[float] = None,
                  namespace: Optional[str] = None, owner: Optional[str] = None,
@@ -662,13 +561,10 @@ class Client:
                  cancel: Optional[Cancellation] = None) -> List[Lease]:
         """The one acquire of every kind: ``specs`` (one, or all of them with
         AcquireAll) on the path _choose_path picks."""
+        check_acquire_args(ttl, wait, timeout)
         if cancel is not None:
             cancel.check()  # nothing sent
-        default_ns = self._ns(namespace)
-        locks = [lock_pb2.LockSpec(namespace=self._ns(s.namespace) if s.namespace is not None
-                                   else default_ns, name=s.name,
-                                   mode=_mode_to_proto(s.mode), limit=s.limit,
-                                   permits=s.permits) for s in specs]
+        locks = proto_specs(specs, namespace, self._ns)
         session = self._choose_path(ttl, owner, auto_renew)
         call = AcquireCall(self._core, locks, owner or self.owner, ttl, wait, timeout,
                            all_locks)
@@ -683,19 +579,11 @@ class Client:
                      auto_renew: bool) -> Optional[_Session]:
         """The session to acquire over, or None for the unary RPCs
         (lockd._paths)."""
-        core = self._core
         with self._sessions_mu:
-            if not wants_session(ttl=ttl, owner=owner, client_owner=self.owner,
-                                 auto_renew=auto_renew, use_sessions=self._use_sessions,
-                                 session_safe=core.session_safe):
-                return None
-            session = self._sessions.get(ttl)
-            if session is None or session.failed:
-                session = self._sessions[ttl] = _Session(core, ttl, self._keep_on_disconnect)
-        if not session_lease_ok(ttl=ttl, granted_ttl=session.granted_ttl,
-                                session_safe=core.session_safe):
-            return None
-        return session
+            return choose_session(
+                self._sessions, lambda: _Session(self._core, ttl, self._keep_on_disconnect),
+                ttl=ttl, owner=owner, client_owner=self.owner, auto_renew=auto_renew,
+                use_sessions=self._use_sessions, session_safe=self._core.session_safe)
 
     def _acquire_over_session(self, session: _Session, call: AcquireCall, on_lost,
                               cancel: Optional[Cancellation]) -> Optional[List[_LeaseState]]:

@@ -6,14 +6,16 @@ lockd within K = 2 s, so that ttl >= 3.1 s goes over a session.
 """
 
 import asyncio
-import shutil
-import tempfile
+import os
+import re
+import subprocess
+import sys
 import time
 import unittest
 
 import lockd
 import lockd.aio
-from test_client import Lockd, StallProxy, free_port
+from test_client import LockdTestBase, StallProxy
 
 
 async def eventually(cond, timeout: float = 10) -> bool:
@@ -29,19 +31,15 @@ async def eventually(cond, timeout: float = 10) -> bool:
 class AioTestBase(unittest.IsolatedAsyncioTestCase):
     USE_SESSIONS = True
 
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="lockd-py-aio-test-")
-        self.lockd = Lockd(self.tmp, free_port())
-        self.lockd.start()
-        self.clients = []
+    # A fresh lockd per test, as for the synchronous client's tests; the
+    # clients are closed by asyncTearDown, before tearDown stops lockd.
+    setUp = LockdTestBase.setUp
+    tearDown = LockdTestBase.tearDown
 
     async def asyncTearDown(self):
-        for c in self.clients:
+        clients, self.clients = self.clients, []
+        for c in clients:
             await c.close()
-
-    def tearDown(self):
-        self.lockd.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def client(self, target=None, **kwargs) -> lockd.aio.Client:
         kwargs.setdefault("rpc_timeout", 3)
@@ -51,6 +49,16 @@ class AioTestBase(unittest.IsolatedAsyncioTestCase):
         c = lockd.aio.Client(target or self.lockd.address, **kwargs)
         self.clients.append(c)
         return c
+
+    async def proxied_client(self, **kwargs):
+        """(a StallProxy in front of lockd, a client through it, connected
+        and with its session for ttl=30 open before any reply is held)."""
+        proxy = StallProxy(self.lockd.port)
+        self.addCleanup(proxy.close)
+        client = self.client(target=proxy.address, **kwargs)
+        await client.describe("warm-up")
+        await (await client.try_acquire("warm-up", ttl=30)).release()
+        return proxy, client
 
     async def held_by(self, observer, name: str, owner: str) -> bool:
         info = await observer.describe(name)
@@ -205,14 +213,10 @@ class AioTest(AioTestBase):
         self.assertFalse((await c.describe("acct/1")).held)
 
     async def test_acquire_whose_deadline_passes_while_lockd_grants_leaves_no_hold(self):
-        proxy = StallProxy(self.lockd.port)
-        self.addCleanup(proxy.close)
         # Keepalive acks are held back too: a long K keeps the connection.
-        client = self.client(target=proxy.address, owner="late-reply", release_timeout=3,
-                             keepalive_time=10, keepalive_timeout=8)
+        proxy, client = await self.proxied_client(owner="late-reply", release_timeout=3,
+                                                  keepalive_time=10, keepalive_timeout=8)
         observer = self.client()
-        await client.describe("warm-up")
-        await (await client.try_acquire("warm-up", ttl=30)).release()
         proxy.hold_replies(True)
         attempt = asyncio.ensure_future(client.acquire("x", ttl=30, timeout=0.5))
         # lockd grants and writes the reply, which the proxy keeps: only the
@@ -228,12 +232,8 @@ class AioTest(AioTestBase):
         self.assertFalse((await observer.describe("x")).held)
 
     async def test_acquire_retried_after_its_reply_was_lost_leaves_hold_count_one(self):
-        proxy = StallProxy(self.lockd.port)
-        self.addCleanup(proxy.close)
-        client = self.client(target=proxy.address, owner="retried")
+        proxy, client = await self.proxied_client(owner="retried")
         observer = self.client()
-        await client.describe("warm-up")
-        await (await client.try_acquire("warm-up", ttl=30)).release()
         proxy.hold_replies(True)
         attempt = asyncio.ensure_future(client.acquire("x", ttl=30, timeout=20))
         self.assertTrue(await eventually(lambda: self.held_by(observer, "x", "retried")))
@@ -257,6 +257,23 @@ class AioTest(AioTestBase):
         self.assertTrue(short.valid())
         await short.release()
         await other.release()
+
+
+class AioDocumentedExampleTest(AioTestBase):
+    async def test_documented_example_runs(self):
+        # The `<!-- doc-test: python-aio -->` block of docs/clients/python.md.
+        source = os.environ.get("LOCKD_SOURCE_DIR") or os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+        with open(os.path.join(source, "docs", "clients", "python.md")) as f:
+            block = re.search(r"<!-- doc-test: python-aio -->\s*\n```python\n(.*?)\n```",
+                              f.read(), re.DOTALL).group(1)
+        self.assertIn("127.0.0.1:7411", block)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", block.replace("127.0.0.1:7411", self.lockd.address),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        self.assertEqual(proc.returncode, 0, out.decode(errors="replace"))
+        self.assertIn(b"holding orders/42 with fencing token", out)
 
 
 class AioUnaryTest(AioTest):
