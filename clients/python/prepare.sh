@@ -8,8 +8,9 @@
 # and grpcio-tools from the package index) from a copy of the sources in src/;
 # the wheel is then installed with its dependencies (grpcio, protobuf) from
 # the package index. Versions: constraints.txt. Needs nothing the C++ build
-# makes. Idempotent: when the sources, constraints.txt and the python are
-# those of the last successful run (a stamp of their hash), it does nothing.
+# makes. Idempotent: when the package's sources, constraints.txt and the
+# python are those of the last successful run (a stamp of their hash), it
+# does nothing (the tests run from clients/python/tests, not from the venv).
 set -euo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
@@ -26,7 +27,7 @@ flock 9
 inputs() {
   "$python" -c 'import sys; print(sys.executable, sys.version)'
   cd "$root"
-  find clients/python/lockd clients/python/tests -name '*.py' -o -name py.typed | LC_ALL=C sort |
+  find clients/python/lockd -name '*.py' -o -name py.typed | LC_ALL=C sort |
     xargs sha256sum
   sha256sum clients/python/{pyproject.toml,setup.py,gen_stubs.py,MANIFEST.in,README.md,constraints.txt} \
     clients/python/prepare.sh protos/lockd/v1/lock.proto protos/google/rpc/*.proto LICENSE VERSION

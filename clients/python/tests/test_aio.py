@@ -8,6 +8,7 @@ lockd within K = 2 s, so that ttl >= 3.1 s goes over a session.
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -172,6 +173,27 @@ class AioTest(AioTestBase):
         self.assertFalse(lease.valid())
         with self.assertRaises(lockd.LockLost):
             await lease.release()
+
+    async def test_hung_lockd_makes_the_lease_lost_in_time(self):
+        # SIGSTOP: the connection stays open, nothing answers. Over a session
+        # keepalive breaks the stream within K = 2 s and the lease ends at
+        # the break - K + ttl*2/3 - drift; unary, at the last renewal's send
+        # + ttl - drift. Both before lockd could grant the lock again.
+        ttl = 6
+        bound = ttl * 2 / 3 + 1 if self.USE_SESSIONS else ttl + 1
+        a = self.client()
+        fired = []
+        lease = await a.acquire("x", ttl=ttl, on_lost=fired.append)
+        os.kill(self.lockd.proc.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            self.assertTrue(await eventually(lambda: _async(asyncio.sleep(0), lambda _: fired),
+                                             bound), "on_lost not called in time")
+        finally:
+            os.kill(self.lockd.proc.pid, signal.SIGCONT)
+        self.assertLess(time.monotonic() - stopped, bound)
+        self.assertEqual([e.reason for e in fired], ["VALIDITY_EXPIRED"])
+        self.assertFalse(lease.valid())
 
     async def test_restarted_lockd_makes_the_lease_lost(self):
         a = self.client()
