@@ -193,6 +193,16 @@ class SessionEvents:
         body = getattr(op.result, kind)
         return (body, op.states) if kind != "release" else body
 
+    def release_async(self, state: _LeaseState) -> None:
+        """Best effort, for a collected Lease: one release, result ignored."""
+        self.forget(state)
+        req = lock_pb2.ReleaseRequest(namespace=state.namespace, name=state.name,
+                                      owner=state.owner, fencing_token=state.fencing_token)
+        with self._locked():
+            if self._status == "open":
+                self._requests.put_nowait(lock_pb2.SessionRequest(
+                    release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
+
     # -- the reader's side
 
     def _on_response(self, resp: lock_pb2.SessionResponse) -> bool:
@@ -394,18 +404,6 @@ class _Session(SessionEvents):
                 self._ops.pop(op_id, None)
             raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "no result before the deadline")
         return self._outcome("release", op)
-
-    def release_async(self, state: _LeaseState) -> None:
-        """Best effort, for a collected Lease: one release, result ignored."""
-        self.forget(state)
-        req = lock_pb2.ReleaseRequest(namespace=state.namespace, name=state.name,
-                                      owner=state.owner, fencing_token=state.fencing_token)
-        with self._mu:
-            if self._status != "open":
-                return
-            op_id = self._new_op_id()
-            self._requests.put(lock_pb2.SessionRequest(
-                release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
 
     def close(self, timeout: float) -> None:
         """Ends the stream as a break would (cancelled, no half-close), so

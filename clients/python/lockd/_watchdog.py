@@ -48,6 +48,7 @@ class _LeaseState:
         self._active = True
         self._on_lost = on_lost
         self.session = None  # the lockd._session._Session keeping it, if any
+        self.renewer = None  # lockd.aio: the asyncio.Task renewing it, if any
 
     @property
     def valid_until(self) -> float:

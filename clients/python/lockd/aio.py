@@ -30,8 +30,8 @@ What differs:
   watchdog thread); the session's reader is a task too. on_lost callbacks
   are plain functions run by the event loop (loop.call_soon for session
   leases); they must not block.
-* A Lease dropped without release() is not released in the background: its
-  hold ends with its lease (unary), or is kept by the session until close().
+* A Lease collected while active is released in the background (best
+  effort) on the Client's event loop, as lockd.Client does.
 
 Not thread-safe: a Client, its leases and its tasks belong to the event loop
 that created the Client (the first call needs a running loop).
@@ -40,6 +40,7 @@ that created the Client (the first call needs a running loop).
 import asyncio
 import os
 import time
+import weakref
 from typing import (
     AsyncIterator,
     Callable,
@@ -79,9 +80,12 @@ class Lease(LeaseView):
     release() and renew(). ``async with`` releases on exit (raising
     LockLost if the lease was lost, unless the block raised)."""
 
-    def __init__(self, state: _LeaseState, renewer: Optional[asyncio.Task] = None):
+    def __init__(self, state: _LeaseState, client: "Client"):
         self._state = state
-        self._renewer = renewer
+        abandon = (state.session.release_async if state.session is not None
+                   else client._abandon)
+        self._finalizer = weakref.finalize(self, abandon, state)
+        self._finalizer.atexit = False
 
     async def renew(self) -> None:
         """lockd.Lease.renew()."""
@@ -107,8 +111,10 @@ class Lease(LeaseView):
             self._state.session.forget(self._state)
 
     def _stop_renewing(self) -> None:
-        if self._renewer is not None and self._renewer is not asyncio.current_task():
-            self._renewer.cancel()
+        self._finalizer.detach()
+        renewer = self._state.renewer
+        if renewer is not None and renewer is not asyncio.current_task():
+            renewer.cancel()
 
     async def __aenter__(self) -> "Lease":
         return self
@@ -226,7 +232,8 @@ class Client:
         self._use_sessions = use_sessions
         self._keep_on_disconnect = keep_on_disconnect
         self._sessions: Dict[Optional[float], AioSession] = {}
-        self._renewers: set = set()
+        self._renewers: set = set()  # the renewal tasks, and releases of collected leases
+        self._loop: Optional[asyncio.AbstractEventLoop] = None  # known once a task started
 
     owner = property(lambda self: self._core.owner,
                      lambda self, owner: setattr(self._core, "owner", owner))
@@ -312,7 +319,7 @@ class Client:
                 self._use_sessions = False  # then the unary path
             else:
                 await call.acheck_granted(resp)
-                return [Lease(state) for state in states]
+                return [Lease(state, self) for state in states]
         return await self._acquire_unary(call, ttl, auto_renew, on_lost)
 
     def _choose_path(self, ttl: Optional[float], owner: Optional[str],
@@ -354,8 +361,10 @@ class Client:
                     if j != i:
                         await self._give_back(other)
                 raise
-        return [Lease(state, self._renew_every_third(state) if auto_renew else None)
-                for state in states]
+        for state in states:
+            if auto_renew:
+                self._renew_every_third(state)
+        return [Lease(state, self) for state in states]
 
     async def _renew_late_grant(self, call: AcquireCall, state: _LeaseState) -> None:
         """lockd.Client._renew_late_grant on ``state``."""
@@ -410,10 +419,28 @@ class Client:
                 except LockdError:
                     next_renew = time.monotonic() + min(max(state.ttl / 10, 0.05), 1.0)
 
-        task = asyncio.get_running_loop().create_task(run())
+        self._loop = asyncio.get_running_loop()
+        task = state.renewer = self._loop.create_task(run())
         self._renewers.add(task)
         task.add_done_callback(self._renewers.discard)
         return task
+
+    def _abandon(self, state: _LeaseState) -> None:
+        """A unary Lease collected while active (from whatever thread the
+        collector ran on): its renewals stop and it is released in the
+        background, best effort, as lockd.Client does."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._release_abandoned, state)
+
+    def _release_abandoned(self, state: _LeaseState) -> None:
+        was_active, lost = state.end(time.monotonic())
+        if state.renewer is not None:
+            state.renewer.cancel()
+        if was_active and lost is None:
+            task = self._loop.create_task(self._give_back(state))
+            self._renewers.add(task)
+            task.add_done_callback(self._renewers.discard)
 
     async def _give_back(self, state: _LeaseState) -> None:
         """Best effort release of a grant that is not handed out."""

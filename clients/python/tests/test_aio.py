@@ -6,6 +6,7 @@ lockd within K = 2 s, so that ttl >= 3.1 s goes over a session.
 """
 
 import asyncio
+import gc
 import os
 import re
 import signal
@@ -267,6 +268,15 @@ class AioTest(AioTestBase):
                          ("retried", 1, lease.fencing_token))
         await lease.release()
         self.assertFalse((await observer.describe("x")).held, "a second hold was left behind")
+
+    async def test_collected_lease_is_released_in_the_background(self):
+        a, observer = self.client(), self.client()
+        lease = await a.acquire("x", ttl=10)
+        del lease
+        gc.collect()
+        self.assertTrue(await eventually(
+            lambda: _async(observer.describe("x"), lambda i: not i.held), 5),
+            "a collected lease stayed held")
 
     async def test_short_ttl_and_other_owner_go_unary_as_in_the_sync_client(self):
         a = self.client()
