@@ -471,6 +471,27 @@ class Client:
                                              time.monotonic() + self._core.rpc_timeout,
                                              fencing_token)
 
+    async def renew(self, name: str, owner: str, *, ttl: Optional[float] = None,
+                    namespace: Optional[str] = None, fencing_token: int = 0) -> Tuple[float, int]:
+        """lockd.Client.renew(): (ttl seconds, fencing token)."""
+        req = lock_pb2.RenewRequest(namespace=self._ns(namespace), name=name, owner=owner,
+                                    fencing_token=fencing_token)
+        if ttl is not None:
+            req.lease_ttl.FromNanoseconds(int(round(ttl * 1e9)))
+        resp = await self._call("renew", req.namespace, name, self._core.stub.Renew, req)
+        return _seconds(resp.lease_ttl), resp.fencing_token
+
+    async def force_release(self, name: str, reason: str, *, fencing_token: int = 0,
+                            namespace: Optional[str] = None) -> Tuple[bool, LockInfo]:
+        """lockd.Client.force_release() (operators only; one attempt)."""
+        req = lock_pb2.ForceReleaseRequest(namespace=self._ns(namespace), name=name,
+                                           reason=reason, fencing_token=fencing_token)
+        try:
+            resp = await self._core.stub.ForceRelease(req, timeout=self._core.rpc_timeout)
+        except grpc.RpcError as e:
+            raise _translate("force-release", req.namespace, name, e) from None
+        return resp.released, _lock_info_from_proto(resp.previous)
+
     async def describe(self, name: str, *, namespace: Optional[str] = None) -> LockInfo:
         """lockd.Client.describe()."""
         ns = self._ns(namespace)

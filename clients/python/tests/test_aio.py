@@ -269,6 +269,18 @@ class AioTest(AioTestBase):
         await lease.release()
         self.assertFalse((await observer.describe("x")).held, "a second hold was left behind")
 
+    async def test_list_renew_and_force_release_by_owner(self):
+        a, operator = self.client(), self.client()
+        lease = await a.acquire("jobs/1", ttl=10)
+        self.assertEqual(await operator.renew("jobs/1", a.owner, ttl=20),
+                         (20, lease.fencing_token))
+        self.assertEqual([i.name async for i in operator.list("jobs/")], ["jobs/1"])
+        released, previous = await operator.force_release("jobs/1", "test")
+        self.assertEqual((released, previous.owner), (True, a.owner))
+        self.assertFalse((await operator.describe("jobs/1")).held)
+        with self.assertRaises(lockd.LockLost):
+            await operator.renew("jobs/1", a.owner)
+
     async def test_collected_lease_is_released_in_the_background(self):
         a, observer = self.client(), self.client()
         lease = await a.acquire("x", ttl=10)
