@@ -9,17 +9,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "clients/cpp/src/client_core.h"
 #include "clients/cpp/src/client_test_fixture.h"
 #include "clients/cpp/src/scripted_session_stream.h"
+#include "clients/cpp/src/testdata.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd::client_internal {
@@ -117,16 +115,6 @@ TEST_F(ChooseAcquirePathTest, NegativeOptionsAreRejected) {
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-Struct LoadPathVectors() {
-  const std::string path = std::string(LOCKD_CLIENT_TESTDATA_DIR) + "/acquire_paths.json";
-  std::ifstream in(path);
-  std::stringstream json;
-  json << in.rdbuf();
-  Struct all;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json.str(), &all).ok()) << path;
-  return all;
-}
-
 // `key` of `s`, or null when absent.
 const Value* Find(const Struct& s, const std::string& key) {
   auto it = s.fields().find(key);
@@ -219,7 +207,7 @@ void CheckRow(const Struct& defaults, const Struct& row) {
 }
 
 TEST(AcquirePathVectorsTest, EveryRowOfTheSharedTable) {
-  const Struct all = LoadPathVectors();
+  const Struct all = LoadTestdata("acquire_paths.json");
   const Value* defaults = Find(all, "client_defaults");
   const Value* rows = Find(all, "rows");
   ASSERT_NE(defaults, nullptr);

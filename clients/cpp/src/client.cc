@@ -399,7 +399,10 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> AcquireLeases(
   absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held =
       AcquireOnPath(*core, *std::move(call));
   if (!cancel.cancelled()) return held;
-  if (!held.ok()) return client_internal::CancelledError(what, held.status());
+  if (!held.ok()) {
+    if (held.status().code() == absl::StatusCode::kCancelled) return held.status();
+    return client_internal::CancelledError(what, held.status());
+  }
   absl::Status released;
   for (const std::shared_ptr<LeaseState>& state : *held) {
     absl::Status r = ReleaseState(*core, *state, core->options().release_timeout);

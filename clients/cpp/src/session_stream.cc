@@ -212,6 +212,7 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
                        unresolved, std::move(s));
   };
   auto not_in_time = [&] {
+    if (call.cancel.cancelled()) return CancelledError(what);
     return absl::DeadlineExceededError(
         absl::StrCat("lockd acquire of ", what, ": not acquired within the call's timeout"));
   };

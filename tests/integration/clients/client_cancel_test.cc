@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -18,16 +19,15 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
-#include "tests/integration/clients/restartable_lockd.h"
+#include "tests/integration/clients/one_lockd.h"
 #include "tests/support/process.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
-using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::OneLockd;
 using ::lockd::testing::StatusIs;
-using ::lockd::testing::TempDir;
 using ::lockd::testing::WaitFor;
 
 enum class Path { kSession, kUnary };
@@ -41,20 +41,14 @@ constexpr absl::Duration kPrompt = absl::Milliseconds(800);
 
 class ClientCancelTest : public ::testing::TestWithParam<Path> {
  protected:
-  void SetUp() override {
-    lockd_.emplace(tmp_.path());
-    ASSERT_TRUE(lockd_->Start().ok());
-  }
+  void SetUp() override { ASSERT_TRUE(lockd_.Start().ok()); }
 
   // A Client on the path under test (the observer's path does not matter).
   Client NewClient() {
     ClientOptions options;
-    options.rpc_timeout = absl::Seconds(3);
     options.keepalive = {absl::Seconds(1), absl::Milliseconds(500)};
     options.use_sessions = GetParam() == Path::kSession;
-    absl::StatusOr<Client> c = Client::Connect(lockd_->address(), options);
-    EXPECT_TRUE(c.ok()) << c.status();
-    return *std::move(c);
+    return lockd_.NewClient(options);
   }
 
   static AcquireOptions Waiting(const CancellationToken& cancel,
@@ -87,8 +81,30 @@ class ClientCancelTest : public ::testing::TestWithParam<Path> {
         absl::Seconds(5), absl::Milliseconds(5));
   }
 
-  TempDir tmp_;
-  std::optional<RestartableLockd> lockd_;
+  // Runs `call` (an acquire waiting on `name` with the token it is given)
+  // on a thread of its own, cancels the token once lockd has parked the
+  // call, and returns what the call returned, checking that it returned
+  // within kPrompt of the cancel.
+  absl::Status CancelWhileItWaits(
+      Client& observer, const std::string& name,
+      const std::function<absl::Status(const CancellationToken&)>& call) {
+    CancellationToken cancel;
+    absl::Status status;
+    absl::Time returned;
+    std::thread t([&] {
+      status = call(cancel);
+      returned = absl::Now();
+    });
+    const bool parked = WaitForWaiters(observer, name, 1);
+    const absl::Time cancelled_at = absl::Now();
+    cancel.Cancel();
+    t.join();
+    EXPECT_TRUE(parked) << name;
+    EXPECT_LT(returned - cancelled_at, kPrompt);
+    return status;
+  }
+
+  OneLockd lockd_;
 };
 
 TEST_P(ClientCancelTest, CancelWhileWaitingReturnsCancelledPromptlyAndLeavesNothing) {
@@ -98,21 +114,12 @@ TEST_P(ClientCancelTest, CancelWhileWaitingReturnsCancelledPromptlyAndLeavesNoth
   absl::StatusOr<Lease> held = holder.Acquire("orders/42", Waiting(CancellationToken()));
   ASSERT_TRUE(held.ok()) << held.status();
 
-  CancellationToken cancel;
-  std::optional<absl::StatusOr<Lease>> result;
-  absl::Time returned;
-  std::thread t([&] {
-    result = waiter.Acquire("orders/42", Waiting(cancel));
-    returned = absl::Now();
-  });
-  ASSERT_TRUE(WaitForWaiters(observer, "orders/42", 1));
-  const absl::Time cancelled_at = absl::Now();
-  cancel.Cancel();
-  t.join();
-  EXPECT_THAT(result->status(), StatusIs(absl::StatusCode::kCancelled));
-  EXPECT_FALSE(UnconfirmedAcquireRequestId(result->status()).has_value());
-  EXPECT_LT(returned - cancelled_at, kPrompt);
-  EXPECT_TRUE(cancel.cancelled());
+  absl::Status cancelled =
+      CancelWhileItWaits(observer, "orders/42", [&](const CancellationToken& cancel) {
+        return waiter.Acquire("orders/42", Waiting(cancel)).status();
+      });
+  EXPECT_THAT(cancelled, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_FALSE(UnconfirmedAcquireRequestId(cancelled).has_value());
 
   // The waiter's place in lockd's queue is gone: a release frees the lock
   // instead of granting it to the cancelled call.
@@ -147,13 +154,12 @@ TEST_P(ClientCancelTest, CancelOfAWaitingAcquireAllLeavesNoLockHeld) {
   Client observer = NewClient();
   absl::StatusOr<Lease> held = holder.Acquire("b", Waiting(CancellationToken()));
   ASSERT_TRUE(held.ok()) << held.status();
-  CancellationToken cancel;
-  std::optional<absl::StatusOr<LeaseSet>> result;
-  std::thread t([&] { result = waiter.AcquireAll({{"a"}, {"b"}}, Waiting(cancel)); });
-  ASSERT_TRUE(WaitForWaiters(observer, "b", 1));
-  cancel.Cancel();
-  t.join();
-  EXPECT_THAT(result->status(), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(
+      CancelWhileItWaits(observer, "b",
+                         [&](const CancellationToken& cancel) {
+                           return waiter.AcquireAll({{"a"}, {"b"}}, Waiting(cancel)).status();
+                         }),
+      StatusIs(absl::StatusCode::kCancelled));
   ASSERT_TRUE(held->Release().ok());
   EXPECT_TRUE(WaitForFree(observer, "a"));
   EXPECT_TRUE(WaitForFree(observer, "b"));

@@ -18,31 +18,21 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
-#include "tests/integration/clients/restartable_lockd.h"
+#include "tests/integration/clients/one_lockd.h"
 #include "tests/support/process.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd {
 namespace {
 
-using ::lockd::testing::RestartableLockd;
+using ::lockd::testing::OneLockd;
 using ::lockd::testing::StatusIs;
-using ::lockd::testing::TempDir;
 
 class LockableTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    lockd_.emplace(tmp_.path());
-    ASSERT_TRUE(lockd_->Start().ok());
-  }
+  void SetUp() override { ASSERT_TRUE(lockd_.Start().ok()); }
 
-  Client NewClient() {
-    ClientOptions options;
-    options.rpc_timeout = absl::Seconds(3);
-    absl::StatusOr<Client> c = Client::Connect(lockd_->address(), options);
-    EXPECT_TRUE(c.ok()) << c.status();
-    return *std::move(c);
-  }
+  Client NewClient() { return lockd_.NewClient(); }
 
   // The owner lockd reports for `name`, or "" when it is free.
   std::string HolderOf(Client& observer, const std::string& name) {
@@ -51,8 +41,7 @@ class LockableTest : public ::testing::Test {
     return info.ok() && info->held ? info->owner : "";
   }
 
-  TempDir tmp_;
-  std::optional<RestartableLockd> lockd_;
+  OneLockd lockd_;
 };
 
 TEST_F(LockableTest, UniqueLockHoldsTheLockdLockForItsScope) {
