@@ -24,7 +24,13 @@ def generate(proto_root: str, out: str) -> None:
 
     Raises RuntimeError if protoc fails (its message is on stderr).
     """
-    from grpc_tools import protoc  # only needed here: keeps PROTOS importable without it
+    import grpc_tools  # only needed here: keeps PROTOS importable without it
+    from grpc_tools import protoc
+
+    # The well-known types (google/protobuf/duration.proto, ...) that
+    # grpcio-tools ships; `python -m grpc_tools.protoc` adds them itself,
+    # protoc.main() does not.
+    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
 
     dest = os.path.join(out, "lockd", "_proto")
     for pkg in PACKAGES:
@@ -32,6 +38,7 @@ def generate(proto_root: str, out: str) -> None:
     rc = protoc.main([
         "grpc_tools.protoc",
         "--proto_path=" + proto_root,
+        "--proto_path=" + well_known,
         "--python_out=" + dest,
         "--grpc_python_out=" + dest,
         *[os.path.join(proto_root, p) for p in PROTOS],

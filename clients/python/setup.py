@@ -8,9 +8,10 @@ protos/ two levels up (a checkout).
 """
 
 import os
+import re
 import shutil
 import sys
-from importlib import metadata
+import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -22,20 +23,30 @@ import gen_stubs  # noqa: E402  (beside this file, not an installed module)
 
 # Lowest runtimes the client supports: Debian 12's python3-grpcio and
 # python3-protobuf. Stubs made by a newer generator refuse older runtimes at
-# import (grpcio-tools >= 1.63 checks grpcio, protobuf >= 5.26 gencode checks
-# protobuf), so a newer grpcio-tools or protobuf at build time raises the floor.
-FLOORS = [("grpcio", "grpcio-tools", (1, 51)), ("protobuf", "protobuf", (4, 21))]
+# import (grpcio-tools >= 1.63 writes GRPC_GENERATED_VERSION into *_pb2_grpc.py,
+# protobuf >= 5.26 gencode writes its "Protobuf Python Version"), so the
+# floors are raised to what the stubs at hand say.
+FLOORS = {"grpcio": (1, 51), "protobuf": (4, 21)}
+STUB_VERSIONS = [
+    ("grpcio", "lockd/_proto/lockd/v1/lock_pb2_grpc.py",
+     re.compile(r"^GRPC_GENERATED_VERSION = '(\d+)\.(\d+)", re.MULTILINE)),
+    ("protobuf", "lockd/_proto/lockd/v1/lock_pb2.py",
+     re.compile(r"^# Protobuf Python Version: (\d+)\.(\d+)", re.MULTILINE)),
+]
 
 
 def requirements():
-    reqs = []
-    for dist, generator, floor in FLOORS:
-        try:
-            built_with = tuple(int(x) for x in metadata.version(generator).split(".")[:2])
-        except (metadata.PackageNotFoundError, ValueError):
-            built_with = floor
-        reqs.append("%s>=%d.%d" % ((dist,) + max(floor, built_with)))
-    return reqs
+    """grpcio and protobuf, each at least its floor and the version its
+    generated stub names (stubs generated into a scratch directory)."""
+    floors = dict(FLOORS)
+    with tempfile.TemporaryDirectory() as scratch:
+        gen_stubs.generate(proto_root(), scratch)
+        for dist, stub, pattern in STUB_VERSIONS:
+            with open(os.path.join(scratch, stub)) as f:
+                found = pattern.search(f.read())
+            if found:
+                floors[dist] = max(floors[dist], (int(found.group(1)), int(found.group(2))))
+    return ["%s>=%d.%d" % (dist, major, minor) for dist, (major, minor) in floors.items()]
 
 
 def proto_root():
@@ -60,6 +71,12 @@ class SdistWithProtos(sdist):
             dest = os.path.join(base_dir, "protos", proto)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             shutil.copyfile(os.path.join(proto_root(), proto), dest)
+        # LICENSE is a link to the repository's in a checkout: the sdist
+        # gets the text.
+        license_copy = os.path.join(base_dir, "LICENSE")
+        if os.path.islink(license_copy):
+            os.unlink(license_copy)
+        shutil.copyfile(os.path.join(HERE, "LICENSE"), license_copy)
 
 
 setup(install_requires=requirements(),

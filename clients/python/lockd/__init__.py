@@ -17,8 +17,10 @@ lost detection, safe retries.
 """
 
 from lockd._auth import tls_credentials
+from lockd._cancel import Cancellation
 from lockd.client import (
     DEFAULT_SERVER,
+    Cancelled,
     Client,
     Holder,
     Lease,
@@ -36,5 +38,6 @@ __version__ = "0.1.0"  # the VERSION file's; lockd_python_wheel_test checks it
 
 __all__ = [
     "Client", "Lease", "LeaseSet", "Semaphore", "LockInfo", "LockSpec", "Holder", "LockdError",
-    "LockNotAcquired", "LockLost", "Unavailable", "DEFAULT_SERVER", "tls_credentials",
+    "LockNotAcquired", "LockLost", "Unavailable", "Cancelled", "Cancellation", "DEFAULT_SERVER",
+    "tls_credentials",
 ]

@@ -14,16 +14,20 @@ server answers a repeat with the first result). Before the call fails, the
 last such attempt is undone; if that undo goes unanswered the error's
 ``unconfirmed_acquire_request_id`` names it.
 
-Not thread-safe: one call belongs to the thread of its acquire().
+Not thread-safe: one call belongs to the thread of its acquire() (or the
+task of its lockd.aio acquire()).
 """
 
+import asyncio
 import time
 import uuid
-from typing import Callable, List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, List, Optional, Sequence, TypeVar, Union
 
 import grpc
 
+from lockd._cancel import Cancellation
 from lockd._core import ClientCore
+from lockd._plan import ATTEMPT, SLEEP, UNDO, arun, run
 from lockd._proto.lockd.v1 import lock_pb2
 from lockd._values import _lock_info_from_proto, _set_duration
 from lockd.errors import (
@@ -35,14 +39,18 @@ from lockd.errors import (
     _translate_on,
 )
 
+if TYPE_CHECKING:
+    from lockd._aio_core import AsyncCore
+
 T = TypeVar("T")
+
 
 
 class AcquireCall:
     """See the module docstring. Times in seconds (time.monotonic() clock)."""
 
-    def __init__(self, core: ClientCore, locks: List[lock_pb2.LockSpec], owner: str,
-                 ttl: Optional[float], wait: float, timeout: Optional[float],
+    def __init__(self, core: Union[ClientCore, "AsyncCore"], locks: List[lock_pb2.LockSpec],
+                 owner: str, ttl: Optional[float], wait: float, timeout: Optional[float],
                  all_locks: bool = False):
         """``locks``: namespaces resolved; one, unless ``all_locks`` (an
         AcquireAll of every one)."""
@@ -74,41 +82,35 @@ class AcquireCall:
         self._unresolved: Optional[str] = None
         self._unresolved_tokens: Sequence[int] = ()
 
-    def send(self, attempt: Callable[[float], T]) -> T:
+    # Each operation below is a plan (lockd._plan) run by a driver: drive()
+    # for the synchronous client, adrive() for lockd.aio. The rules live in
+    # the plans only.
+
+    def send(self, attempt: Callable[[float], T], cancel: Optional[Cancellation] = None) -> T:
         """Runs attempt(timeout_seconds), an Acquire of ``request`` (its
         wait_timeout set to what is left of the wait, ``send_time`` to the
         attempt's start), until it gets the server's answer (returned, or
         its definite error raised), fails with an unknown outcome other than
         UNAVAILABLE, or the next backoff pause would end past the deadline:
         the last grpc.RpcError is raised; failure() makes it the call's
-        error. Interrupted (KeyboardInterrupt, ...): undoes the attempt that
-        may have been on its way, then re-raises. Called again (the path
-        changed), it goes on with the same request, backoff and undo."""
-        try:
-            return self._retry_with_undo(attempt)
-        except grpc.RpcError:
-            raise
-        except BaseException:
-            if self._unresolved is not None:
-                self._undo(self._unresolved, time.monotonic() + self._core.undo_timeout(),
-                           None, self._unresolved_tokens)
-            raise
+        error. Interrupted (KeyboardInterrupt, Cancelled from ``cancel``,
+        which also ends a backoff pause): undoes the attempt that may have
+        been on its way, then re-raises. Called again (the path changed), it
+        goes on with the same request, backoff and undo."""
+        return self.drive(self._send_plan(), attempt, cancel)
+
+    async def asend(self, attempt: Callable[[float], Awaitable[T]]) -> T:
+        """send() for lockd.aio: ``attempt`` is a coroutine function; the
+        task's cancellation is the interruption."""
+        return await self.adrive(self._send_plan(), attempt)
 
     def failure(self, error: grpc.RpcError) -> LockdError:
         """The error to raise for send()'s ``error``, after the undo of an
         attempt that may have left a hold."""
-        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-            if self.deadline > self._wait_end:
-                err: LockdError = Unavailable(
-                    "lockd acquire of %s: no reply within %gs (%s)"
-                    % (self.what, self._total, error.details()),
-                    grpc.StatusCode.DEADLINE_EXCEEDED)
-            else:
-                err = LockNotAcquired("lockd acquire of %s: not acquired within %gs"
-                                      % (self.what, self._total))
-        else:
-            err = _translate_on("acquire", self.what, error)
-        return self._undone(err)
+        return self.drive(self._undone_plan(self.failure_error(error)))
+
+    async def afailure(self, error: grpc.RpcError) -> LockdError:
+        return await self.adrive(self._undone_plan(self.failure_error(error)))
 
     def check_granted(self, resp) -> List[lock_pb2.AcquireResponse]:
         """The grant of each lock, in ``locks`` order, from ``resp`` (an
@@ -118,6 +120,57 @@ class AcquireCall:
         may have left a hold, unless ``resp`` granted every lock."""
         if resp.acquired:
             return list(resp.locks) if self.all else [resp]
+        raise self.drive(self._undone_plan(self._not_granted(resp)))
+
+    async def acheck_granted(self, resp) -> List[lock_pb2.AcquireResponse]:
+        if resp.acquired:
+            return list(resp.locks) if self.all else [resp]
+        raise await self.adrive(self._undone_plan(self._not_granted(resp)))
+
+    # -- the drivers: the I/O of this call's plans (lockd._plan)
+
+    def drive(self, plan, attempt: Optional[Callable[[float], T]] = None,
+              cancel: Optional[Cancellation] = None):
+        """Runs ``plan`` with blocking I/O: attempt(timeout), the core's
+        undo, time.sleep (ended by ``cancel``)."""
+        sleep = cancel.sleep if cancel is not None else time.sleep
+        io = {ATTEMPT: attempt, UNDO: lambda args: self._core.undo_confirmed(*args),
+              SLEEP: sleep}
+        return run(plan, lambda action, arg: io[action](arg))
+
+    async def adrive(self, plan, attempt: Optional[Callable[[float], Awaitable[T]]] = None):
+        """drive() with asyncio I/O (the core is lockd._aio_core.AsyncCore)."""
+        io = {ATTEMPT: attempt, UNDO: lambda args: self._core.undo_confirmed(*args),
+              SLEEP: asyncio.sleep}
+        return await arun(plan, lambda action, arg: io[action](arg))
+
+    # -- the plans
+
+    def _send_plan(self):
+        try:
+            return (yield from self._retry_with_undo())
+        except grpc.RpcError:
+            raise
+        except BaseException:
+            if self._unresolved is not None:
+                yield from self._undo(self._unresolved,
+                                      time.monotonic() + self._core.undo_timeout(), None,
+                                      self._unresolved_tokens)
+            raise
+
+    def failure_error(self, error: grpc.RpcError) -> LockdError:
+        """failure()'s error, before the undo."""
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            if self.deadline > self._wait_end:
+                return Unavailable(
+                    "lockd acquire of %s: no reply within %gs (%s)"
+                    % (self.what, self._total, error.details()),
+                    grpc.StatusCode.DEADLINE_EXCEEDED)
+            return LockNotAcquired("lockd acquire of %s: not acquired within %gs"
+                                   % (self.what, self._total))
+        return _translate_on("acquire", self.what, error)
+
+    def _not_granted(self, resp) -> LockNotAcquired:
         field = "blocked_on" if self.all else "current"
         holder = _lock_info_from_proto(getattr(resp, field)) if resp.HasField(field) else None
         who = ""
@@ -125,24 +178,24 @@ class AcquireCall:
             which = _describe(holder.namespace, holder.name) + " " if self.all else ""
             who = '; %sheld by owner "%s" (fencing token %d)' % (which, holder.owner,
                                                                  holder.fencing_token)
-        raise self._undone(LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
+        return LockNotAcquired("lockd acquire of %s: not acquired %s%s" % (
             self.what, "within %gs" % self._wait if self._wait > 0 else "(no wait)", who),
-            holder))
+            holder)
 
     def _undo(self, request_id: str, deadline: float, errors: Optional[List[LockdError]],
-              tokens: Sequence[int] = ()) -> bool:
+              tokens: Sequence[int] = ()):
         """The undo of attempt ``request_id`` on every lock of the call
-        (ClientCore.undo_confirmed each; ``tokens``: the grant's, per lock,
+        (the core's undo_confirmed each; ``tokens``: the grant's, per lock,
         when known). True if every undo was confirmed."""
         confirmed = True
         for i, spec in enumerate(self.locks):
             token = tokens[i] if i < len(tokens) else 0
-            if not self._core.undo_confirmed(spec.namespace, spec.name, self.owner, request_id,
-                                             deadline, errors, token):
+            if not (yield UNDO, (spec.namespace, spec.name, self.owner, request_id, deadline,
+                                  errors, token)):
                 confirmed = False
         return confirmed
 
-    def _retry_with_undo(self, attempt: Callable[[float], T]) -> T:
+    def _retry_with_undo(self):
         req, core = self.request, self._core
         while True:
             now = time.monotonic()
@@ -152,7 +205,7 @@ class AcquireCall:
                 req.ClearField("wait_timeout")
             self.send_time = now
             try:
-                return attempt(max(self.deadline - now, 0.0))
+                return (yield ATTEMPT, max(self.deadline - now, 0.0))
             except grpc.RpcError as e:
                 if e.code() not in _OUTCOME_UNKNOWN:
                     raise
@@ -165,29 +218,29 @@ class AcquireCall:
                 resume = time.monotonic() + core.jittered(self._backoff)
                 if resume >= self.deadline:
                     raise
-                if applied and self._undo(
+                if applied and (yield from self._undo(
                         self._unresolved,
-                        min(time.monotonic() + core.undo_timeout(), self.deadline), None):
+                        min(time.monotonic() + core.undo_timeout(), self.deadline), None)):
                     self._unresolved, self._unresolved_tokens = None, ()
                     req.request_id = uuid.uuid4().hex
                 if time.monotonic() >= self.deadline:
                     raise
-                time.sleep(max(0.0, resume - time.monotonic()))
+                yield SLEEP, max(0.0, resume - time.monotonic())
                 self._backoff = core.next_backoff(self._backoff)
             except BaseException:
                 # Interrupted: it may have been sent.
                 self._unresolved, self._unresolved_tokens = req.request_id, ()
                 raise
 
-    def _undone(self, err: LockdError) -> LockdError:
+    def _undone_plan(self, err: LockdError):
         """Undoes the attempt that may have left a hold (if any) before
         ``err`` is raised; if the undo goes unanswered, says so in ``err``."""
         request_id = self._unresolved
         if request_id is None:
             return err
         errors: List[LockdError] = []
-        if self._undo(request_id, time.monotonic() + self._core.undo_timeout(), errors,
-                      self._unresolved_tokens):
+        if (yield from self._undo(request_id, time.monotonic() + self._core.undo_timeout(),
+                                  errors, self._unresolved_tokens)):
             return err
         err.args = ('%s; the undo of this acquire (owner "%s", acquire request id %s) was not '
                     'confirmed: %s; a hold it may have left ends with its lease unless undone'

@@ -2,6 +2,7 @@
 tokens sent as ``authorization: Bearer TOKEN`` metadata on every call."""
 
 import collections
+import os
 from typing import Optional
 
 import grpc
@@ -28,6 +29,16 @@ def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = No
     return grpc.ssl_channel_credentials(root_certificates=read(ca_file),
                                         private_key=read(key_file),
                                         certificate_chain=read(cert_file))
+
+
+def bearer_token(token: Optional[str], token_file: Optional[str]) -> Optional[str]:
+    """A Client's bearer token: ``token``, else $LOCKD_AUTH_TOKEN, else the
+    first line of ``token_file`` or $LOCKD_AUTH_TOKEN_FILE; None for none."""
+    token = token or os.environ.get("LOCKD_AUTH_TOKEN")
+    token_file = token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
+    if not token and token_file:
+        token = read_token_file(token_file)
+    return token or None
 
 
 def read_token_file(path: str) -> str:
@@ -77,3 +88,23 @@ class BearerTokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamC
 
     def intercept_stream_stream(self, continuation, details, request_iterator):
         return continuation(self._details(details), request_iterator)
+
+
+def aio_bearer_interceptors(token: str) -> list:
+    """grpc.aio interceptors adding ``authorization: Bearer TOKEN`` to every
+    call of a lockd.aio.Client (unary and the Session stream)."""
+    header = ("authorization", "Bearer " + token)
+
+    def details(d):
+        return d._replace(metadata=grpc.aio.Metadata(*(tuple(d.metadata or ()) + (header,))))
+
+    class UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(self, continuation, client_call_details, request):
+            return await continuation(details(client_call_details), request)
+
+    class StreamStream(grpc.aio.StreamStreamClientInterceptor):
+        async def intercept_stream_stream(self, continuation, client_call_details,
+                                          request_iterator):
+            return await continuation(details(client_call_details), request_iterator)
+
+    return [UnaryUnary(), StreamStream()]

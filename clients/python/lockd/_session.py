@@ -51,6 +51,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import grpc
 
+from lockd._cancel import Cancellation
 from lockd._core import ClientCore
 from lockd._proto.lockd.v1 import lock_pb2
 from lockd._validity import session_break_valid_until
@@ -111,8 +112,235 @@ class _Op:
         # reached lockd before the grant.
         self.abandoned = False
 
+    def complete(self) -> None:
+        self.done.set()
 
-class _Session:
+
+class SessionEvents:
+    """What a session does with its operations and on the stream's events,
+    written once for the thread (_Session) and the asyncio task
+    (lockd._aio_session.AioSession). A subclass has the fields _core,
+    _keep, _status, _error, _requests (a queue of the open stream's writes),
+    _call, _next_op, _ops, _leases and granted_ttl, an _abandon(op_id, op),
+    and the hooks: _locked() (the context guarding the fields),
+    _set_status_locked(status) (wakes whoever waits for a change),
+    _defer(run) (runs an on_lost callback outside the reader),
+    _reader_ends_locked() (the reader stops for good), _later(delay, run)."""
+
+    def forget(self, state: _LeaseState) -> None:
+        with self._locked():
+            self._leases.discard(state)
+
+    def _new_op_id(self) -> int:
+        op_id = self._next_op
+        self._next_op += 1
+        return op_id
+
+    # -- the caller's side of an operation
+
+    def _queue_locked(self, op) -> Tuple[int, object]:
+        """Sends ``op`` on the open stream: (its op_id, op). Raises the
+        session's error if it failed, CANCELLED (not_applied) if closed."""
+        if self._status == "failed":
+            raise self._error
+        if self._status != "open":
+            raise _SessionError(grpc.StatusCode.CANCELLED, "client closed", not_applied=True)
+        op_id = self._new_op_id()
+        self._ops[op_id] = op
+        self._requests.put_nowait(op_message(op.kind, op_id, op.request))
+        return op_id, op
+
+    def _cancel(self, op_id: int, op) -> None:
+        with self._locked():
+            if op_id in self._ops and self._status == "open":  # not completed yet
+                self._requests.put_nowait(lock_pb2.SessionRequest(
+                    cancel=lock_pb2.SessionCancel(op_id=op_id)))
+
+    def _interrupted(self, op_id: int, op) -> None:
+        """The caller of an acquire was interrupted (or cancelled) while it
+        waited: cancel it in lockd; a grant that comes later is given back
+        (_on_result), one that came already is the caller's to undo."""
+        self._cancel(op_id, op)
+        self._abandon(op_id, op)
+        for state in op.states:
+            self.forget(state)
+
+    def _past_deadline(self, op, answered: bool) -> None:
+        """An acquire's deadline passed and it was cancelled; ``answered``:
+        its result (or the stream's end) came within the undo bound. Raises
+        the DEADLINE_EXCEEDED to retry or fail with: not_applied when lockd
+        answered CANCELLED, with the grant's tokens when it was granted
+        after all (the caller undoes it). Returns for any other result."""
+        if not answered:
+            raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "no result before the deadline (cancel unanswered)")
+        if op.states:
+            for state in op.states:
+                self.forget(state)
+            err = _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "granted after the deadline")
+            err.granted_tokens = [state.fencing_token for state in op.states]
+            raise err
+        if op.result is not None and op.result.status.code == _CANCELLED:
+            raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "deadline passed; cancelled", not_applied=True)
+
+    @staticmethod
+    def _outcome(kind: str, op):
+        """The response of a completed operation, or its error raised."""
+        error = op_error(op.result, op.broken)
+        if error is not None:
+            raise error
+        body = getattr(op.result, kind)
+        return (body, op.states) if kind != "release" else body
+
+    def release_async(self, state: _LeaseState) -> None:
+        """Best effort, for a collected Lease: one release, result ignored."""
+        self.forget(state)
+        req = lock_pb2.ReleaseRequest(namespace=state.namespace, name=state.name,
+                                      owner=state.owner, fencing_token=state.fencing_token)
+        with self._locked():
+            if self._status == "open":
+                self._requests.put_nowait(lock_pb2.SessionRequest(
+                    release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
+
+    # -- the reader's side
+
+    def _on_response(self, resp: lock_pb2.SessionResponse) -> bool:
+        """Handles one message from lockd; True if it was ``opened``."""
+        if resp.HasField("opened"):
+            self._on_opened(resp.opened)
+            return True
+        if resp.HasField("result"):
+            self._on_result(resp.result)
+        elif resp.HasField("lost"):
+            self._on_lost(resp.lost)
+        return False
+
+    def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
+        resumed = resumed_keys(opened)
+        lost = []
+        with self._locked():
+            self.granted_ttl = _seconds(opened.lease_ttl)
+            for s in list(self._leases):
+                if (s.namespace, s.name, s.fencing_token) in resumed:
+                    s.resume_session()
+                else:
+                    self._leases.discard(s)
+                    lost.append(s)
+            if self._status == "connecting":
+                self._set_status_locked("open")
+        for s in lost:
+            s.mark_lost(LockLost(
+                "lease of %s lost: not held any more when the session reconnected"
+                % _describe(s.namespace, s.name), "LOCK_NOT_HELD"), self._defer)
+
+    def _on_result(self, result: lock_pb2.SessionResult) -> None:
+        with self._locked():
+            op = self._ops.pop(result.op_id, None)
+            if op is None:
+                return  # a release_async, or a release whose caller gave up
+            granted = granted_locks(op.kind, op.request, result)
+            if op.abandoned:
+                # Given back here: the caller's own undo may have reached
+                # lockd before the grant.
+                if granted and self._status == "open":
+                    for msg in undo_messages(op.request, [r.fencing_token for _, r in granted],
+                                             self._new_op_id):
+                        self._requests.put_nowait(msg)
+                return
+            op.result = result
+            for spec, resp in granted:
+                state = session_lease(self._core, self, spec, resp, self.granted_ttl, op.on_lost)
+                self._leases.add(state)
+                op.states.append(state)
+        op.complete()
+
+    def _on_lost(self, lost: lock_pb2.LockLost) -> None:
+        key = lost_key(lost)
+        with self._locked():
+            gone = [s for s in self._leases if (s.namespace, s.name, s.fencing_token) == key]
+            self._leases.difference_update(gone)
+        for s in gone:
+            s.mark_lost(LockLost("lease of %s lost: lockd reported %s"
+                                 % (_describe(s.namespace, s.name), lost.reason or "NOT_HELD"),
+                                 lost.reason or "NOT_HELD"), self._defer)
+
+    def _on_end(self, error: Optional[grpc.RpcError], opened: bool) -> bool:
+        """The stream ended. Fails the operations in flight; returns True to
+        reconnect."""
+        why = "session stream ended: %s" % (error.details() if error is not None else "OK")
+        code = error.code() if error is not None else grpc.StatusCode.OK
+        now = time.monotonic()
+        with self._locked():
+            self._call = None
+            self._requests = None
+            ops, self._ops = self._ops, {}
+            leases = list(self._leases)
+            closed = self._status == "closed"
+            reconnect = False
+            if closed:
+                pass
+            elif not opened and code in _FATAL_AT_OPEN:
+                self._error = _SessionError(code, why, not_applied=True)
+                self._leases = set()
+                self._set_status_locked("failed")
+            elif leases:
+                self._set_status_locked("connecting")
+                reconnect = True
+            else:
+                self._set_status_locked("idle")  # nothing to resume: the next operation reconnects
+            if not reconnect:
+                self._reader_ends_locked()
+            if not self._keep and not closed:
+                self._leases = set()
+        for op in ops.values():
+            op.broken = why
+            op.complete()
+        for s in leases:
+            if self._keep and reconnect:
+                s.suspend_session(break_validity(s, now))
+            elif not closed:  # else close() marks them
+                s.mark_lost(LockLost("lease of %s lost: %s" % (_describe(s.namespace, s.name),
+                                                               why), "SESSION_ENDED"), self._defer)
+        if reconnect:
+            _log.debug("lockd: %s; reconnecting", why)
+            if self._keep:
+                self._expire_suspended()
+        return reconnect
+
+    def _expire_suspended(self) -> None:
+        """Marks the suspended leases whose validity has ended lost, and runs
+        again (_later) when the next one ends: the reader may be stuck
+        meanwhile in a reconnect to a hung lockd (gRPC's connect timeout is
+        20 s), so its pause alone would notice too late."""
+        now = time.monotonic()
+        with self._locked():
+            leases = list(self._leases)
+            closed = self._status == "closed"
+        pending = []
+        for s in leases:
+            if s.check_expiry(now, self._defer):
+                self.forget(s)
+            elif s.active and s.valid_until < math.inf:
+                pending.append(s.valid_until)
+        if pending and not closed:
+            self._later(max(0.0, min(pending) - now), self._expire_suspended)
+
+    def _closed_leases(self, leases) -> None:
+        """What close() does to the leases it took: they end as a break
+        would (keep_on_disconnect: valid until break_validity; else lost,
+        CLIENT_CLOSED)."""
+        now = time.monotonic()
+        for state in leases:
+            if self._keep:
+                state.suspend_session(break_validity(state, now))
+            else:
+                state.mark_lost(LockLost("lease of %s ended: the client was closed"
+                                         % _describe(state.namespace, state.name),
+                                         "CLIENT_CLOSED"), self._defer)
+
+
+class _Session(SessionEvents):
     """Thread-safe: every field below _mu is guarded by it."""
 
     def __init__(self, core: ClientCore, ttl: Optional[float], keep_on_disconnect: bool):
@@ -138,40 +366,34 @@ class _Session:
         with self._mu:
             return self._status in ("failed", "closed")
 
-    def acquire(self, request, timeout: float, undo_bound: float,
-                on_lost) -> Tuple[object, List[_LeaseState]]:
+    def acquire(self, request, timeout: float, undo_bound: float, on_lost,
+                cancel: Optional[Cancellation] = None) -> Tuple[object, List[_LeaseState]]:
         """Sends ``request`` (an AcquireRequest, or an AcquireAllRequest) and
         waits up to ``timeout`` for its result. Past it (or when
         interrupted) sends cancel; then waits up to ``undo_bound`` for the
         result: CANCELLED means no hold (not_applied). Returns the response
         (AcquireResponse or AcquireAllResponse) and, when acquired, the lease
-        state of each lock (already tracked)."""
+        state of each lock (already tracked). ``cancel`` cancelled: raises
+        lockd.Cancelled as an interruption would."""
         kind = "acquire_all" if isinstance(request, lock_pb2.AcquireAllRequest) else "acquire"
-        op_id, op = self._send(kind, request, time.monotonic() + timeout, on_lost)
+        op_id, op = self._send(kind, request, time.monotonic() + timeout, on_lost, cancel)
+        # A cancel wakes the wait below; op.result and op.broken still None
+        # then tell it from a completion.
+        stop_waking = cancel.on_cancel(op.done.set) if cancel is not None else None
         try:
             finished = op.done.wait(max(timeout, 0.0))
-        except BaseException:  # interrupted: the caller undoes what it may have added
-            self._cancel(op_id, op)
-            self._abandon(op_id, op)
-            for state in op.states:
-                self.forget(state)
+            if cancel is not None and op.result is None and op.broken is None:
+                cancel.check()
+        except BaseException:
+            self._interrupted(op_id, op)
             raise
+        finally:
+            if stop_waking is not None:
+                stop_waking()
         if not finished:
             self._cancel(op_id, op)
-            if not op.done.wait(undo_bound) and self._abandon(op_id, op):
-                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                    "no result before the deadline (cancel unanswered)")
-            if op.states:  # granted after all: the caller undoes it
-                for state in op.states:
-                    self.forget(state)
-                err = _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "granted after the deadline")
-                err.granted_tokens = [state.fencing_token for state in op.states]
-                raise err
-            if op.result is not None and op.result.status.code == _CANCELLED:
-                raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                    "deadline passed; cancelled", not_applied=True)
-        self._raise_if_failed(op)
-        return getattr(op.result, kind), op.states
+            self._past_deadline(op, op.done.wait(undo_bound) or not self._abandon(op_id, op))
+        return self._outcome(kind, op)
 
     def release(self, request: lock_pb2.ReleaseRequest, timeout: float) -> lock_pb2.ReleaseResponse:
         """One release over the stream; errors as _SessionError (UNAVAILABLE
@@ -181,37 +403,7 @@ class _Session:
             with self._mu:
                 self._ops.pop(op_id, None)
             raise _SessionError(grpc.StatusCode.DEADLINE_EXCEEDED, "no result before the deadline")
-        self._raise_if_failed(op)
-        return op.result.release
-
-    def release_async(self, state: _LeaseState) -> None:
-        """Best effort, for a collected Lease: one release, result ignored."""
-        self.forget(state)
-        req = lock_pb2.ReleaseRequest(namespace=state.namespace, name=state.name,
-                                      owner=state.owner, fencing_token=state.fencing_token)
-        with self._mu:
-            if self._status != "open":
-                return
-            op_id = self._new_op_id()
-            self._requests.put(lock_pb2.SessionRequest(
-                release=lock_pb2.SessionRelease(op_id=op_id, request=req)))
-
-    def _undo_locked(self, acquire, tokens: List[int]) -> None:
-        """Gives back the holds of an abandoned acquire (or acquire_all),
-        granted with ``tokens`` (one per lock; an undo by acquire_request_id
-        is a no-op if the caller's undo already did, or if the owner has
-        made another request on the lock since)."""
-        for spec, token in zip(_specs(acquire), tokens):
-            req = lock_pb2.ReleaseRequest(namespace=spec.namespace, name=spec.name,
-                                          owner=acquire.owner,
-                                          acquire_request_id=acquire.request_id,
-                                          fencing_token=token)
-            self._requests.put(lock_pb2.SessionRequest(
-                release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
-
-    def forget(self, state: _LeaseState) -> None:
-        with self._mu:
-            self._leases.discard(state)
+        return self._outcome("release", op)
 
     def close(self, timeout: float) -> None:
         """Ends the stream as a break would (cancelled, no half-close), so
@@ -228,27 +420,32 @@ class _Session:
             call.cancel()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-        now = time.monotonic()
-        for state in leases:
-            if self._keep:
-                state.suspend_session(break_validity(state, now))
-            else:
-                state.mark_lost(LockLost("lease of %s ended: the client was closed"
-                                         % _describe(state.namespace, state.name),
-                                         "CLIENT_CLOSED"))
+        self._closed_leases(leases)
 
     # -- operations
 
-    def _new_op_id(self) -> int:
-        op_id = self._next_op
-        self._next_op += 1
-        return op_id
-
-    def _send(self, kind: str, request, deadline: float, on_lost) -> Tuple[int, _Op]:
+    def _send(self, kind: str, request, deadline: float, on_lost,
+              cancel: Optional[Cancellation] = None) -> Tuple[int, _Op]:
         """Waits for the stream to be open (until ``deadline``), then queues
-        the operation. Raises _SessionError(not_applied) when it cannot."""
+        the operation. Raises _SessionError(not_applied) when it cannot,
+        lockd.Cancelled when ``cancel`` is cancelled first."""
+        stop_waking = cancel.on_cancel(self._wake) if cancel is not None else None
+        try:
+            return self._send_when_open(kind, request, deadline, on_lost, cancel)
+        finally:
+            if stop_waking is not None:
+                stop_waking()
+
+    def _wake(self) -> None:
+        with self._mu:
+            self._mu.notify_all()
+
+    def _send_when_open(self, kind: str, request, deadline: float, on_lost,
+                        cancel: Optional[Cancellation]) -> Tuple[int, _Op]:
         with self._mu:
             while self._status in ("idle", "connecting"):
+                if cancel is not None:
+                    cancel.check()
                 if self._status == "idle":
                     self._start_locked()
                 left = deadline - time.monotonic()
@@ -256,24 +453,7 @@ class _Session:
                     raise _SessionError(grpc.StatusCode.UNAVAILABLE,
                                         "session stream not connected", not_applied=True)
                 self._mu.wait(left)
-            if self._status == "failed":
-                raise self._error
-            if self._status != "open":
-                raise _SessionError(grpc.StatusCode.CANCELLED, "client closed", not_applied=True)
-            op_id = self._new_op_id()
-            op = _Op(kind, request, on_lost)
-            self._ops[op_id] = op
-            if kind == "acquire":
-                msg = lock_pb2.SessionRequest(
-                    acquire=lock_pb2.SessionAcquire(op_id=op_id, request=request))
-            elif kind == "acquire_all":
-                msg = lock_pb2.SessionRequest(
-                    acquire_all=lock_pb2.SessionAcquireAll(op_id=op_id, request=request))
-            else:
-                msg = lock_pb2.SessionRequest(
-                    release=lock_pb2.SessionRelease(op_id=op_id, request=request))
-            self._requests.put(msg)
-            return op_id, op
+            return self._queue_locked(_Op(kind, request, on_lost))
 
     def _abandon(self, op_id: int, op: _Op) -> bool:
         """The caller stops waiting for ``op``. Returns False if its result
@@ -286,20 +466,26 @@ class _Session:
         op.done.wait()  # being completed right now, outside _mu
         return False
 
-    def _cancel(self, op_id: int, op: _Op) -> None:
-        with self._mu:
-            if op_id in self._ops and self._status == "open" and not op.done.is_set():
-                self._requests.put(lock_pb2.SessionRequest(
-                    cancel=lock_pb2.SessionCancel(op_id=op_id)))
+    # -- SessionEvents' hooks
 
-    @staticmethod
-    def _raise_if_failed(op: _Op) -> None:
-        if op.broken is not None:
-            raise _SessionError(grpc.StatusCode.UNAVAILABLE, op.broken)
-        status = op.result.status
-        if status.code != 0:
-            raise _SessionError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN),
-                                status.message, status.SerializeToString())
+    def _locked(self):
+        return self._mu
+
+    def _set_status_locked(self, status: str) -> None:
+        self._status = status
+        self._mu.notify_all()
+
+    def _defer(self, run: Callable[[], None]) -> None:
+        _in_thread(run)
+
+    def _reader_ends_locked(self) -> None:
+        if self._thread is threading.current_thread():
+            self._thread = None
+
+    def _later(self, delay: float, run: Callable[[], None]) -> None:
+        timer = threading.Timer(delay, run)
+        timer.daemon = True
+        timer.start()
 
     # -- the thread
 
@@ -309,17 +495,7 @@ class _Session:
         self._thread.start()
 
     def _open_request(self) -> lock_pb2.SessionRequest:
-        open_ = lock_pb2.SessionOpen(owner=self._core.owner, namespace=self._core.namespace,
-                                     keep_on_disconnect=self._keep)
-        if self._ttl is not None:
-            _set_duration(open_.lease_ttl, self._ttl)
-        seen = set()
-        for s in self._leases:
-            key = (s.namespace, s.name, s.fencing_token)
-            if key not in seen and s.active and s.lost_error is None:
-                seen.add(key)
-                open_.resume.add(namespace=s.namespace, name=s.name, fencing_token=s.fencing_token)
-        return lock_pb2.SessionRequest(open=open_)
+        return open_request(self._core, self._ttl, self._keep, self._leases)
 
     def _run(self) -> None:
         backoff = self._core.initial_backoff
@@ -339,14 +515,9 @@ class _Session:
                     if self._status == "closed":  # close() ran before the call existed
                         call.cancel()
                 for resp in call:
-                    if resp.HasField("opened"):
-                        self._on_opened(resp.opened)
+                    if self._on_response(resp):
                         opened = True
                         backoff = self._core.initial_backoff
-                    elif resp.HasField("result"):
-                        self._on_result(resp.result)
-                    elif resp.HasField("lost"):
-                        self._on_lost(resp.lost)
             except grpc.RpcError as e:
                 error = e
             except Exception as e:  # never let the reader die silently
@@ -358,132 +529,6 @@ class _Session:
             backoff = self._pause(backoff)
             if backoff is None:
                 return
-
-    def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
-        resumed = {(i.namespace or "default", i.name, i.fencing_token) for i in opened.resumed}
-        ttl = _seconds(opened.lease_ttl)
-        lost = []
-        with self._mu:
-            self.granted_ttl = ttl
-            for s in list(self._leases):
-                if (s.namespace, s.name, s.fencing_token) in resumed:
-                    s.resume_session()
-                else:
-                    self._leases.discard(s)
-                    lost.append(s)
-            if self._status == "connecting":
-                self._status = "open"
-            self._mu.notify_all()
-        for s in lost:
-            s.mark_lost(LockLost(
-                "lease of %s lost: not held any more when the session reconnected"
-                % _describe(s.namespace, s.name), "LOCK_NOT_HELD"), _in_thread)
-
-    def _on_result(self, result: lock_pb2.SessionResult) -> None:
-        with self._mu:
-            op = self._ops.pop(result.op_id, None)
-            if op is None:
-                return  # a release_async, or a release whose caller gave up
-            granted = []  # (spec, response) of each lock of a grant
-            if op.kind in ("acquire", "acquire_all") and result.status.code == 0:
-                body = getattr(result, op.kind)
-                if body.acquired:
-                    responses = list(body.locks) if op.kind == "acquire_all" else [body]
-                    granted = list(zip(_specs(op.request), responses))
-            if op.abandoned:
-                if granted and self._status == "open":
-                    self._undo_locked(op.request, [r.fencing_token for _, r in granted])
-                return
-            op.result = result
-            for spec, resp in granted:
-                ttl = _seconds(resp.lease_ttl) or self.granted_ttl
-                state = _LeaseState(self._core, spec.namespace, spec.name, self._core.owner,
-                                    resp.fencing_token, resp.hold_count, ttl, True,
-                                    math.inf, op.on_lost, _mode_from_proto(spec.mode),
-                                    spec.limit, spec.permits)
-                state.session = self
-                self._leases.add(state)
-                op.states.append(state)
-        op.done.set()
-
-    def _on_lost(self, lost: lock_pb2.LockLost) -> None:
-        key = (lost.namespace or "default", lost.name, lost.fencing_token)
-        with self._mu:
-            gone = [s for s in self._leases if (s.namespace, s.name, s.fencing_token) == key]
-            self._leases.difference_update(gone)
-        for s in gone:
-            s.mark_lost(LockLost("lease of %s lost: lockd reported %s"
-                                 % (_describe(s.namespace, s.name), lost.reason or "NOT_HELD"),
-                                 lost.reason or "NOT_HELD"), _in_thread)
-
-    def _on_end(self, error: Optional[grpc.RpcError], opened: bool) -> bool:
-        """The stream ended. Fails the operations in flight; returns True to
-        reconnect."""
-        why = "session stream ended: %s" % (error.details() if error is not None else "OK")
-        code = error.code() if error is not None else grpc.StatusCode.OK
-        now = time.monotonic()
-        with self._mu:
-            self._call = None
-            self._requests = None
-            ops, self._ops = self._ops, {}
-            leases = list(self._leases)
-            if self._status == "closed":
-                reconnect = False
-            elif not opened and code in _FATAL_AT_OPEN:
-                self._status = "failed"
-                self._error = _SessionError(code, why, not_applied=True)
-                self._leases = set()
-                reconnect = False
-            elif leases:
-                self._status = "connecting"
-                reconnect = True
-            else:
-                self._status = "idle"  # nothing to resume: the next operation reconnects
-                reconnect = False
-            if not reconnect and self._thread is threading.current_thread():
-                self._thread = None
-            if not self._keep and self._status != "closed":
-                self._leases = set()
-            self._mu.notify_all()
-        for op in ops.values():
-            op.broken = why
-            op.done.set()
-        for s in leases:
-            if self._keep and reconnect:
-                s.suspend_session(break_validity(s, now))
-            elif self._status_is("closed"):
-                continue  # close() marks them
-            else:
-                s.mark_lost(LockLost("lease of %s lost: %s" % (_describe(s.namespace, s.name),
-                                                               why), "SESSION_ENDED"), _in_thread)
-        if reconnect:
-            _log.debug("lockd: %s; reconnecting", why)
-            if self._keep:
-                self._expire_suspended()
-        return reconnect
-
-    def _expire_suspended(self) -> None:
-        """Marks the suspended leases whose validity has ended lost, and runs
-        again (on a timer thread) when the next one ends: the reader thread
-        may be stuck meanwhile in a reconnect to a hung lockd (gRPC's connect
-        timeout is 20 s), so _pause alone would notice too late."""
-        now = time.monotonic()
-        with self._mu:
-            leases = list(self._leases)
-        pending = []
-        for s in leases:
-            if s.check_expiry(now, _in_thread):
-                self.forget(s)
-            elif s.active and s.valid_until < math.inf:
-                pending.append(s.valid_until)
-        if pending:
-            timer = threading.Timer(max(0.0, min(pending) - now), self._expire_suspended)
-            timer.daemon = True
-            timer.start()
-
-    def _status_is(self, status: str) -> bool:
-        with self._mu:
-            return self._status == status
 
     def _pause(self, backoff: float) -> Optional[float]:
         """Sleeps a jittered ``backoff`` (waking early for a lease whose
@@ -509,6 +554,91 @@ class _Session:
                     return self._core.next_backoff(backoff)
                 wake = min([resume_at] + [s.valid_until for s in self._leases])
                 self._mu.wait(max(0.0, wake - now))
+
+
+# -- what a session does, without I/O: shared with lockd._aio_session
+
+def open_request(core, ttl: Optional[float], keep: bool, leases) -> lock_pb2.SessionRequest:
+    """The stream's first message: open for core's owner and namespace,
+    resuming every live lease of ``leases`` (once per hold)."""
+    open_ = lock_pb2.SessionOpen(owner=core.owner, namespace=core.namespace,
+                                 keep_on_disconnect=keep)
+    if ttl is not None:
+        _set_duration(open_.lease_ttl, ttl)
+    seen = set()
+    for s in leases:
+        key = (s.namespace, s.name, s.fencing_token)
+        if key not in seen and s.active and s.lost_error is None:
+            seen.add(key)
+            open_.resume.add(namespace=s.namespace, name=s.name, fencing_token=s.fencing_token)
+    return lock_pb2.SessionRequest(open=open_)
+
+
+def op_message(kind: str, op_id: int, request) -> lock_pb2.SessionRequest:
+    """The message of an operation: ``kind`` "acquire", "acquire_all" or
+    "release"."""
+    if kind == "acquire":
+        return lock_pb2.SessionRequest(
+            acquire=lock_pb2.SessionAcquire(op_id=op_id, request=request))
+    if kind == "acquire_all":
+        return lock_pb2.SessionRequest(
+            acquire_all=lock_pb2.SessionAcquireAll(op_id=op_id, request=request))
+    return lock_pb2.SessionRequest(release=lock_pb2.SessionRelease(op_id=op_id, request=request))
+
+
+def undo_messages(acquire, tokens: List[int],
+                  new_op_id: Callable[[], int]) -> List[lock_pb2.SessionRequest]:
+    """The releases that give back the holds of an abandoned acquire (or
+    acquire_all), granted with ``tokens`` (one per lock)."""
+    return [lock_pb2.SessionRequest(release=lock_pb2.SessionRelease(
+        op_id=new_op_id(), request=lock_pb2.ReleaseRequest(
+            namespace=spec.namespace, name=spec.name, owner=acquire.owner,
+            acquire_request_id=acquire.request_id, fencing_token=token)))
+        for spec, token in zip(_specs(acquire), tokens)]
+
+
+def resumed_keys(opened: lock_pb2.SessionOpened) -> Set[Tuple[str, str, int]]:
+    return {(i.namespace or "default", i.name, i.fencing_token) for i in opened.resumed}
+
+
+def lost_key(lost: lock_pb2.LockLost) -> Tuple[str, str, int]:
+    return (lost.namespace or "default", lost.name, lost.fencing_token)
+
+
+def granted_locks(kind: str, request, result: lock_pb2.SessionResult) -> List[Tuple]:
+    """(spec, response) of each lock an acquire op's ``result`` granted;
+    [] for a release, an error or a refusal."""
+    if kind not in ("acquire", "acquire_all") or result.status.code != 0:
+        return []
+    body = getattr(result, kind)
+    if not body.acquired:
+        return []
+    responses = list(body.locks) if kind == "acquire_all" else [body]
+    return list(zip(_specs(request), responses))
+
+
+def session_lease(core, session, spec, resp, granted_ttl: Optional[float],
+                  on_lost) -> _LeaseState:
+    """The lease state of one lock granted over ``session``: valid while
+    the stream is open."""
+    ttl = _seconds(resp.lease_ttl) or granted_ttl
+    state = _LeaseState(core, spec.namespace, spec.name, core.owner, resp.fencing_token,
+                        resp.hold_count, ttl, True, math.inf, on_lost,
+                        _mode_from_proto(spec.mode), spec.limit, spec.permits)
+    state.session = session
+    return state
+
+
+def op_error(result: Optional[lock_pb2.SessionResult],
+             broken: Optional[str]) -> Optional[_SessionError]:
+    """The error of a completed operation (None: it succeeded)."""
+    if broken is not None:
+        return _SessionError(grpc.StatusCode.UNAVAILABLE, broken)
+    status = result.status
+    if status.code != 0:
+        return _SessionError(_CODES.get(status.code, grpc.StatusCode.UNKNOWN),
+                             status.message, status.SerializeToString())
+    return None
 
 
 def _specs(request) -> List:

@@ -48,6 +48,7 @@ class _LeaseState:
         self._active = True
         self._on_lost = on_lost
         self.session = None  # the lockd._session._Session keeping it, if any
+        self.renewer = None  # lockd.aio: the asyncio.Task renewing it, if any
 
     @property
     def valid_until(self) -> float:
@@ -126,27 +127,41 @@ class _LeaseState:
             self.mark_lost(lost)
         return self.lost_error
 
-    def renew(self, deadline: float) -> float:
-        """One Renew RPC of this lease (of its fencing token's hold only),
-        applied to it. Returns the send time; raises LockLost (lease now
-        marked lost) or another LockdError."""
+    def renew_request(self) -> lock_pb2.RenewRequest:
+        """The Renew of this lease: of its fencing token's hold only, never
+        a newer one."""
         req = lock_pb2.RenewRequest(namespace=self.namespace, name=self.name, owner=self.owner,
-                                    fencing_token=self.fencing_token)  # never a newer hold
+                                    fencing_token=self.fencing_token)
         _set_duration(req.lease_ttl, self.ttl)
+        return req
+
+    def renew_failed(self, error: grpc.RpcError) -> LockdError:
+        """The error to raise for a failed Renew (a LockLost also marks the
+        lease lost)."""
+        err = _translate("renew", self.namespace, self.name, error)
+        if isinstance(err, LockLost):
+            self.mark_lost(err)
+            return self.lost_error
+        return err
+
+    def renewed(self, send_time: float, resp: lock_pb2.RenewResponse) -> None:
+        """Applies a Renew's reply; raises LockLost if it says the lease is
+        lost (now marked so)."""
+        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else self.ttl
+        lost = self.on_renewed(send_time, time.monotonic(), granted, resp.fencing_token)
+        if lost is not None:
+            raise lost
+
+    def renew(self, deadline: float) -> float:
+        """One Renew RPC of this lease, applied to it. Returns the send time;
+        raises LockLost (lease now marked lost) or another LockdError."""
+        req = self.renew_request()
         send_time = time.monotonic()
         try:
             resp = self.core.stub.Renew(req, timeout=max(deadline - send_time, 0.0))
         except grpc.RpcError as e:
-            err = _translate("renew", self.namespace, self.name, e)
-            if isinstance(err, LockLost):
-                self.mark_lost(err)
-                raise self.lost_error from None
-            raise err from None
-        reply_time = time.monotonic()
-        granted = _seconds(resp.lease_ttl) if resp.HasField("lease_ttl") else self.ttl
-        lost = self.on_renewed(send_time, reply_time, granted, resp.fencing_token)
-        if lost is not None:
-            raise lost
+            raise self.renew_failed(e) from None
+        self.renewed(send_time, resp)
         return send_time
 
     def suspend_session(self, until: float) -> None:
@@ -174,6 +189,28 @@ class _LeaseState:
         if error is not None:
             self.lost.set()
         return was_active, error
+
+    def start_release(self) -> None:
+        """Ends the lease locally for a release() (its session stops
+        tracking it). Raises LockdError if it was no longer active, its
+        LockLost if it had been lost: then nothing is to be sent (the
+        server's hold, if any, ends within the drift margin, and a release
+        could take away a newer hold of this owner)."""
+        was_active, lost = self.end(time.monotonic())
+        if self.session is not None:
+            self.session.forget(self)
+        if not was_active:
+            raise LockdError("lease of %s was already released or detached"
+                             % _describe(self.namespace, self.name))
+        if lost is not None:
+            raise lost
+
+    def release_refused(self, error: LockLost) -> LockLost:
+        """The error of a release() that lockd answered LOCK_NOT_HELD."""
+        lost = LockLost("lease of %s had been lost before release(): %s"
+                        % (_describe(self.namespace, self.name), error), "LOCK_NOT_HELD")
+        self.set_lost_after_end(lost)
+        return lost
 
     def set_lost_after_end(self, error: LockLost) -> None:
         with self._mu:

@@ -110,11 +110,21 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 import grpc
 
 from lockd._acquire import AcquireCall
-from lockd._auth import BearerTokenInterceptor, read_token_file
+from lockd._auth import BearerTokenInterceptor
+from lockd._auth import bearer_token as resolve_token
+from lockd._cancel import Cancellation
 from lockd._core import ClientCore
+from lockd._handles import (
+    LeaseSetView,
+    LeaseView,
+    check_acquire_args,
+    proto_specs,
+    semaphore_spec,
+)
 from lockd._proto.lockd.v1 import lock_pb2, lock_pb2_grpc
+from lockd._paths import choose_session
 from lockd._session import _Session
-from lockd._target import channel_options, keepalive_window
+from lockd._target import keepalive_window, open_channel
 from lockd._validity import unary_valid_until
 from lockd._values import (
     SHARED,
@@ -123,13 +133,13 @@ from lockd._values import (
     LockSpec,
     _lock_info_from_proto,
     _mode_from_proto,
-    _mode_to_proto,
     _new_owner,
     _seconds,
     _set_duration,
 )
 from lockd._watchdog import _LeaseState, _Watchdog
 from lockd.errors import (  # noqa: F401 (re-exported)
+    Cancelled,
     LockdError,
     LockLost,
     LockNotAcquired,
@@ -140,16 +150,35 @@ from lockd.errors import (  # noqa: F401 (re-exported)
 
 __all__ = [
     "Client", "Lease", "LeaseSet", "Semaphore", "LockInfo", "LockSpec", "Holder", "LockdError",
-    "LockNotAcquired", "LockLost", "Unavailable", "DEFAULT_SERVER",
+    "LockNotAcquired", "LockLost", "Unavailable", "Cancelled", "Cancellation", "DEFAULT_SERVER",
 ]
 
 DEFAULT_SERVER = "127.0.0.1:7411"
 _log = logging.getLogger("lockd")
 
 
+def _unary_attempt(rpc, request, timeout: float, cancel: Optional[Cancellation]):
+    """One unary Acquire (or AcquireAll) attempt; ``cancel`` cancels the
+    call in flight: raises lockd.Cancelled (the caller undoes the attempt)."""
+    if cancel is None:
+        return rpc(request, timeout=timeout)
+    future = rpc.future(request, timeout=timeout)
+    stop = cancel.on_cancel(future.cancel)
+    try:
+        return future.result()
+    except grpc.FutureCancelledError:
+        raise Cancelled("lockd acquire cancelled") from None
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.CANCELLED and cancel.cancelled:
+            raise Cancelled("lockd acquire cancelled") from None
+        raise
+    finally:
+        stop()
+
+
 # --------------------------------------------------------------------------- Lease
 
-class Lease:
+class Lease(LeaseView):
     """One hold of one owner on (namespace, name).
 
     Use it as a context manager (``with client.lock(...) as lease``) or call
@@ -170,68 +199,14 @@ class Lease:
         self._finalizer = weakref.finalize(self, abandon, state)
         self._finalizer.atexit = False
 
-    name = property(lambda self: self._state.name)
-    namespace = property(lambda self: self._state.namespace)
-    owner = property(lambda self: self._state.owner)
-    fencing_token = property(lambda self: self._state.fencing_token)
-    hold_count = property(lambda self: self._state.hold_count)
-    ttl = property(lambda self: self._state.ttl)
-    # The kind asked for: mode "shared" (acquire_shared) or "exclusive";
-    # limit and permits of a semaphore (0 for a lock).
-    mode = property(lambda self: self._state.mode)
-    limit = property(lambda self: self._state.limit)
-    permits = property(lambda self: self._state.permits)
-
-    @property
-    def lost(self) -> threading.Event:
-        """Set once the lease is lost (sticky). Noticing a passed validity
-        deadline also sets it."""
-        self._state.check_expiry(time.monotonic())
-        return self._state.lost
-
-    @property
-    def lost_error(self) -> Optional[LockLost]:
-        """Why the lease was lost, or None."""
-        self._state.check_expiry(time.monotonic())
-        return self._state.lost_error
-
-    @property
-    def valid_until(self) -> float:
-        """Client-side validity deadline on the time.monotonic() clock
-        (math.inf for a session lease while its stream is open)."""
-        return self._state.valid_until
-
-    def remaining(self) -> float:
-        """Seconds of validity left (<= 0 once passed)."""
-        return self._state.valid_until - time.monotonic()
-
-    @property
-    def active(self) -> bool:
-        """True until release() or detach()."""
-        return self._state.active
-
-    def valid(self) -> bool:
-        """Not lost, active and within validity: check it right before an
-        action the lock protects (and pass fencing_token along)."""
-        now = time.monotonic()
-        return (self._state.active and not self._state.check_expiry(now)
-                and now < self._state.valid_until)
-
     def renew(self) -> None:
         """Renews now (normally the watchdog does it).
 
         Raises LockLost if the lease is lost (now marked so), LockdError if the
         Lease is no longer active, Unavailable if lockd did not answer (the
         lease is unchanged)."""
-        s = self._state
-        if not s.active:
-            raise LockdError("lease of %s was already released or detached"
-                             % _describe(s.namespace, s.name))
-        if s.check_expiry(time.monotonic()):
-            raise s.lost_error
-        deadline = min(time.monotonic() + s.core.rpc_timeout, s.valid_until)
-        send_time = s.renew(deadline)
-        self._watchdog.renewed(s, send_time)
+        deadline = self._renew_deadline()
+        self._watchdog.renewed(self._state, self._state.renew(deadline))
 
     def release(self, timeout: Optional[float] = None) -> None:
         """Stops renewing and gives up this hold (retried on UNAVAILABLE with one
@@ -242,27 +217,15 @@ class Lease:
         LockdError if already released or detached, Unavailable if lockd did not
         answer in time (the hold ends with its lease)."""
         s = self._state
-        was_active, lost = s.end(time.monotonic())
         self._watchdog.remove(s)
         self._finalizer.detach()
-        if s.session is not None:
-            s.session.forget(s)
-        if not was_active:
-            raise LockdError("lease of %s was already released or detached"
-                             % _describe(s.namespace, s.name))
-        if lost is not None:
-            # Not released: the server's hold (if any) ends within the drift
-            # margin, and a release could take away a newer hold of this owner.
-            raise lost
+        s.start_release()
         timeout = s.core.rpc_timeout if timeout is None else timeout
         try:
             s.core.release_hold(s.namespace, s.name, s.owner, s.fencing_token,
                                 time.monotonic() + timeout, s.session)
         except LockLost as e:
-            error = LockLost("lease of %s had been lost before release(): %s"
-                             % (_describe(s.namespace, s.name), e), "LOCK_NOT_HELD")
-            s.set_lost_after_end(error)
-            raise error from None
+            raise s.release_refused(e) from None
 
     def detach(self) -> None:
         """Stops renewing and tracking without releasing: the hold stays until
@@ -288,34 +251,13 @@ class Lease:
         self.release(self._state.core.release_timeout)  # raises LockLost if lost
         return False
 
-    def __repr__(self) -> str:
-        return "<lockd.Lease %s owner=%r token=%d%s>" % (
-            _describe(self.namespace, self.name), self.owner, self.fencing_token,
-            " LOST" if self._state.lost.is_set() else "")
 
-
-class LeaseSet:
+class LeaseSet(LeaseSetView):
     """The leases of one Client.acquire_all(), one per lock in the order
     given (index it, iterate it). Each is renewed, lost and released on its
     own. As a context manager it releases every active lease on exit (all of
     them even when one fails; then the first error is raised, unless the
     block raised)."""
-
-    def __init__(self, leases: List[Lease]):
-        self.leases = leases
-
-    def __getitem__(self, i: int) -> Lease:
-        return self.leases[i]
-
-    def __iter__(self) -> Iterator[Lease]:
-        return iter(self.leases)
-
-    def __len__(self) -> int:
-        return len(self.leases)
-
-    def valid(self) -> bool:
-        """Every lease valid()."""
-        return bool(self.leases) and all(lease.valid() for lease in self.leases)
 
     def release(self, timeout: Optional[float] = None) -> None:
         """Releases every active lease (each as Lease.release()); raises the
@@ -345,9 +287,6 @@ class LeaseSet:
             raise first
         return False
 
-    def __repr__(self) -> str:
-        return "<lockd.LeaseSet %r>" % (self.leases,)
-
 
 class Semaphore:
     """A leased semaphore: the name ``name`` with ``limit`` permits
@@ -369,15 +308,7 @@ class Semaphore:
         PERMITS_MISMATCH (this owner holds it with other permits), at once
         whatever the wait; INVALID_ARGUMENT (nothing sent) for a limit or
         permits out of range."""
-        if not 1 <= self.limit <= 10000:
-            raise LockdError("semaphore limit must be 1-10000, not %d" % self.limit,
-                             grpc.StatusCode.INVALID_ARGUMENT)
-        if not 1 <= permits <= self.limit:
-            raise LockdError("permits must be 1-%d (the limit), not %d" % (self.limit, permits),
-                             grpc.StatusCode.INVALID_ARGUMENT)
-        self.client._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
-                                        kwargs.get("timeout"))
-        spec = LockSpec(self.name, self.namespace, limit=self.limit, permits=permits)
+        spec = semaphore_spec(self.name, self.limit, permits, self.namespace)
         return self.client._acquire([spec], False, namespace=self.namespace, **kwargs)[0]
 
     def try_acquire(self, permits: int = 1, **kwargs) -> Lease:
@@ -467,14 +398,8 @@ class Client:
         self.target = target or os.environ.get("LOCKD_SERVER") or DEFAULT_SERVER
         self._own_channel = channel is None
         if channel is None:
-            grpc_target, options = channel_options(self.target, keepalive_time,
-                                                   keepalive_timeout)
-            if credentials is None:
-                channel = grpc.insecure_channel(grpc_target, options=options)
-            else:
-                if server_name:
-                    options.append(("grpc.ssl_target_name_override", server_name))
-                channel = grpc.secure_channel(grpc_target, credentials, options=options)
+            channel = open_channel(grpc, self.target, credentials, server_name, keepalive_time,
+                                   keepalive_timeout)
         self._channel = channel
         # Watching connectivity keeps one of grpcio's threads polling the
         # channel. Without it nothing drives reconnection between calls (only
@@ -482,10 +407,7 @@ class Client:
         # seen seconds late: too late for short leases.
         self._connectivity = None
         self._channel.subscribe(self._on_connectivity, try_to_connect=False)
-        token = bearer_token or os.environ.get("LOCKD_AUTH_TOKEN")
-        token_file = bearer_token_file or os.environ.get("LOCKD_AUTH_TOKEN_FILE")
-        if not token and token_file:
-            token = read_token_file(token_file)
+        token = resolve_token(bearer_token, bearer_token_file)
         if token:
             channel = grpc.intercept_channel(channel, BearerTokenInterceptor(token))
         # What the sessions, the watchdog and the leases share.
@@ -539,18 +461,21 @@ class Client:
     def lock(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
              timeout: Optional[float] = None, namespace: Optional[str] = None,
              owner: Optional[str] = None, auto_renew: bool = True,
-             on_lost: Optional[Callable[[LockLost], None]] = None) -> _LockContext:
+             on_lost: Optional[Callable[[LockLost], None]] = None,
+             cancel: Optional[Cancellation] = None) -> _LockContext:
         """``with client.lock(name, ttl=10, wait=5) as lease:`` acquires on entry
         (see acquire()) and releases on exit; if the lease was lost meanwhile,
         the exit raises LockLost (unless the block raised)."""
         return _LockContext(lambda: self.acquire(name, ttl=ttl, wait=wait, timeout=timeout,
                                                  namespace=namespace, owner=owner,
-                                                 auto_renew=auto_renew, on_lost=on_lost))
+                                                 auto_renew=auto_renew, on_lost=on_lost,
+                                                 cancel=cancel))
 
     def acquire(self, name: str, *, ttl: Optional[float] = None, wait: float = 0,
                 timeout: Optional[float] = None, namespace: Optional[str] = None,
                 owner: Optional[str] = None, auto_renew: bool = True,
-                on_lost: Optional[Callable[[LockLost], None]] = None) -> Lease:
+                on_lost: Optional[Callable[[LockLost], None]] = None,
+                cancel: Optional[Cancellation] = None) -> Lease:
         """Takes the lock, waiting up to ``wait`` seconds while another owner
         holds it.
 
@@ -565,21 +490,22 @@ class Client:
         on_lost: called once with the LockLost when the lease is lost while
           active: for a session lease on a thread of its own, otherwise on
           the watchdog thread or the thread that noticed.
+        cancel: a lockd.Cancellation whose cancel(), from any thread, ends
+          the call (raising lockd.Cancelled, nothing of it held).
 
         Returns an active Lease. If the grant came so late that a renewal was
         already due (a long wait), it is renewed before returning.
         Raises LockNotAcquired (not acquired in time; ``holder`` says who has
-        it), Unavailable, LockLost (granted, but the lease ended before the
-        post-wait renewal), LockdError (e.g. INVALID_ARGUMENT). Whatever it
+        it), Cancelled (by ``cancel``), Unavailable, LockLost (granted, but
+        the lease ended before the post-wait renewal), LockdError (e.g. INVALID_ARGUMENT). Whatever it
         raises (KeyboardInterrupt included), no hold of this call remains,
         unless the error's ``unconfirmed_acquire_request_id`` is set (see the
         module docstring). Past ``timeout`` the call may block for that undo
         (up to min(rpc_timeout, release_timeout)) or for the post-wait renewal
         (up to min(rpc_timeout, ttl/3))."""
-        self._check_acquire_args(ttl, wait, timeout)
         return self._acquire([LockSpec(name, namespace)], False, ttl=ttl, wait=wait,
                              timeout=timeout, namespace=namespace, owner=owner,
-                             auto_renew=auto_renew, on_lost=on_lost)[0]
+                             auto_renew=auto_renew, on_lost=on_lost, cancel=cancel)[0]
 
     def acquire_shared(self, name: str, **kwargs) -> Lease:
         """acquire() of the lock SHARED (a reader of a read-write lock):
@@ -594,8 +520,6 @@ class Client:
         (an upgrade) is granted at once when it is the only holder and
         nobody waits, else raises LockdError with reason UPGRADE_WOULD_BLOCK
         at once: release the shared hold and acquire exclusive instead."""
-        self._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
-                                 kwargs.get("timeout"))
         return self._acquire([LockSpec(name, kwargs.get("namespace"), SHARED)], False,
                              **kwargs)[0]
 
@@ -617,8 +541,6 @@ class Client:
         nothing is held), LockdError with the reason of a kind refusal.
         An attempt whose outcome is unknown is undone on every lock."""
         specs = [LockSpec(x) if isinstance(x, str) else x for x in locks]
-        self._check_acquire_args(kwargs.get("ttl"), kwargs.get("wait", 0),
-                                 kwargs.get("timeout"))
         return LeaseSet(self._acquire(specs, True, **kwargs))
 
     def lock_all(self, locks: Sequence[Union[str, LockSpec]], **kwargs) -> "_LockContext":
@@ -631,72 +553,40 @@ class Client:
         """A handle on the semaphore ``name`` of ``limit`` permits (1-10,000)."""
         return Semaphore(self, name, limit, namespace)
 
-    @staticmethod
-    def _check_acquire_args(ttl: Optional[float], wait: float, timeout: Optional[float]) -> None:
-        if ttl is not None and ttl <= 0:
-            raise LockdError("ttl must be positive", grpc.StatusCode.INVALID_ARGUMENT)
-        if wait < 0 or (timeout is not None and timeout <= 0):
-            raise LockdError("wait must not be negative and timeout must be positive",
-                             grpc.StatusCode.INVALID_ARGUMENT)
-
     def _acquire(self, specs: List[LockSpec], all_locks: bool, *, ttl: Optional[float] = None,
                  wait: float = 0, timeout: Optional[float] = None,
                  namespace: Optional[str] = None, owner: Optional[str] = None,
                  auto_renew: bool = True,
-                 on_lost: Optional[Callable[[LockLost], None]] = None) -> List[Lease]:
+                 on_lost: Optional[Callable[[LockLost], None]] = None,
+                 cancel: Optional[Cancellation] = None) -> List[Lease]:
         """The one acquire of every kind: ``specs`` (one, or all of them with
         AcquireAll) on the path _choose_path picks."""
-        default_ns = self._ns(namespace)
-        locks = [lock_pb2.LockSpec(namespace=self._ns(s.namespace) if s.namespace is not None
-                                   else default_ns, name=s.name,
-                                   mode=_mode_to_proto(s.mode), limit=s.limit,
-                                   permits=s.permits) for s in specs]
+        check_acquire_args(ttl, wait, timeout)
+        if cancel is not None:
+            cancel.check()  # nothing sent
+        locks = proto_specs(specs, namespace, self._ns)
         session = self._choose_path(ttl, owner, auto_renew)
         call = AcquireCall(self._core, locks, owner or self.owner, ttl, wait, timeout,
                            all_locks)
         if session is not None:
-            states = self._acquire_over_session(session, call, on_lost)
+            states = self._acquire_over_session(session, call, on_lost, cancel)
             if states is not None:
                 return [Lease(state, self._watchdog) for state in states]
-        return self._acquire_unary(call, ttl, auto_renew, on_lost)
+        return self._acquire_unary(call, ttl, auto_renew, on_lost, cancel)
 
-    # The one choice of path of an acquire(); the first row that holds decides.
-    #
-    # | condition                               | path    | why                                    |
-    # |-----------------------------------------|---------|----------------------------------------|
-    # | auto_renew=False                        | unary   | lockd renews every session lease;      |
-    # |                                         |         | this one must end with its ttl         |
-    # | owner= other than the Client's          | unary   | a session acts for the Client's        |
-    # |                                         |         | owner only                             |
-    # | ttl given, not session_safe             | unary   | a hung lockd could outlast the         |
-    # |                                         |         | lease unnoticed (2/3 ttl - drift <= K) |
-    # | use_sessions=False, lockd without       | unary   | no session to use                      |
-    # | Session (UNIMPLEMENTED seen), or closed |         |                                        |
-    # | no ttl, and the server's default ttl    | unary   | as for a ttl given                     |
-    # | (known once a session opened) not safe  |         |                                        |
-    # | otherwise                               | session | the Client's session for this ttl,     |
-    # |                                         |         | opened by its first operation (a       |
-    # |                                         |         | new one if the last was refused)       |
+    # The one choice of path: lockd._paths (its table).
     def _choose_path(self, ttl: Optional[float], owner: Optional[str],
                      auto_renew: bool) -> Optional[_Session]:
-        """The session to acquire over, or None for the unary RPCs (see the
-        table above)."""
-        if not auto_renew or (owner and owner != self.owner):
-            return None
-        if not self._core.session_safe(ttl):
-            return None
+        """The session to acquire over, or None for the unary RPCs
+        (lockd._paths)."""
         with self._sessions_mu:
-            if not self._use_sessions:
-                return None
-            session = self._sessions.get(ttl)
-            if session is None or session.failed:
-                session = self._sessions[ttl] = _Session(self._core, ttl, self._keep_on_disconnect)
-        if ttl is None and not self._core.session_safe(session.granted_ttl):
-            return None
-        return session
+            return choose_session(
+                self._sessions, lambda: _Session(self._core, ttl, self._keep_on_disconnect),
+                ttl=ttl, owner=owner, client_owner=self.owner, auto_renew=auto_renew,
+                use_sessions=self._use_sessions, session_safe=self._core.session_safe)
 
-    def _acquire_over_session(self, session: _Session, call: AcquireCall,
-                              on_lost) -> Optional[List[_LeaseState]]:
+    def _acquire_over_session(self, session: _Session, call: AcquireCall, on_lost,
+                              cancel: Optional[Cancellation]) -> Optional[List[_LeaseState]]:
         """The session path: ``call`` as operations on the stream of
         ``session``, which keeps the lease (lockd renews it while the stream
         is open). Returns the lease's state, or None when lockd does not
@@ -705,7 +595,7 @@ class Client:
         undo_bound = self._core.undo_timeout()
         try:
             resp, states = call.send(
-                lambda t: session.acquire(call.request, t, undo_bound, on_lost))
+                lambda t: session.acquire(call.request, t, undo_bound, on_lost, cancel), cancel)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._use_sessions = False
@@ -715,7 +605,7 @@ class Client:
         return states
 
     def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
-                       on_lost) -> List[Lease]:
+                       on_lost, cancel: Optional[Cancellation]) -> List[Lease]:
         """The unary path: Acquire (or AcquireAll) RPCs (``call`` retries
         them and undoes attempts of unknown outcome), validity from the
         granting attempt's send time, a renewal at once when the wait used up
@@ -724,7 +614,7 @@ class Client:
         be used, the others are given back (all or nothing)."""
         rpc = self._core.stub.AcquireAll if call.all else self._core.stub.Acquire
         try:
-            resp = call.send(lambda t: rpc(call.request, timeout=t))
+            resp = call.send(lambda t: _unary_attempt(rpc, call.request, t, cancel), cancel)
         except grpc.RpcError as e:
             raise call.failure(e) from None
         responses = call.check_granted(resp)

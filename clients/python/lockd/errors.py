@@ -65,6 +65,15 @@ class Unavailable(LockdError):
         super().__init__(message, code)
 
 
+class Cancelled(LockdError):
+    """The call was cancelled by its lockd.Cancellation (synchronous client):
+    nothing of it is held, unless ``unconfirmed_acquire_request_id`` says
+    otherwise."""
+
+    def __init__(self, message: str):
+        super().__init__(message, grpc.StatusCode.CANCELLED)
+
+
 # Codes after which a call may have been applied although no answer said so.
 # Every other code is the server's definite answer.
 _OUTCOME_UNKNOWN = frozenset({

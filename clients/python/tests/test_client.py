@@ -9,8 +9,9 @@ clients using sessions (the default); LockdUnaryTest runs the same tests with
 use_sessions=False. test_session.py has the tests of session-only behaviour.
 
 Run by ctest (label `clients`, lockd_python_wheel_test) against the package
-as users install it: tests/wheel_test.py builds the wheel, installs it into a
-venv over Debian's grpcio and runs this file with the venv's python.
+as users install it: clients/python/prepare.sh builds the wheel and installs
+it into a venv with grpcio and protobuf from the package index, and pytest
+runs this file with the venv's python.
 """
 
 import concurrent.futures

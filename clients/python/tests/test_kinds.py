@@ -3,8 +3,8 @@ client: against FakeService (what each call sends, the reasons of lockd's
 refusals, the undo of an acquire_all on every lock) and against the real
 lockd on the memory backend, over sessions and over the unary RPCs.
 
-Run by lockd_python_wheel_test (see wheel_test.py) with test_client.py,
-whose FakeService and LockdTestBase it reuses.
+Run by lockd_python_wheel_test with test_client.py, whose FakeService and
+LockdTestBase it reuses.
 """
 
 import concurrent.futures

@@ -2,7 +2,7 @@
 ClientCore.session_safe, which maps the server's default ttl, None, to
 the vectors' ttl 0) against the vectors every client's tests read:
 clients/testdata/lease_validity.json, found from this file's own path (the
-tests run from the source tree; see wheel_test.py). Needs no lockd.
+tests run from the source tree; see test_client.py). Needs no lockd.
 """
 
 import json

@@ -4,8 +4,8 @@ replicas over one real Redis (redis-server, started here) of which the one
 holding a session is killed with SIGKILL: the session resumes its hold on
 another replica and calls (session and unary) go on without an error.
 
-Run with the client suite by tests/wheel_test.py (ctest
-lockd_python_wheel_test); needs $LOCKD_BINARY and redis-server.
+Run with the client suite (ctest lockd_python_wheel_test, see
+test_client.py); needs $LOCKD_BINARY and redis-server.
 """
 
 import os
