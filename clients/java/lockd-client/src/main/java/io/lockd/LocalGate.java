@@ -75,6 +75,16 @@ final class LocalGate {
     return count;
   }
 
+  /** Drops every hold of {@code tid} (its lease was lost); no-op when it holds none. */
+  synchronized void drop(long tid) {
+    if (holder == tid) {
+      holder = 0;
+      count = 0;
+      lease = null;
+      notifyAll();
+    }
+  }
+
   synchronized int holdCount(long tid) {
     return holder == tid ? count : 0;
   }

@@ -297,7 +297,15 @@ public final class LockdClient implements AutoCloseable {
 
   /** An exclusive, reentrant (per thread) lock on {@code name} in the client's namespace. */
   public LockdLock getLock(String name) {
-    return new LockdLock(this, LockSpec.exclusive(name).in(resolve("")));
+    return getLock(name, Duration.ZERO);
+  }
+
+  /**
+   * {@link #getLock(String)} whose holds ask lease {@code leaseTtl} (zero: the client's). A
+   * lease other than the session's takes the unary path ({@link AcquirePath}).
+   */
+  public LockdLock getLock(String name, Duration leaseTtl) {
+    return new LockdLock(this, LockSpec.exclusive(name).in(resolve("")), leaseTtl);
   }
 
   /** A read-write lock on {@code name}: readers SHARED, the writer EXCLUSIVE. */

@@ -17,9 +17,10 @@ import java.util.function.Consumer;
  * the outermost lock, released by the last unlock). From {@link LockdClient#getLock}.
  *
  * <p>{@link #unlock()} by a thread that does not hold it throws
- * {@link IllegalMonitorStateException}; one whose lease was lost throws
- * {@link LockLostException} (after freeing the lock locally): the work done under it was not
- * protected. {@link #newCondition()} is not supported. The async calls act for the thread that
+ * {@link IllegalMonitorStateException}. Once a hold's lease is lost the thread no longer holds
+ * the lock, whatever its hold count: its next unlock() throws {@link LockLostException} (the
+ * work done under it was not protected), its next tryLock() answers false, its next lock()
+ * takes the lock afresh; either way the lost holds are dropped. {@link #newCondition()} is not supported. The async calls act for the thread that
  * calls them (as Redisson's do). Errors from lockd are {@link LockdException}s.
  *
  * <p>Thread-safe; any number of LockdLock objects of one name share its state.
@@ -30,11 +31,13 @@ public final class LockdLock implements Lock {
   private final LockdClient client;
   private final LockSpec spec;
   private final LocalGate gate;
+  private final Duration leaseTtl; // zero: the client's
   private final List<Consumer<LockLostException>> lostListeners = new CopyOnWriteArrayList<>();
 
-  LockdLock(LockdClient client, LockSpec spec) {
+  LockdLock(LockdClient client, LockSpec spec, Duration leaseTtl) {
     this.client = client;
     this.spec = spec;
+    this.leaseTtl = leaseTtl;
     this.gate = client.gate(spec);
   }
 
@@ -174,18 +177,34 @@ public final class LockdLock implements Lock {
 
   // ------------------------------------------------------------------ internal
 
-  /** Takes the lock for thread {@code tid}; {@code nanos} Long.MAX_VALUE: no time bound. */
+  /**
+   * Takes the lock for thread {@code tid}; {@code nanos} Long.MAX_VALUE: no time bound. A thread
+   * whose hold was lost does not hold the lock any more: its holds are dropped, a try answers
+   * false (so that a caller that tries again while it believes it holds the lock learns the
+   * loss), and lock() takes the lock afresh.
+   */
   private boolean acquireFor(long tid, long nanos, boolean interruptible)
       throws InterruptedException {
     boolean forever = nanos == Long.MAX_VALUE;
     long deadline = System.nanoTime() + (forever ? 0 : nanos);
-    int n = forever ? gate.enter(tid, Long.MAX_VALUE, interruptible)
-        : nanos == 0 ? gate.tryEnter(tid) : gate.enter(tid, deadline, interruptible);
+    int n;
+    while (true) {
+      n = forever ? gate.enter(tid, Long.MAX_VALUE, interruptible)
+          : nanos == 0 ? gate.tryEnter(tid) : gate.enter(tid, deadline, interruptible);
+      if (n <= 1) {
+        break;
+      }
+      Lease current = gate.lease();
+      if (current != null && current.isValid()) {
+        return true;
+      }
+      gate.drop(tid);
+      if (!forever) {
+        return false;
+      }
+    }
     if (n == 0) {
       return false;
-    }
-    if (n > 1) {
-      return true;
     }
     boolean held = false;
     try {
@@ -193,7 +212,7 @@ public final class LockdLock implements Lock {
         long left = forever ? WAIT_CHUNK.toNanos()
             : Math.max(0, Math.min(deadline - System.nanoTime(), WAIT_CHUNK.toNanos()));
         List<Lease> leases = client.acquire(client.newCall(List.of(spec), false,
-            client.clientId(), Duration.ZERO, Duration.ofNanos(left), true, interruptible));
+            client.clientId(), leaseTtl, Duration.ofNanos(left), true, interruptible));
         if (!leases.isEmpty()) {
           Lease l = leases.get(0);
           gate.setLease(l);
@@ -219,11 +238,15 @@ public final class LockdLock implements Lock {
           "lock " + Errors.describe(spec.namespace(), spec.name()) + " is not held by thread "
               + tid + " of client " + client.clientId());
     }
+    Lease l = gate.lease();
+    if (l != null && l.isLost()) {
+      gate.drop(tid);
+      throw l.lostCause();
+    }
     if (count > 1) {
       gate.exit(tid);
       return;
     }
-    Lease l = gate.lease();
     try {
       l.release();
     } finally {
