@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# clients/java/prepare.sh BUILD_DIR: everything the Java client's suite needs,
+# nothing the C++ build makes. Generates the stubs (protos/generate.sh
+# BUILD_DIR java -> BUILD_DIR/gen/java), then builds and installs both modules
+# with their compiled tests (`mvn install -DskipTests`, dependencies from Maven
+# Central into ~/.m2). Outputs under BUILD_DIR/clients/java/<module>/, among
+# them the jar a user installs: lockd-client/lockd-client-<version>.jar (also
+# in ~/.m2/repository/io/lockd/). Idempotent: skipped when the sources and
+# the stubs are those of its last run (a stamp in BUILD_DIR/clients/java).
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: clients/java/prepare.sh BUILD_DIR" >&2; exit 64; }
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mkdir -p "$1"
+build=$(cd "$1" && pwd)
+out=$build/clients/java
+mkdir -p "$out"
+
+"$root/protos/generate.sh" "$build" java
+
+stamp=$out/.prepared
+digest=$( (cd "$here" && find . -path ./target -prune -o -type f -print0 | sort -z | xargs -0 sha256sum;
+           cd "$build/gen/java" && find . -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+  exit 0
+fi
+offline=()
+# Offline once the dependencies are in ~/.m2 (a first run downloads them).
+if [ -f "$stamp" ]; then offline=(-o); fi
+cd "$here"
+mvn -q "${offline[@]}" -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out" \
+  -DskipTests install || mvn -q -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out" \
+  -DskipTests install
+# Surefire resolves its JUnit provider only when it runs: run it on no test
+# once, so that test.sh's offline `mvn -o test` finds it in ~/.m2.
+if [ ${#offline[@]} -eq 0 ]; then
+  mvn -q -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out" \
+    -Dtest=NoTest -Dsurefire.failIfNoSpecifiedTests=false test
+fi
+echo "$digest" > "$stamp"
