@@ -19,6 +19,7 @@ import io.lockd.v1.DescribeRequest;
 import io.lockd.v1.ForceReleaseRequest;
 import io.lockd.v1.ForceReleaseResponse;
 import io.lockd.v1.LockInfo;
+import io.lockd.v1.LockServiceGrpc;
 import io.lockd.v1.ReleaseRequest;
 import io.lockd.v1.ReleaseResponse;
 import io.lockd.v1.RenewRequest;
@@ -355,7 +356,8 @@ public final class LockdClient implements AutoCloseable {
 
   /** The state of lock {@code name} in the client's namespace. */
   public LockInfo describe(String name) {
-    return unary("describe of " + Errors.describe(resolve(""), name), Rpc.DESCRIBE,
+    return unary("describe of " + Errors.describe(resolve(""), name),
+        LockServiceGrpc.getDescribeMethod(),
         DescribeRequest.newBuilder().setNamespace(resolve("")).setName(name).build());
   }
 
@@ -367,7 +369,7 @@ public final class LockdClient implements AutoCloseable {
     ForceReleaseRequest req = ForceReleaseRequest.newBuilder().setNamespace(resolve(""))
         .setName(name).setReason(reason).setFencingToken(fencingToken).build();
     try {
-      return call(Rpc.FORCE_RELEASE, req, deadline(config.rpcTimeout), false);
+      return call(LockServiceGrpc.getForceReleaseMethod(), req, deadline(config.rpcTimeout), false);
     } catch (StatusRuntimeException | InterruptedException e) {
       throw Errors.fromThrowable("lockd force release of " + Errors.describe(resolve(""), name), e);
     }
@@ -381,7 +383,8 @@ public final class LockdClient implements AutoCloseable {
   public ReleaseResponse undoAcquire(String name, String owner, String acquireRequestId) {
     ReleaseRequest req = ReleaseRequest.newBuilder().setNamespace(resolve("")).setName(name)
         .setOwner(owner).setAcquireRequestId(acquireRequestId).build();
-    return unary("undo of an acquire of " + Errors.describe(resolve(""), name), Rpc.RELEASE, req);
+    return unary("undo of an acquire of " + Errors.describe(resolve(""), name),
+        LockServiceGrpc.getReleaseMethod(), req);
   }
 
   /**
@@ -488,7 +491,7 @@ public final class LockdClient implements AutoCloseable {
     long backoff = 50;
     while (true) {
       try {
-        call(Rpc.RELEASE, req, deadline, false);
+        call(LockServiceGrpc.getReleaseMethod(), req, deadline, false);
         return;
       } catch (StatusRuntimeException e) {
         LockdException err = Errors.fromThrowable(what, e);
@@ -522,7 +525,7 @@ public final class LockdClient implements AutoCloseable {
       long backoff = 50;
       while (true) {
         try {
-          call(Rpc.RELEASE, req, deadline, false);
+          call(LockServiceGrpc.getReleaseMethod(), req, deadline, false);
           break;
         } catch (StatusRuntimeException e) {
           if (e.getStatus().getCode() != Status.Code.UNAVAILABLE
@@ -549,16 +552,16 @@ public final class LockdClient implements AutoCloseable {
       long send = System.nanoTime();
       try {
         List<AcquireResponse> granted;
-        Duration asked = call.ttl();
+        com.google.protobuf.Duration asked = Protos.duration(ttlFor(call.ttl()));
         if (call.all()) {
-          AcquireAllResponse r = call(Rpc.ACQUIRE_ALL, call.requestAll(requestId, send)
-              .toBuilder().setLeaseTtl(Protos.duration(ttlFor(asked))).build(),
+          AcquireAllResponse r = call(LockServiceGrpc.getAcquireAllMethod(),
+              call.requestAll(requestId, send).toBuilder().setLeaseTtl(asked).build(),
               call.deadlineNanos(), call.interruptible());
           granted = r.getAcquired() ? r.getLocksList() : List.of();
         } else {
-          AcquireResponse r = call(Rpc.ACQUIRE, call.request(requestId, send).toBuilder()
-              .setLeaseTtl(Protos.duration(ttlFor(asked))).build(), call.deadlineNanos(),
-              call.interruptible());
+          AcquireResponse r = call(LockServiceGrpc.getAcquireMethod(),
+              call.request(requestId, send).toBuilder().setLeaseTtl(asked).build(),
+              call.deadlineNanos(), call.interruptible());
           granted = r.getAcquired() ? List.of(r) : List.of();
         }
         List<Lease> leases = new ArrayList<>();
@@ -642,7 +645,7 @@ public final class LockdClient implements AutoCloseable {
         .setOwner(l.owner).setLeaseTtl(Protos.duration(l.ttl)).setFencingToken(l.fencingToken)
         .build();
     try {
-      RenewResponse r = call(Rpc.RENEW, req,
+      RenewResponse r = call(LockServiceGrpc.getRenewMethod(), req,
           send + Math.min(validity, config.rpcTimeout.toNanos()), false);
       if (r.getFencingToken() != 0 && r.getFencingToken() != l.fencingToken) {
         l.markLost("FENCING_TOKEN_CHANGED", "lockd renewed another hold");

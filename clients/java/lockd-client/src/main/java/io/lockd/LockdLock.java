@@ -20,8 +20,9 @@ import java.util.function.Consumer;
  * {@link IllegalMonitorStateException}. Once a hold's lease is lost the thread no longer holds
  * the lock, whatever its hold count: its next unlock() throws {@link LockLostException} (the
  * work done under it was not protected), its next tryLock() answers false, its next lock()
- * takes the lock afresh; either way the lost holds are dropped. {@link #newCondition()} is not supported. The async calls act for the thread that
- * calls them (as Redisson's do). Errors from lockd are {@link LockdException}s.
+ * takes the lock afresh; either way the lost holds are dropped. {@link #newCondition()} is not
+ * supported. The async calls act for the thread that calls them (as Redisson's do). Errors
+ * from lockd are {@link LockdException}s.
  *
  * <p>Thread-safe; any number of LockdLock objects of one name share its state.
  */

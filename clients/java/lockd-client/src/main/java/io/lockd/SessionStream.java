@@ -8,6 +8,7 @@ import io.lockd.v1.AcquireResponse;
 import io.lockd.v1.LockInfo;
 import io.lockd.v1.LockLost;
 import io.lockd.v1.LockRef;
+import io.lockd.v1.LockServiceGrpc;
 import io.lockd.v1.ReleaseRequest;
 import io.lockd.v1.SessionAcquire;
 import io.lockd.v1.SessionAcquireAll;
@@ -304,7 +305,7 @@ final class SessionStream {
           .setNamespace(l.namespace).setName(l.name).setFencingToken(l.fencingToken));
     }
     s.out = (ClientCallStreamObserver<SessionRequest>) ClientCalls.asyncBidiStreamingCall(
-        client.channel.newCall(Rpc.SESSION, client.callOptions()), s);
+        client.channel.newCall(LockServiceGrpc.getSessionMethod(), client.callOptions()), s);
     s.out.onNext(SessionRequest.newBuilder().setOpen(open).build());
   }
 
