@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # clients/java/prepare.sh BUILD_DIR: everything the Java client's suite needs,
 # nothing the C++ build makes. Generates the stubs (protos/generate.sh
-# BUILD_DIR java -> BUILD_DIR/gen/java), then builds and installs both modules
+# BUILD_DIR java -> BUILD_DIR/gen/java), then builds and installs every module
 # with their compiled tests (`mvn install -DskipTests`, dependencies from Maven
 # Central into ~/.m2). Outputs under BUILD_DIR/clients/java/<module>/, among
 # them the jar a user installs: lockd-client/lockd-client-<version>.jar (also

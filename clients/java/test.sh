@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # clients/java/test.sh BUILD_DIR: the Java client's suite (ctest
-# java_client_test): prepare.sh, then every JUnit test of both modules,
+# java_client_test): prepare.sh, then every JUnit test of every module,
 # offline, against $LOCKD_BINARY (and redis-server, which the tests start).
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: clients/java/test.sh BUILD_DIR" >&2; exit 64; }

@@ -151,6 +151,29 @@ public final class Lease implements AutoCloseable {
     client.release(this);
   }
 
+  /**
+   * Resets the lease to {@code ttl} from now (lockd's clock), for a hold acquired with
+   * autoRenew false; a session hold needs none (lockd renews it) and is left as it is.
+   *
+   * @throws LockLostException lockd no longer had the hold (now marked lost)
+   * @throws LockdException INVALID_ARGUMENT (ttl outside lockd's bounds), UNAVAILABLE,
+   *     DEADLINE_EXCEEDED: the lease is unchanged
+   */
+  public void renew(Duration ttl) {
+    synchronized (this) {
+      if (lost != null) {
+        throw lost;
+      }
+      if (released) {
+        throw new IllegalStateException("lease of " + Errors.describe(namespace, name)
+            + " already released");
+      }
+    }
+    if (!session) {
+      client.renewOnce(this, ttl);
+    }
+  }
+
   /** {@link #release()}. */
   @Override
   public void close() {

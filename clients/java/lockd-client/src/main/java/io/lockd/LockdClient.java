@@ -630,6 +630,37 @@ public final class LockdClient implements AutoCloseable {
     }
   }
 
+  /** Lease.renew of a unary hold: retried on UNAVAILABLE within rpcTimeout. */
+  void renewOnce(Lease l, Duration ttl) {
+    RenewRequest req = RenewRequest.newBuilder().setNamespace(l.namespace).setName(l.name)
+        .setOwner(l.owner).setLeaseTtl(Protos.duration(ttl)).setFencingToken(l.fencingToken)
+        .build();
+    long deadline = deadline(config.rpcTimeout);
+    long backoff = 50;
+    while (true) {
+      long send = System.nanoTime();
+      try {
+        RenewResponse r = call(LockServiceGrpc.getRenewMethod(), req, deadline, false);
+        Duration granted = Protos.duration(r.getLeaseTtl());
+        l.setValidUntil(LeaseValidity.unaryValidUntil(send, granted, config.drift(granted)));
+        return;
+      } catch (StatusRuntimeException e) {
+        LockdException err = Errors.fromThrowable("lockd renew of "
+            + Errors.describe(l.namespace, l.name), e);
+        if (err instanceof LockLostException lost) {
+          l.markLost(lost.reason(), "lockd no longer had it when it was renewed");
+          throw lost;
+        }
+        if (err.code() != Status.Code.UNAVAILABLE || !sleepBefore(deadline, backoff)) {
+          throw err;
+        }
+        backoff = Math.min(backoff * 2, 2000);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e); // not interruptible
+      }
+    }
+  }
+
   /** The watchdog's renewal of one unary hold; reschedules itself. */
   private void renew(Lease l) {
     if (l.isReleased() || l.lostCause() != null) {
