@@ -300,9 +300,12 @@ final class SessionStream {
     if (!lease.asked().isZero()) {
       open.setLeaseTtl(Protos.duration(lease.asked()));
     }
+    Set<String> listed = new HashSet<>(); // a reentrant hold is several Leases of one token
     for (Lease l : holds) {
-      open.addResume(LockRef.newBuilder()
-          .setNamespace(l.namespace).setName(l.name).setFencingToken(l.fencingToken));
+      if (listed.add(key(l.namespace, l.name, l.fencingToken))) {
+        open.addResume(LockRef.newBuilder()
+            .setNamespace(l.namespace).setName(l.name).setFencingToken(l.fencingToken));
+      }
     }
     s.out = (ClientCallStreamObserver<SessionRequest>) ClientCalls.asyncBidiStreamingCall(
         client.channel.newCall(LockServiceGrpc.getSessionMethod(), client.callOptions()), s);
@@ -403,22 +406,20 @@ final class SessionStream {
     return leases;
   }
 
+  /** Every Lease of the hold (a reentrant hold may be several) is lost. */
   private void onLost(LockLost lost) {
-    Lease gone = null;
+    List<Lease> gone = new ArrayList<>();
     synchronized (mu) {
       for (Lease l : holds) {
         if (l.name.equals(lost.getName()) && l.fencingToken == lost.getFencingToken()
             && (lost.getNamespace().isEmpty() || l.namespace.equals(lost.getNamespace()))) {
-          gone = l;
-          break;
+          gone.add(l);
         }
       }
-      if (gone != null) {
-        holds.remove(gone);
-      }
+      holds.removeAll(gone);
     }
-    if (gone != null) {
-      gone.markLost(lost.getReason(), "lockd says " + lost.getReason());
+    for (Lease l : gone) {
+      l.markLost(lost.getReason(), "lockd says " + lost.getReason());
     }
   }
 

@@ -79,8 +79,12 @@ public final class LockdProcess implements AutoCloseable {
   }
 
   @Override
-  public void close() throws InterruptedException {
-    kill();
+  public void close() {
+    try {
+      kill();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   public static int freePort() throws IOException {
