@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Status;
-import io.lockd.testing.LockdProcess;
+import io.lockd.testing.LockdFixture;
 import io.lockd.v1.LockInfo;
 import io.lockd.v1.LockMode;
 import java.nio.file.Path;
@@ -24,22 +24,20 @@ import org.junit.jupiter.api.io.TempDir;
 /** Read-write locks, semaphores and acquireAll against a real lockd (memory backend). */
 class KindsTest {
   @TempDir static Path dir;
-  static LockdProcess lockd;
+  static LockdFixture fixture;
   static LockdClient a;
   static LockdClient b;
 
   @BeforeAll
   static void start() throws Exception {
-    lockd = new LockdProcess(dir).start();
-    a = LockdClient.builder().target(lockd.address()).build();
-    b = LockdClient.builder().target(lockd.address()).build();
+    fixture = LockdFixture.start(dir);
+    a = fixture.one;
+    b = fixture.two;
   }
 
   @AfterAll
-  static void stop() throws Exception {
-    a.close();
-    b.close();
-    lockd.close();
+  static void stop() {
+    fixture.close();
   }
 
   @Test

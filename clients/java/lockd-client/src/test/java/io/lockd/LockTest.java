@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lockd.testing.LockdProcess;
+import io.lockd.testing.LockdFixture;
 import io.lockd.v1.LockInfo;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -24,22 +24,20 @@ import org.junit.jupiter.api.io.TempDir;
 /** LockdLock's java.util.concurrent.locks contract against a real lockd (memory backend). */
 class LockTest {
   @TempDir static Path dir;
-  static LockdProcess lockd;
+  static LockdFixture fixture;
   static LockdClient client;
   static LockdClient other;
 
   @BeforeAll
   static void start() throws Exception {
-    lockd = new LockdProcess(dir).start();
-    client = LockdClient.builder().target(lockd.address()).build();
-    other = LockdClient.builder().target(lockd.address()).build();
+    fixture = LockdFixture.start(dir);
+    client = fixture.one;
+    other = fixture.two;
   }
 
   @AfterAll
-  static void stop() throws Exception {
-    client.close();
-    other.close();
-    lockd.close();
+  static void stop() {
+    fixture.close();
   }
 
   @Test

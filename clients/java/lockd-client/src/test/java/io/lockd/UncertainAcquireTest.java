@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lockd.testing.LockdFixture;
 import io.lockd.testing.LockdProcess;
 import io.lockd.testing.StallProxy;
 import io.lockd.v1.LockInfo;
@@ -69,7 +70,7 @@ class UncertainAcquireTest {
         }
       });
       // lockd grants at once; its reply is held back.
-      assertTrue(waitFor(() -> observer.describe(name).getHeld()));
+      assertTrue(LockdFixture.waitFor(() -> observer.describe(name).getHeld()));
       proxy.cut();
       proxy.holdReplies(false);
       assertTrue(got.get(15, TimeUnit.SECONDS));
@@ -86,7 +87,7 @@ class UncertainAcquireTest {
         LockdClient client = LockdClient.builder().target(proxy.address()).useSessions(false)
             .rpcTimeout(Duration.ofMillis(1500)).releaseTimeout(Duration.ofMillis(1500))
             .build()) {
-      assertTrue(waitFor(() -> {
+      assertTrue(LockdFixture.waitFor(() -> {
         try {
           return !client.describe("warm-up").getHeld();
         } catch (LockdException e) {
@@ -102,16 +103,5 @@ class UncertainAcquireTest {
       assertFalse(observer.describe(name).getHeld(), "the undo gave the hold back");
       proxy.holdReplies(false);
     }
-  }
-
-  static boolean waitFor(java.util.function.BooleanSupplier cond) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (System.nanoTime() < deadline) {
-      if (cond.getAsBoolean()) {
-        return true;
-      }
-      Thread.sleep(20);
-    }
-    return false;
   }
 }

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lockd.LockdClient;
-import io.lockd.testing.LockdProcess;
+import io.lockd.testing.LockdFixture;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
@@ -23,22 +23,20 @@ import org.junit.jupiter.api.io.TempDir;
 /** LockdLockProvider's ShedLock contract against a real lockd (lease.min 100 ms). */
 class LockdLockProviderTest {
   @TempDir static Path dir;
-  static LockdProcess lockd;
+  static LockdFixture fixture;
   static LockdClient one;
   static LockdClient two;
 
   @BeforeAll
   static void start() throws Exception {
-    lockd = new LockdProcess(dir).start();
-    one = LockdClient.builder().target(lockd.address()).build();
-    two = LockdClient.builder().target(lockd.address()).build();
+    fixture = LockdFixture.start(dir);
+    one = fixture.one;
+    two = fixture.two;
   }
 
   @AfterAll
-  static void stop() throws Exception {
-    one.close();
-    two.close();
-    lockd.close();
+  static void stop() {
+    fixture.close();
   }
 
   static LockConfiguration config(String name, Duration atMost, Duration atLeast) {

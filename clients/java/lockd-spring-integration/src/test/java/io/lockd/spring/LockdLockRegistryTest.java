@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lockd.LockdClient;
-import io.lockd.testing.LockdProcess;
+import io.lockd.testing.LockdFixture;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -15,7 +15,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Lock;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -27,22 +26,20 @@ import org.springframework.integration.support.leader.LockRegistryLeaderInitiato
 /** LockdLockRegistry under Spring Integration's own users, against a real lockd. */
 class LockdLockRegistryTest {
   @TempDir static Path dir;
-  static LockdProcess lockd;
+  static LockdFixture fixture;
   static LockdClient one;
   static LockdClient two;
 
   @BeforeAll
   static void start() throws Exception {
-    lockd = new LockdProcess(dir).start();
-    one = LockdClient.builder().target(lockd.address()).build();
-    two = LockdClient.builder().target(lockd.address()).build();
+    fixture = LockdFixture.start(dir);
+    one = fixture.one;
+    two = fixture.two;
   }
 
   @AfterAll
-  static void stop() throws Exception {
-    one.close();
-    two.close();
-    lockd.close();
+  static void stop() {
+    fixture.close();
   }
 
   @Test
@@ -113,7 +110,7 @@ class LockdLockRegistryTest {
     }
     ia.start();
     try {
-      assertTrue(waitFor(() -> a.leader));
+      assertTrue(LockdFixture.waitFor(() -> a.leader));
       ib.start();
       Thread.sleep(800);
       assertTrue(a.leader);
@@ -122,28 +119,18 @@ class LockdLockRegistryTest {
       // An operator frees the lock: a's lease is lost, a is revoked, b takes over.
       long token = one.describe("leader/cluster-leader").getFencingToken();
       one.forceRelease("leader/cluster-leader", "test", token);
-      assertTrue(waitFor(() -> b.leader && !a.leader), "a: " + a.events + ", b: " + b.events);
+      assertTrue(LockdFixture.waitFor(() -> b.leader && !a.leader), "a: " + a.events + ", b: " + b.events);
       assertEquals(two.clientId(), two.describe("leader/cluster-leader").getOwner());
       // b stops: its lock is released and a leads again.
       ib.stop();
-      assertTrue(waitFor(() -> a.leader), "a: " + a.events);
+      assertTrue(LockdFixture.waitFor(() -> a.leader), "a: " + a.events);
       assertFalse(b.leader);
       assertEquals(List.of("granted", "revoked", "granted"), a.events);
     } finally {
       ia.stop();
       ib.stop();
     }
-    assertTrue(waitFor(() -> !one.describe("leader/cluster-leader").getHeld()));
+    assertTrue(LockdFixture.waitFor(() -> !one.describe("leader/cluster-leader").getHeld()));
   }
 
-  static boolean waitFor(BooleanSupplier cond) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
-    while (System.nanoTime() < deadline) {
-      if (cond.getAsBoolean()) {
-        return true;
-      }
-      Thread.sleep(20);
-    }
-    return false;
-  }
 }
