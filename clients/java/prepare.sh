@@ -2,7 +2,7 @@
 # clients/java/prepare.sh BUILD_DIR: everything the Java client's suite needs,
 # nothing the C++ build makes. Generates the stubs (protos/generate.sh
 # BUILD_DIR java -> BUILD_DIR/gen/java), then builds and installs every module
-# with their compiled tests (`mvn install -DskipTests`, dependencies from Maven
+# with their compiled tests (`mvn install`, no test run; dependencies from Maven
 # Central into ~/.m2). Outputs under BUILD_DIR/clients/java/<module>/, among
 # them the jar a user installs: lockd-client/lockd-client-<version>.jar (also
 # in ~/.m2/repository/io/lockd/). Idempotent: skipped when the sources and
@@ -24,17 +24,13 @@ digest=$( (cd "$here" && find . -path ./target -prune -o -type f -print0 | sort 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
   exit 0
 fi
-offline=()
-# Offline once the dependencies are in ~/.m2 (a first run downloads them).
-if [ -f "$stamp" ]; then offline=(-o); fi
 cd "$here"
-mvn -q "${offline[@]}" -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out" \
-  -DskipTests install || mvn -q -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out" \
-  -DskipTests install
-# Surefire resolves its JUnit provider only when it runs: run it on no test
-# once, so that test.sh's offline `mvn -o test` finds it in ~/.m2.
-if [ ${#offline[@]} -eq 0 ]; then
-  mvn -q -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out" \
-    -Dtest=NoTest -Dsurefire.failIfNoSpecifiedTests=false test
+# install with the tests compiled but none run (-Dtest=NoTest: surefire still
+# resolves its JUnit provider, so that test.sh's `mvn -o test` finds it).
+# Offline first (seconds once ~/.m2 has everything), else from Maven Central.
+args=(-q -Dlockd.gen.dir="$build/gen/java" -Dlockd.out.dir="$out"
+      -Dtest=NoTest -Dsurefire.failIfNoSpecifiedTests=false install)
+if ! mvn -o "${args[@]}" > "$out/prepare-offline.log" 2>&1; then
+  mvn "${args[@]}"
 fi
 echo "$digest" > "$stamp"

@@ -13,7 +13,9 @@ import io.grpc.StatusRuntimeException;
 import io.grpc.TlsChannelCredentials;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.ClientCalls;
+import io.lockd.v1.AcquireAllRequest;
 import io.lockd.v1.AcquireAllResponse;
+import io.lockd.v1.AcquireRequest;
 import io.lockd.v1.AcquireResponse;
 import io.lockd.v1.DescribeRequest;
 import io.lockd.v1.ForceReleaseRequest;
@@ -552,15 +554,22 @@ public final class LockdClient implements AutoCloseable {
       long send = System.nanoTime();
       try {
         List<AcquireResponse> granted;
-        com.google.protobuf.Duration asked = Protos.duration(ttlFor(call.ttl()));
+        // No lease asked: lockd's default, learnt from the grant.
+        Duration asked = call.ttl().isZero() ? config.leaseTtl : call.ttl();
         if (call.all()) {
-          AcquireAllResponse r = call(LockServiceGrpc.getAcquireAllMethod(),
-              call.requestAll(requestId, send).toBuilder().setLeaseTtl(asked).build(),
+          AcquireAllRequest.Builder req = call.requestAll(requestId, send).toBuilder();
+          if (!asked.isZero()) {
+            req.setLeaseTtl(Protos.duration(asked));
+          }
+          AcquireAllResponse r = call(LockServiceGrpc.getAcquireAllMethod(), req.build(),
               call.deadlineNanos(), call.interruptible());
           granted = r.getAcquired() ? r.getLocksList() : List.of();
         } else {
-          AcquireResponse r = call(LockServiceGrpc.getAcquireMethod(),
-              call.request(requestId, send).toBuilder().setLeaseTtl(asked).build(),
+          AcquireRequest.Builder req = call.request(requestId, send).toBuilder();
+          if (!asked.isZero()) {
+            req.setLeaseTtl(Protos.duration(asked));
+          }
+          AcquireResponse r = call(LockServiceGrpc.getAcquireMethod(), req.build(),
               call.deadlineNanos(), call.interruptible());
           granted = r.getAcquired() ? List.of(r) : List.of();
         }
@@ -600,12 +609,6 @@ public final class LockdClient implements AutoCloseable {
         throw e;
       }
     }
-  }
-
-  /** A unary hold's lease: the one asked, else the client's (zero: lockd's default). */
-  private Duration ttlFor(Duration asked) {
-    Duration ttl = asked.isZero() ? config.leaseTtl : asked;
-    return ttl.isZero() ? Duration.ofSeconds(30) : ttl;
   }
 
   private void scheduleRenewal(Lease l, long delayNanos) {

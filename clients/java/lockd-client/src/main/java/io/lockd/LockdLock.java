@@ -104,6 +104,11 @@ public final class LockdLock implements Lock {
     return tryLock(time, unit) ? new Guard() : null;
   }
 
+  /** Whether some thread of this client holds the lock (what this client knows, no call). */
+  public boolean isLocked() {
+    return gate.isHeld();
+  }
+
   public boolean isHeldByCurrentThread() {
     return gate.holdCount(tid()) > 0;
   }

@@ -96,7 +96,7 @@ public final class LockdLockRegistry
     }
 
     boolean inUse() {
-      return lock.getHoldCount() > 0;
+      return lock.isLocked();
     }
 
     @Override
