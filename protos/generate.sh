@@ -4,6 +4,7 @@
 #
 #   protos/generate.sh BUILD_DIR [go|java|all]   generate stubs (default all)
 #   protos/generate.sh BUILD_DIR check           lint, breaking check, Go stubs current
+#   protos/generate.sh BUILD_DIR image FILE      the buf image of protos/ into FILE
 #
 # go    regenerates clients/go/lockdv1 (committed: a Go module ships source).
 # java  generates BUILD_DIR/gen/java (messages and gRPC stubs, io.lockd.v1),
@@ -12,6 +13,7 @@
 #       protos/releases/lockd-<last>.binpb; proof on a temporary copy that the
 #       breaking check fails on a renumbered field; and clients/go/lockdv1
 #       equal to what buf generates now. Exits non-zero naming what failed.
+# image a release's image (scripts/release.sh; protos/releases/README.md).
 #
 # Installs what the languages asked need, pinned, under BUILD_DIR/tools (buf
 # from npm; protoc-gen-go and protoc-gen-go-grpc with `go install`; protoc and
@@ -33,8 +35,8 @@ PROTOC_VERSION=4.33.5
 GRPC_JAVA_VERSION=1.83.1
 MAVEN_DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 
-usage() { echo "usage: protos/generate.sh BUILD_DIR [go|java|all|check]" >&2; exit 64; }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+usage() { echo "usage: protos/generate.sh BUILD_DIR [go|java|all|check|image FILE]" >&2; exit 64; }
+[ $# -ge 1 ] && [ $# -le 3 ] || usage
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$1"
 build=$(cd "$1" && pwd)
@@ -44,8 +46,10 @@ case "$mode" in
   java) langs=(java) ;;
   all) langs=(go java) ;;
   check) langs=() ;;
+  image) [ $# = 3 ] || usage; langs=() ;;
   *) usage ;;
 esac
+[ "$mode" = image ] || [ $# -le 2 ] || usage
 tools=$build/tools
 log() { echo "protos/generate.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -82,12 +86,15 @@ java_bin=$tools/protoc-$PROTOC_VERSION-grpc-java-$GRPC_JAVA_VERSION/bin
 maven_exe() {
   local dl=$tools/maven-download
   rm -rf "$dl"
-  mvn -q -B "$MAVEN_DEPENDENCY_PLUGIN:copy" -Dartifact="$1:exe:linux-x86_64" \
-    -DoutputDirectory="$dl" -Dmdep.stripVersion=true >&2 ||
+  # mvn's output only when it fails (Maven 3.8 writes color codes even when quiet).
+  if ! mvn -q -B "$MAVEN_DEPENDENCY_PLUGIN:copy" -Dartifact="$1:exe:linux-x86_64" \
+    -DoutputDirectory="$dl" -Dmdep.stripVersion=true >"$dl.log" 2>&1; then
+    cat "$dl.log" >&2
     die "mvn could not fetch $1 (exe, linux-x86_64) from Maven Central"
+  fi
   mkdir -p "$java_bin"
   install -m 755 "$dl"/*.exe "$java_bin/$2"
-  rm -rf "$dl"
+  rm -rf "$dl" "$dl.log"
 }
 install_java_plugins() {
   [ -x "$java_bin/protoc" ] && [ -x "$java_bin/protoc-gen-grpc-java" ] && return
@@ -130,18 +137,18 @@ fingerprint() {
 }
 
 generate() {
-  local lang=$1 base stamp
+  local lang=$1 base made stamp
   case "$lang" in
-    go) base=$root/clients ;;
-    java) base=$build/gen ;;
+    go) base=$root/clients made=$root/clients/go/lockdv1 ;;
+    java) base=$build/gen made=$build/gen/java ;;
   esac
   stamp=$build/gen/.stamp-$lang
-  if [ -d "$base/$lang" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(fingerprint)" ]; then
+  if [ -d "$made" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(fingerprint)" ]; then
     return
   fi
   install_buf
   "install_${lang}_plugins"
-  log "generating $lang stubs into $base/$lang"
+  log "generating $lang stubs into $made"
   buf_generate "$lang" "$base"
   fingerprint >"$stamp"
 }
@@ -177,19 +184,28 @@ check() {
 
   log "clients/go/lockdv1 against buf generate"
   buf_generate go "$tmp/gen"
-  if ! diff -r "$tmp/gen/go/lockdv1" clients/go/lockdv1; then
+  if ! diff -rq "$tmp/gen/go/lockdv1" clients/go/lockdv1 >/dev/null; then
+    diff -ru "$tmp/gen/go/lockdv1" clients/go/lockdv1 | head -n 40 || true
     log "FAIL: clients/go/lockdv1 is stale; regenerate it with" \
-      "protos/generate.sh BUILD_DIR go and commit the result"
+      "$root/protos/generate.sh $build go and commit the result"
     failed=1
   fi
   [ "$failed" = 0 ] && log "OK: lint, breaking, Go stubs current"
   return "$failed"
 }
 
-if [ "$mode" = check ]; then
-  check
-  exit
-fi
+# The image a release commits as protos/releases/lockd-VERSION.binpb: every
+# file of the module and its imports, without source info (buf breaking
+# compares descriptors only). buf's output is byte-for-byte reproducible.
+image() {
+  install_buf
+  (cd "$root" && "$buf" build --exclude-source-info -o "$1")
+}
+
+case "$mode" in
+  check) check; exit ;;
+  image) image "$(realpath -m "$3")"; exit ;;
+esac
 for lang in "${langs[@]}"; do
   generate "$lang"
 done

@@ -16,6 +16,10 @@
 #   lockd-VERSION-linux-ARCH.tar.gz   lockd and lockctl for this architecture
 #                                     (the image's binaries; they need Debian
 #                                     12's runtime packages, listed inside)
+#   lockd-VERSION.binpb               the API's buf image (protos/), which must
+#                                     equal the committed
+#                                     protos/releases/lockd-VERSION.binpb: the
+#                                     next release's breaking check reads it
 #   SHA256SUMS                        `sha256sum -c SHA256SUMS` checks them
 # (Java jars join the list once the project has a Java client.)
 #
@@ -66,6 +70,15 @@ tools="$root/build/release-tools"
 "$root/tests/deploy/setup-tools.sh" "$tools" >/dev/null
 helm="$tools/bin/helm"
 arch=$(dpkg --print-architecture)
+
+# --- the API image (first: a missing one fails fast) --------------------------
+log "API image"
+"$root/protos/generate.sh" "$tools" image "$out/lockd-$version.binpb"
+if ! cmp -s "$out/lockd-$version.binpb" "$root/protos/releases/lockd-$version.binpb"; then
+  msg="protos/releases/lockd-$version.binpb is missing or differs from protos/; make it with
+  protos/generate.sh BUILD_DIR image protos/releases/lockd-$version.binpb and commit it"
+  if [ "$allow_dirty" = 1 ]; then log "warning: $msg"; else die "$msg"; fi
+fi
 
 # --- the image, its archive and SBOM ----------------------------------------
 bases=()
