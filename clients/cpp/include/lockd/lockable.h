@@ -18,7 +18,7 @@
 //    "<Client owner>/lockable-<random hex>", a new one per Lockable. So two
 //    Lockables of one name exclude each other even in one process. Such an
 //    owner is not the Client's, so the hold uses the unary path with the
-//    watchdog (acquire_path.h); pass options.owner = client.owner() for the
+//    watchdog (docs/clients/cpp.md); pass options.owner = client.owner() for the
 //    session path, if nothing else of this Client takes `name` (lockd's
 //    holds are reentrant per owner: it would get the lock alongside).
 // The lease is renewed as any Lease (options.auto_renew); check
