@@ -37,6 +37,7 @@ absl::StatusOr<AcquireCall> NewAcquireCall(const ClientCore& core, std::vector<L
   call.deadline = start + ToSteady(call.timeout);
   call.auto_renew = options.auto_renew;
   call.on_lost = std::move(options.on_lost);
+  call.cancel = std::move(options.cancel);
   return call;
 }
 

@@ -54,6 +54,7 @@ struct AcquireCall {
   SteadyTime deadline;  // start + timeout: past it a waiting attempt is given up
   bool auto_renew = true;
   LostCallback on_lost;
+  CancellationToken cancel;  // AcquireOptions::cancel
 };
 
 // Validates `options` (kInvalidArgument naming a negative ttl, wait or

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "clients/cpp/src/acquire_path.h"
 #include "clients/cpp/src/bearer_token.h"
+#include "clients/cpp/src/cancellation.h"
 #include "clients/cpp/src/client_core.h"
 #include "clients/cpp/src/errors.h"
 #include "clients/cpp/src/lease_state.h"
@@ -263,35 +264,45 @@ absl::Status Lease::Renew() {
   return absl::OkStatus();
 }
 
-absl::Status Lease::Release(absl::Duration timeout) {
-  if (state_ == nullptr) return absl::FailedPreconditionError("Release() on an empty Lease");
-  LeaseState::EndResult end = state_->End(SteadyClock::now());
-  core_->watchdog().Remove(state_.get());
-  if (state_->session) core_->session().Forget(state_.get());
+namespace {
+
+// Lease::Release of `state`, also used to give back a grant that a cancel
+// overtook (AcquireLeases).
+absl::Status ReleaseState(ClientCore& core, LeaseState& state, absl::Duration timeout) {
+  LeaseState::EndResult end = state.End(SteadyClock::now());
+  core.watchdog().Remove(&state);
+  if (state.session) core.session().Forget(&state);
   if (!end.was_active) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "lease of ", DescribeLock(state_->ns, state_->name), " was already released or detached"));
+        "lease of ", DescribeLock(state.ns, state.name), " was already released or detached"));
   }
   // A lost lease is not released: if the server still has the hold, it ends
   // within the drift margin anyway, and a release could instead take away a
   // hold that the same owner was granted again meanwhile.
   if (!end.lost.ok()) return end.lost;
-  if (timeout <= absl::ZeroDuration()) timeout = core_->options().rpc_timeout;
+  if (timeout <= absl::ZeroDuration()) timeout = core.options().rpc_timeout;
   const SteadyTime deadline = SteadyClock::now() + ToSteady(timeout);
   absl::StatusOr<ReleaseOutcome> r =
-      state_->session ? core_->session().Release(*state_, deadline)
-                      : client_internal::ReleaseHold(
-                            core_->stub(), core_->channel(), core_->options(), state_->ns,
-                            state_->name, state_->owner, state_->fencing_token, deadline);
+      state.session
+          ? core.session().Release(state, deadline)
+          : client_internal::ReleaseHold(core.stub(), core.channel(), core.options(), state.ns,
+                                         state.name, state.owner, state.fencing_token, deadline);
   if (r.ok()) return absl::OkStatus();
   if (IsLockLost(r.status())) {
     absl::Status lost = client_internal::LockLostError(
-        "LOCK_NOT_HELD", absl::StrCat("lease of ", DescribeLock(state_->ns, state_->name),
+        "LOCK_NOT_HELD", absl::StrCat("lease of ", DescribeLock(state.ns, state.name),
                                       " had been lost before Release(): ", r.status().message()));
-    state_->SetLostAfterEnd(lost);
+    state.SetLostAfterEnd(lost);
     return lost;
   }
   return r.status();
+}
+
+}  // namespace
+
+absl::Status Lease::Release(absl::Duration timeout) {
+  if (state_ == nullptr) return absl::FailedPreconditionError("Release() on an empty Lease");
+  return ReleaseState(*core_, *state_, timeout);
 }
 
 void Lease::Detach() {
@@ -348,6 +359,8 @@ Client::Client(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions op
 Client::Client(std::shared_ptr<v1::LockService::StubInterface> stub, ClientOptions options)
     : core_(std::make_shared<ClientCore>(std::move(stub), nullptr, std::move(options))) {}
 
+Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
+
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
@@ -361,17 +374,41 @@ absl::StatusOr<Lease> Client::TryAcquire(absl::string_view name, AcquireOptions 
 
 namespace {
 
-// The one acquire of every kind: `call` on the path ChooseAcquirePath picks.
-absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> AcquireLeases(
-    const std::shared_ptr<ClientCore>& core, absl::StatusOr<AcquireCall> call) {
-  if (!call.ok()) return call.status();
-  if (ChooseAcquirePath(*core, *call) == AcquirePath::kSession) {
-    absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held = core->session().Acquire(*call);
+// `call` on the path ChooseAcquirePath picks.
+absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> AcquireOnPath(ClientCore& core,
+                                                                       AcquireCall call) {
+  if (ChooseAcquirePath(core, call) == AcquirePath::kSession) {
+    absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held = core.session().Acquire(call);
     // kUnimplemented: a lockd without the Session stream. Nothing was sent;
     // this call and every later one go unary (ChooseAcquirePath).
     if (held.ok() || held.status().code() != absl::StatusCode::kUnimplemented) return held;
   }
-  return client_internal::UnaryAcquire(*core, *std::move(call));
+  return client_internal::UnaryAcquire(core, std::move(call));
+}
+
+// The one acquire of every kind, and where a cancel (AcquireOptions::cancel)
+// becomes its kCancelled: before the call nothing is sent; a failure is
+// reported as cancelled (each path stops waiting at the cancel and undoes
+// its attempt); a grant the cancel overtook is released.
+absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> AcquireLeases(
+    const std::shared_ptr<ClientCore>& core, absl::StatusOr<AcquireCall> call) {
+  if (!call.ok()) return call.status();
+  const CancellationToken cancel = call->cancel;
+  const std::string what = client_internal::DescribeCall(*call);
+  if (cancel.cancelled()) return client_internal::CancelledError(what);
+  absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> held =
+      AcquireOnPath(*core, *std::move(call));
+  if (!cancel.cancelled()) return held;
+  if (!held.ok()) {
+    if (held.status().code() == absl::StatusCode::kCancelled) return held.status();
+    return client_internal::CancelledError(what, held.status());
+  }
+  absl::Status released;
+  for (const std::shared_ptr<LeaseState>& state : *held) {
+    absl::Status r = ReleaseState(*core, *state, core->options().release_timeout);
+    if (released.ok()) released = r;
+  }
+  return client_internal::CancelledError(what, released);
 }
 
 // AcquireLeases of one lock.

@@ -4,12 +4,10 @@
 
 #include "clients/cpp/src/lease_validity.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "clients/cpp/src/testdata.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace lockd::client_internal {
@@ -21,15 +19,10 @@ using google::protobuf::Value;
 
 // One group of vectors ("unary", "session_break", "session_safe").
 ListValue Vectors(const std::string& group) {
-  const std::string path = std::string(LOCKD_CLIENT_TESTDATA_DIR) + "/lease_validity.json";
-  std::ifstream in(path);
-  std::stringstream json;
-  json << in.rdbuf();
-  Struct all;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json.str(), &all).ok()) << path;
+  const Struct all = LoadTestdata("lease_validity.json");
   auto it = all.fields().find(group);
   if (it == all.fields().end()) {
-    ADD_FAILURE() << path << " has no \"" << group << "\"";
+    ADD_FAILURE() << "lease_validity.json has no \"" << group << "\"";
     return ListValue();
   }
   EXPECT_GT(it->second.list_value().values_size(), 0) << group;

@@ -51,17 +51,26 @@ void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline) {
                         deadline - SteadyClock::now()));
 }
 
-void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until) {
-  if (channel == nullptr) {
-    std::this_thread::sleep_for(until - SteadyClock::now());
-    return;
-  }
+void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until,
+                          const CancellationToken* cancel) {
+  // A cancel is noticed between slices: neither a sleep nor a wait for a
+  // state change can be woken by it.
+  constexpr auto kSlice = std::chrono::milliseconds(20);
   while (SteadyClock::now() < until) {
+    if (cancel != nullptr && cancel->cancelled()) return;
+    SteadyTime end = cancel != nullptr ? std::min(until, SteadyClock::now() + kSlice) : until;
+    if (channel == nullptr) {
+      std::this_thread::sleep_for(end - SteadyClock::now());
+      continue;
+    }
     grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
     if (state == GRPC_CHANNEL_READY) return;
     auto left =
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(until - SteadyClock::now());
-    if (!channel->WaitForStateChange(state, std::chrono::system_clock::now() + left)) return;
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(end - SteadyClock::now());
+    if (!channel->WaitForStateChange(state, std::chrono::system_clock::now() + left) &&
+        cancel == nullptr) {
+      return;
+    }
   }
 }
 
@@ -186,7 +195,7 @@ absl::Status UndoAttempt(Stub& stub, grpc::ChannelInterface* channel, const Clie
 grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
                              const ClientOptions& options, SteadyTime deadline,
                              std::string* request_id, const std::vector<AttemptHold>& holds,
-                             absl::string_view owner,
+                             absl::string_view owner, const CancellationToken& cancel,
                              absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
                              std::string* unresolved) {
   unresolved->clear();
@@ -207,7 +216,7 @@ grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
       *request_id = RandomHex(16);
     }
     if (SteadyClock::now() >= deadline) return status;
-    PauseWatchingChannel(channel, resume);
+    PauseWatchingChannel(channel, resume, &cancel);
     backoff = NextBackoff(options, backoff);
   }
 }

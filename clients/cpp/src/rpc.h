@@ -30,8 +30,10 @@ void SetDeadline(grpc::ClientContext* ctx, SteadyTime deadline);
 // and meanwhile asks the channel to connect and polls it. With gRPC's
 // synchronous API nothing else drives reconnection between calls (only
 // gRPC's 5 s backup poller), so without this a server that comes back is
-// noticed seconds late.
-void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until);
+// noticed seconds late. With `cancel`, also returns within about 20 ms of
+// its Cancel().
+void PauseWatchingChannel(grpc::ChannelInterface* channel, SteadyTime until,
+                          const CancellationToken* cancel = nullptr);
 
 // A pause uniformly jittered in [backoff/2, backoff].
 absl::Duration Jittered(absl::Duration backoff);
@@ -117,14 +119,15 @@ absl::Status UndoAttempt(Stub& stub, grpc::ChannelInterface* channel, const Clie
 // was confirmed the next attempt gets a new *request_id (a late give-back of
 // the old attempt can then not touch the new hold), otherwise it keeps the
 // same one (the server answers a repeat with the first result, so the hold
-// count cannot double). Then it backs off as CallWithRetry does. Returns the
-// last attempt's status. *unresolved: the request_id of an attempt whose
-// outcome is unknown and whose undo was not confirmed, else empty; the
-// caller must undo it if it reports a failure.
+// count cannot double). Then it backs off as CallWithRetry does, cut short
+// by a Cancel() of `cancel` (the next attempt, which `attempt` answers
+// CANCELLED at once, ends the loop). Returns the last attempt's status. *unresolved: the request_id
+// of an attempt whose outcome is unknown and whose undo was not confirmed, else empty; the caller
+// must undo it if it reports a failure.
 grpc::Status AcquireWithUndo(Stub& stub, grpc::ChannelInterface* channel,
                              const ClientOptions& options, SteadyTime deadline,
                              std::string* request_id, const std::vector<AttemptHold>& holds,
-                             absl::string_view owner,
+                             absl::string_view owner, const CancellationToken& cancel,
                              absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
                              std::string* unresolved);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "clients/cpp/src/client_test_fixture.h"
+#include "clients/cpp/src/scripted_session_stream.h"
 #include "tests/support/status_matchers.h"
 
 namespace lockd {
@@ -23,67 +24,6 @@ namespace {
 
 using ::lockd::testing::StatusIs;
 using ::testing::_;
-
-// A Session stream whose server side is the test: Write() records what the
-// client sends, Read() returns what the test pushes, and the stream ends
-// when the client half-closes or the test calls End().
-class ScriptedStream
-    : public grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse> {
- public:
-  void Push(v1::SessionResponse resp) {
-    std::lock_guard<std::mutex> l(mu_);
-    replies_.push_back(std::move(resp));
-    cv_.notify_all();
-  }
-
-  // Waits up to `timeout` for a written request that `pred` accepts.
-  template <typename Pred>
-  std::optional<v1::SessionRequest> AwaitWrite(Pred pred, absl::Duration timeout) {
-    std::unique_lock<std::mutex> l(mu_);
-    std::optional<v1::SessionRequest> found;
-    cv_.wait_for(l, absl::ToChronoNanoseconds(timeout), [&] {
-      for (const v1::SessionRequest& w : written_) {
-        if (pred(w)) found = w;
-      }
-      return found.has_value();
-    });
-    return found;
-  }
-
-  void WaitForInitialMetadata() override {}
-  bool NextMessageSize(uint32_t* sz) override {
-    *sz = 1 << 20;
-    return true;
-  }
-  bool Read(v1::SessionResponse* resp) override {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return !replies_.empty() || ended_; });
-    if (replies_.empty()) return false;
-    *resp = std::move(replies_.front());
-    replies_.pop_front();
-    return true;
-  }
-  bool Write(const v1::SessionRequest& req, grpc::WriteOptions) override {
-    std::lock_guard<std::mutex> l(mu_);
-    written_.push_back(req);
-    cv_.notify_all();
-    return !ended_;
-  }
-  bool WritesDone() override {
-    std::lock_guard<std::mutex> l(mu_);
-    ended_ = true;
-    cv_.notify_all();
-    return true;
-  }
-  grpc::Status Finish() override { return grpc::Status::OK; }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<v1::SessionResponse> replies_;
-  std::vector<v1::SessionRequest> written_;
-  bool ended_ = false;
-};
 
 class SessionAbandonTest : public ClientTest {
  protected:
@@ -143,15 +83,7 @@ TEST_F(SessionAbandonTest, GrantAfterTheCallerGaveUpIsGivenBackOverTheStream) {
   std::optional<v1::SessionRequest> acquire = stream_.load()->AwaitWrite(
       [](const v1::SessionRequest& w) { return w.has_acquire(); }, absl::ZeroDuration());
   ASSERT_TRUE(acquire.has_value());
-  v1::SessionResponse grant;
-  v1::SessionResult* r = grant.mutable_result();
-  r->set_op_id(acquire->acquire().op_id());
-  r->mutable_status();
-  r->mutable_acquire()->set_acquired(true);
-  r->mutable_acquire()->set_fencing_token(9);
-  r->mutable_acquire()->set_hold_count(1);
-  SetProtoDuration(absl::Seconds(30), r->mutable_acquire()->mutable_lease_ttl());
-  stream_.load()->Push(grant);
+  stream_.load()->Push(GrantOf(*acquire, /*token=*/9, /*hold_count=*/1));
 
   std::optional<v1::SessionRequest> undo = stream_.load()->AwaitWrite(
       [](const v1::SessionRequest& w) { return w.has_release(); }, absl::Seconds(5));
@@ -189,15 +121,7 @@ TEST_F(SessionAbandonTest, ReleasesOverTheStreamCarryTheLeasesFencingToken) {
     std::thread caller([&] { lease = client.Acquire("x", Ttl(absl::Seconds(30))); });
     std::optional<v1::SessionRequest> acquire = next_op(/*acquire=*/true);
     if (acquire.has_value()) {
-      v1::SessionResponse grant;
-      v1::SessionResult* r = grant.mutable_result();
-      r->set_op_id(acquire->acquire().op_id());
-      r->mutable_status();
-      r->mutable_acquire()->set_acquired(true);
-      r->mutable_acquire()->set_fencing_token(41);
-      r->mutable_acquire()->set_hold_count(hold_count);
-      SetProtoDuration(absl::Seconds(30), r->mutable_acquire()->mutable_lease_ttl());
-      stream_.load()->Push(grant);
+      stream_.load()->Push(GrantOf(*acquire, /*token=*/41, hold_count));
     }
     caller.join();
     ASSERT_TRUE(acquire.has_value());

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/src/cancellation.h"
 #include "clients/cpp/src/errors.h"
 #include "google/rpc/status.pb.h"
 #include "protos/proto_duration.h"
@@ -135,9 +136,9 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
   return op;
 }
 
-bool SessionStream::Wait(Op& op, SteadyTime until) {
+bool SessionStream::Wait(Op& op, SteadyTime until, const CancellationToken* cancel) {
   std::unique_lock<std::mutex> l(mu_);
-  cv_.wait_until(l, until, [&] { return op.done; });
+  cv_.wait_until(l, until, [&] { return op.done || (cancel != nullptr && cancel->cancelled()); });
   return op.done;
 }
 
@@ -211,11 +212,19 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
                        unresolved, std::move(s));
   };
   auto not_in_time = [&] {
+    if (call.cancel.cancelled()) return CancelledError(what);
     return absl::DeadlineExceededError(
         absl::StrCat("lockd acquire of ", what, ": not acquired within the call's timeout"));
   };
   std::string unresolved;  // an attempt that may have left a hold
+  // Wakes Wait() on a cancel (cancellation.h's lock order: the token's
+  // mutex, then mu_).
+  CancelScope wake(call.cancel, [this] {
+    { std::lock_guard<std::mutex> l(mu_); }
+    cv_.notify_all();
+  });
   while (true) {
+    if (call.cancel.cancelled()) return fail(CancelledError(what), unresolved);
     SteadyTime now = SteadyClock::now();
     if (call.wait_end > now) {
       SetProtoDuration(FromSteady(call.wait_end - now),
@@ -226,7 +235,7 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
       one->clear_wait_timeout();
     }
     std::shared_ptr<Op> op = Submit(proto, grants);
-    if (!Wait(*op, call.deadline)) {
+    if (!Wait(*op, call.deadline, &call.cancel)) {
       Cancel(op);
       if (!Wait(*op, SteadyClock::now() + ToSteady(UndoTimeout(options_)))) Abandon(*op);
     }

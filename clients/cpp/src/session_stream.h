@@ -74,7 +74,8 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   // Client's: ChooseAcquirePath picked this path). Errors as Client::Acquire
   // (undone attempts, UnconfirmedAcquireRequestId), plus kUnimplemented when
   // the server (or stub) has no Session RPC: nothing was sent, use the unary
-  // path.
+  // path. A Cancel() of call.cancel ends the wait as the call's deadline
+  // does (SessionCancel, a late grant given back), at once.
   absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> Acquire(const AcquireCall& call);
 
   // Gives up one hold of `lease` (which stops being tracked), waiting up to
@@ -111,8 +112,9 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   // Registers `req` (an op_id is set) and sends it if a stream is up.
   // `grants`: for an acquire, the lease each lock's grant becomes.
   std::shared_ptr<Op> Submit(v1::SessionRequest req, std::vector<LeaseState::Params> grants);
-  // Waits until `op` is done or `until`; returns whether it is done.
-  bool Wait(Op& op, SteadyTime until);
+  // Waits until `op` is done, `until`, or `cancel` (if given) is
+  // cancelled; returns whether it is done.
+  bool Wait(Op& op, SteadyTime until, const CancellationToken* cancel = nullptr);
   // Cancels a waiting acquire (drops it if it was never sent).
   void Cancel(const std::shared_ptr<Op>& op);
   // The caller stops waiting for `op`: a late result is ignored, except

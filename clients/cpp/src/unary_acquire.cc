@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/src/cancellation.h"
 #include "clients/cpp/src/client_core.h"
 #include "clients/cpp/src/errors.h"
 #include "clients/cpp/src/rpc.h"
@@ -103,7 +104,12 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> UnaryAcquire(const Clie
   std::string unresolved;  // an attempt that may have left a hold
   grpc::Status gs = AcquireWithUndo(
       core.stub(), core.channel(), co, call.deadline, &request_id, AttemptHolds(call), call.owner,
+      call.cancel,
       [&](grpc::ClientContext* ctx) {
+        // A cancel cuts the RPC short; lockd gives back a grant it could
+        // not deliver, and the undo (FailAcquire) one it did.
+        if (call.cancel.cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+        CancelScope cancel(call.cancel, [ctx] { ctx->TryCancel(); });
         // A retry waits only for what is left of the caller's wait.
         SteadyTime now = SteadyClock::now();
         if (call.wait_end <= now) {

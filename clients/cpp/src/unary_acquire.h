@@ -7,7 +7,9 @@
 //  1. Attempt: Acquire RPCs with a random request_id, retried on UNAVAILABLE
 //     until call.deadline, each asking the server to wait only for what is
 //     left of call.wait (rpc.h AcquireWithUndo, which also undoes an attempt
-//     before it retries).
+//     before it retries). A Cancel() of call.cancel cancels the RPC in
+//     flight (TryCancel) and ends the retries: an outcome unknown, undone
+//     in step 2.
 //  2. Undo: a failure is reported only after the attempt whose outcome is
 //     unknown was undone (rpc.h FailAcquire, bounded by UndoTimeout even past
 //     the deadline); no hold of a failed Acquire outlives it.

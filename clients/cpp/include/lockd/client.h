@@ -134,8 +134,14 @@
 namespace lockd {
 
 namespace client_internal {
+class CancelState;
 class ClientCore;
 class LeaseState;
+}  // namespace client_internal
+
+class CancellationToken;
+namespace client_internal {
+const std::shared_ptr<CancelState>& StateOf(const CancellationToken& token);
 }  // namespace client_internal
 
 // Transport security for NewLockdChannel / Client::Connect.
@@ -259,6 +265,43 @@ struct ClientOptions {
 // A loss that Release() discovers is reported by Release() only.
 using LostCallback = std::function<void(const absl::Status& why)>;
 
+// Cancels waiting acquires from another thread. Pass a token in
+// AcquireOptions::cancel (of Acquire, AcquireShared, AcquireAll,
+// Semaphore::Acquire, or several calls at once) and call Cancel() from any
+// thread: every call using it that has not returned stops waiting and
+// returns kCancelled promptly (well under a second: the unary RPC is
+// cancelled, a session acquire is cancelled on the stream with
+// SessionCancel), on either path, leaving no hold:
+//  * cancelled before the call starts: nothing is sent;
+//  * cancelled while it waits: lockd ends the wait with no hold (a grant
+//    that raced the cancel is given back by lockd, docs/api.md "Uncertain
+//    outcomes" and "Sessions"), and the client undoes the attempt
+//    (Release{acquire_request_id}) before it returns;
+//  * a grant the client had already received when it noticed the cancel is
+//    released before the call returns kCancelled.
+// Only a call that returned before Cancel() keeps its Lease; Cancel() does
+// not touch held Leases. Like every failed acquire, a kCancelled one may
+// carry UnconfirmedAcquireRequestId when its undo went unanswered.
+//
+// A token is a handle: copies share one state, cheap to copy. Cancellation
+// is final (a token cannot be reset; make a new one). Thread-safe.
+class CancellationToken {
+ public:
+  // A new token, not cancelled.
+  CancellationToken();
+
+  // Cancels every call using this token (or a copy), now and later.
+  // Idempotent; does not block on the calls (they return on their own
+  // threads).
+  void Cancel() const;
+  bool cancelled() const;
+
+ private:
+  friend const std::shared_ptr<client_internal::CancelState>& client_internal::StateOf(
+      const CancellationToken& token);
+  std::shared_ptr<client_internal::CancelState> state_;
+};
+
 struct AcquireOptions {
   // Lock namespace (1-64 bytes of [A-Za-z0-9._-]). Empty:
   // ClientOptions::default_namespace.
@@ -280,6 +323,10 @@ struct AcquireOptions {
   bool auto_renew = true;
   // Optional; see LostCallback.
   LostCallback on_lost;
+  // Cancel() it from another thread to stop the call (see
+  // CancellationToken). Default: a token of this call's own, never
+  // cancelled.
+  CancellationToken cancel;
 };
 
 // How a lock is held (lockd.v1.LockMode): alone (a mutex, a writer) or
@@ -570,6 +617,8 @@ class Client {
   // kResourceExhausted: the server has too many waiters; retry later.
   // kFailedPrecondition + IsLockLost(): granted, but the lease was gone by
   //   the time the post-wait renewal reached the server (rare).
+  // kCancelled: options.cancel was cancelled before the call returned
+  //   (see CancellationToken); nothing is held.
   // Any error: no hold of this call remains, except when
   //   UnconfirmedAcquireRequestId(status) is set (the undo went unanswered;
   //   the hold, if any, ends with its lease).
@@ -609,7 +658,8 @@ class Client {
   //   CurrentHolder(status) is the lock that could not be taken.
   // kFailedPrecondition + ErrorReason (LOCK_KIND_MISMATCH,
   //   UPGRADE_WOULD_BLOCK, PERMITS_MISMATCH) for one of the locks; nothing
-  //   is held. kInvalidArgument, kUnavailable, kResourceExhausted as Acquire.
+  //   is held. kInvalidArgument, kUnavailable, kResourceExhausted, kCancelled as
+  //   Acquire.
   // Uncertain outcomes are undone lock by lock (Release with
   // acquire_request_id = the call's request_id, on every lock), so a failed
   // call leaves no hold unless UnconfirmedAcquireRequestId(status) is set.
@@ -664,7 +714,10 @@ class Client {
                                                    absl::string_view ns = "");
 
  private:
+  friend class Lockable;
   friend class Semaphore;
+  // Another handle on `core`'s connection (for a Lockable).
+  explicit Client(std::shared_ptr<client_internal::ClientCore> core);
   std::shared_ptr<client_internal::ClientCore> core_;
 };
 
