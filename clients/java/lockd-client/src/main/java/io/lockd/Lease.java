@@ -26,13 +26,12 @@ public final class Lease implements AutoCloseable {
   final long fencingToken;
   final Duration ttl;
   final boolean session; // held over the session stream
-  final String acquireRequestId;
 
   private long validUntilNanos; // Long.MAX_VALUE: renewed by a session that is up
   private LockLostException lost;
   private boolean released;
   private final List<Consumer<LockLostException>> listeners = new ArrayList<>();
-  Object renewal; // the watchdog's handle (unary path), set by the watchdog
+  java.util.concurrent.Future<?> renewal; // the watchdog's next renewal; guarded by this
 
   Lease(
       LockdClient client,
@@ -42,7 +41,6 @@ public final class Lease implements AutoCloseable {
       long fencingToken,
       Duration ttl,
       boolean session,
-      String acquireRequestId,
       long validUntilNanos) {
     this.client = client;
     this.spec = spec;
@@ -52,7 +50,6 @@ public final class Lease implements AutoCloseable {
     this.fencingToken = fencingToken;
     this.ttl = ttl;
     this.session = session;
-    this.acquireRequestId = acquireRequestId;
     this.validUntilNanos = validUntilNanos;
   }
 

@@ -578,7 +578,7 @@ public final class LockdClient implements AutoCloseable {
           AcquireResponse g = granted.get(i);
           Duration ttl = Protos.duration(g.getLeaseTtl());
           Lease l = new Lease(this, call.locks().get(i), call.locks().get(i).namespace(),
-              call.owner(), g.getFencingToken(), ttl, false, requestId,
+              call.owner(), g.getFencingToken(), ttl, false,
               LeaseValidity.unaryValidUntil(send, ttl, config.drift(ttl)));
           if (call.autoRenew()) {
             scheduleRenewal(l, ttl.toNanos() / 3);
@@ -627,8 +627,8 @@ public final class LockdClient implements AutoCloseable {
 
   private void stopRenewal(Lease l) {
     synchronized (l) {
-      if (l.renewal instanceof Future<?> f) {
-        f.cancel(false);
+      if (l.renewal != null) {
+        l.renewal.cancel(false);
       }
     }
   }

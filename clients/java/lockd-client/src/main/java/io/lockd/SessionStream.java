@@ -399,7 +399,7 @@ final class SessionStream {
       AcquireResponse g = granted.get(i);
       Lease l = new Lease(client, op.acquire.locks().get(i), op.acquire.locks().get(i).namespace(),
           client.config.owner, g.getFencingToken(), Protos.duration(g.getLeaseTtl()), true,
-          null, Long.MAX_VALUE);
+          Long.MAX_VALUE);
       holds.add(l);
       leases.add(l);
     }
