@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12 packages, everything lockd needs to build, run and
-# test: compilers (clang checks the lock annotations; ccache speeds rebuilds), gRPC/protobuf, backend client libraries, and the Redis (server and Sentinel),
+# test: compilers (scripts/test.sh builds with clang, whose sanitizer runtimes
+# are libclang-rt; ccache speeds rebuilds), gRPC/protobuf, backend client
+# libraries, and the Redis (server and Sentinel),
 # MariaDB and ZooKeeper servers the test suite starts by itself, openssl (the
 # TLS tests make their certificates), Prometheus (promtool checks the alert
 # rules; a real Prometheus server scrapes a test lockd), pip, setuptools, wheel
-# and venv (the Python client is built into a wheel offline and installed into
-# a venv over Debian's grpcio), and the container and
+# and venv (scripts/release.sh builds the Python client's wheel offline; the
+# client's own suite runs in a venv with packages from PyPI, made by
+# clients/python/prepare.sh), and the container and
 # Kubernetes tooling of the deploy tests (podman with runc, mmdebstrap for the
 # base images, Node.js and npm for Helm and the schemas), and mkdocs (the test
 # suite builds the documentation site).
@@ -13,7 +16,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang clang-format ccache git
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libhiredis-dev libmariadb-dev libzookeeper-mt-dev libyaml-cpp-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev grpc-proto

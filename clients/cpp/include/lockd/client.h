@@ -274,9 +274,9 @@ using LostCallback = std::function<void(const absl::Status& why)>;
 // SessionCancel), on either path, leaving no hold:
 //  * cancelled before the call starts: nothing is sent;
 //  * cancelled while it waits: lockd ends the wait with no hold (a grant
-//    that raced the cancel is given back by lockd, docs/api.md "Uncertain
-//    outcomes" and "Sessions"), and the client undoes the attempt
-//    (Release{acquire_request_id}) before it returns;
+//    that raced the cancel is given back by lockd: docs/api.md
+//    "Uncertain outcomes" and "Sessions"), and the client undoes the
+//    attempt (Release{acquire_request_id}) before it returns;
 //  * a grant the client had already received when it noticed the cancel is
 //    released before the call returns kCancelled.
 // Only a call that returned before Cancel() keeps its Lease; Cancel() does
