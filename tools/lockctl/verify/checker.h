@@ -113,6 +113,9 @@ struct CheckResult {
   // Why it failed, one line ("2 overlapping certain holds, 1 semaphore over its
   // limit"); "" when passed.
   std::string failure;
+  // What a passing or failing result still tells ("the unfenced counter lost
+  // 12 updates: what fencing prevented"); "" when nothing.
+  std::string note;
   // In a fixed order per check (see checker.cc's tables; docs/verify.md).
   std::vector<std::pair<std::string, int64_t>> counts;
   std::vector<Example> examples;
@@ -138,7 +141,8 @@ CheckReport Check(const std::vector<Event>& events, const CheckConfig& config);
 // "verify: PASSED" or "verify: FAILED (exclusion, fencing)".
 void PrintReportText(const CheckReport& report, std::ostream& out);
 // JSON: one object on one line, {"passed": bool, "checks": [{"name", "passed",
-// "failure", "counts": {...}, "examples": [{"time_ns", "lock", "text"}]}]}.
+// "failure", "note", "counts": {...}, "examples": [{"time_ns", "lock",
+// "text"}]}]}.
 void PrintReportJson(const CheckReport& report, std::ostream& out);
 
 // kVerifyPassed or kVerifyFailed.

@@ -60,7 +60,9 @@ std::string Choices(const Word<E> (&words)[N]) {
   return out;
 }
 
-std::string Quote(absl::string_view s) {
+}  // namespace
+
+std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
@@ -90,6 +92,8 @@ std::string Quote(absl::string_view s) {
   out += "\"";
   return out;
 }
+
+namespace {
 
 // Reads the fields of one parsed line, each at most once, checking types.
 class FieldReader {
@@ -154,7 +158,7 @@ class FieldReader {
       }
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", key, "\" is ", Quote(text), ", not one of ", Choices(words)));
+        absl::StrCat("\"", key, "\" is ", JsonString(text), ", not one of ", Choices(words)));
   }
 
   // The first key (in sorted order) not in `known`; "" when there is none.
@@ -215,8 +219,8 @@ absl::Status ParseFields(FieldReader& r, Event& e) {
 
 std::string Describe(const Event& e) {
   return absl::StrCat(EventTypeName(e.type), " ", OpName(e.f), " of process ", e.process,
-                      e.lock.empty() ? "" : absl::StrCat(" on ", Quote(e.lock)), " at time_ns ",
-                      e.time_ns);
+                      e.lock.empty() ? "" : absl::StrCat(" on ", JsonString(e.lock)),
+                      " at time_ns ", e.time_ns);
 }
 
 // ValidateHistory's work: the index (in `events`) of the first event breaking
@@ -300,27 +304,27 @@ absl::string_view ApiName(Api api) { return NameOf(kApis, api); }
 absl::string_view CounterName(Counter counter) { return NameOf(kCounters, counter); }
 
 std::string EventToJson(const Event& e) {
-  std::string out =
-      absl::StrCat("{\"time_ns\":", e.time_ns, ",\"process\":", e.process,
-                   ",\"type\":", Quote(EventTypeName(e.type)), ",\"f\":", Quote(OpName(e.f)));
-  if (!e.lock.empty()) absl::StrAppend(&out, ",\"lock\":", Quote(e.lock));
+  std::string out = absl::StrCat("{\"time_ns\":", e.time_ns, ",\"process\":", e.process,
+                                 ",\"type\":", JsonString(EventTypeName(e.type)),
+                                 ",\"f\":", JsonString(OpName(e.f)));
+  if (!e.lock.empty()) absl::StrAppend(&out, ",\"lock\":", JsonString(e.lock));
   if (e.kind != LockKind::kExclusive) {
-    absl::StrAppend(&out, ",\"kind\":", Quote(LockKindName(e.kind)));
+    absl::StrAppend(&out, ",\"kind\":", JsonString(LockKindName(e.kind)));
   }
   if (e.permits != 0) absl::StrAppend(&out, ",\"permits\":", e.permits);
   if (e.limit != 0) absl::StrAppend(&out, ",\"limit\":", e.limit);
-  if (!e.owner.empty()) absl::StrAppend(&out, ",\"owner\":", Quote(e.owner));
+  if (!e.owner.empty()) absl::StrAppend(&out, ",\"owner\":", JsonString(e.owner));
   if (e.ttl_ns != 0) absl::StrAppend(&out, ",\"ttl_ns\":", e.ttl_ns);
-  if (e.api != Api::kUnknown) absl::StrAppend(&out, ",\"api\":", Quote(ApiName(e.api)));
-  if (!e.replica.empty()) absl::StrAppend(&out, ",\"replica\":", Quote(e.replica));
+  if (e.api != Api::kUnknown) absl::StrAppend(&out, ",\"api\":", JsonString(ApiName(e.api)));
+  if (!e.replica.empty()) absl::StrAppend(&out, ",\"replica\":", JsonString(e.replica));
   if (e.token != 0) absl::StrAppend(&out, ",\"token\":", e.token);
   if (e.valid_until_ns.has_value())
     absl::StrAppend(&out, ",\"valid_until_ns\":", *e.valid_until_ns);
   if (e.counter != Counter::kNone) {
-    absl::StrAppend(&out, ",\"counter\":", Quote(CounterName(e.counter)));
+    absl::StrAppend(&out, ",\"counter\":", JsonString(CounterName(e.counter)));
   }
   if (e.f == Op::kWrite) absl::StrAppend(&out, ",\"read\":", e.read, ",\"wrote\":", e.wrote);
-  if (!e.error.empty()) absl::StrAppend(&out, ",\"error\":", Quote(e.error));
+  if (!e.error.empty()) absl::StrAppend(&out, ",\"error\":", JsonString(e.error));
   out += "}";
   return out;
 }
@@ -338,7 +342,7 @@ absl::StatusOr<Event> ParseEvent(absl::string_view line) {
   Event event;
   if (absl::Status s = ParseFields(reader, event); !s.ok()) return s;
   if (std::string key = reader.Unknown(Keys()); !key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown key ", Quote(key)));
+    return absl::InvalidArgumentError(absl::StrCat("unknown key ", JsonString(key)));
   }
   return event;
 }

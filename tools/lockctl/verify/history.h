@@ -123,6 +123,9 @@ absl::string_view LockKindName(LockKind kind);
 absl::string_view ApiName(Api api);              // "" for kUnknown
 absl::string_view CounterName(Counter counter);  // "" for kNone
 
+// `s` as a JSON string literal, quotes included (control characters escaped).
+std::string JsonString(absl::string_view s);
+
 // `event` as one line of JSON, without the newline. Keys in the order of the
 // table above; a key is left out at its default, except read and wrote of a
 // write.
