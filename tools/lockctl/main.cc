@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/lockctl/lockctl.h"
+#include "tools/lockctl/verify/checker.h"
 #include "tools/lockctl/verify/worker.h"
 #include "util/version.h"
 
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     const bool verify = lockd::lockctl::CommandOf(args) == "verify";
     std::cerr << "lockctl: " << inv.status().message() << "\n"
               << "Run `lockctl " << (verify ? "verify " : "") << "--help` for usage.\n";
-    return verify ? lockd::lockctl::verify::kVerifyUsage : lockd::lockctl::kExitUsage;
+    return verify ? int{lockd::lockctl::verify::kVerifyUsage} : int{lockd::lockctl::kExitUsage};
   }
   if (inv->version) {
     std::cout << lockd::VersionLine("lockctl") << "\n";

@@ -45,7 +45,7 @@ absl::Status ParseVerifyFlag(absl::string_view flag, const std::string& value,
     if (!n.ok()) return n.status();
     o.nemesis = *n;
   } else if (flag == "api") {
-    absl::StatusOr<verify::Api> a = verify::ParseApi(value);
+    absl::StatusOr<verify::ApiMode> a = verify::ParseApiMode(value);
     if (!a.ok()) return a.status();
     o.api = *a;
   } else if (flag == "rate") {
@@ -153,6 +153,12 @@ Exit codes: 0 every check holds; 1 a check failed (the report names it);
 }
 
 int VerifyCommand(const Invocation& inv, std::ostream& out, std::ostream& err) {
+  if (!inv.verify_check_file.empty()) {
+    return verify::RunVerifyCheck(
+        inv.verify_check_file,
+        inv.output == Output::kJson ? verify::ReportFormat::kJson : verify::ReportFormat::kText,
+        out, err);
+  }
   return verify::RunVerify(inv.verify, out, err);
 }
 

@@ -9,9 +9,10 @@
 //  * kAbandon: a worker that holds a lock leaves the referee and exits
 //    without releasing (its stream or connection drops unclosed); measured
 //    like a kill.
-//  * kPauseHolders: SIGSTOP a worker between its read and its write of the
-//    referee for `pause` (longer than the lease), then SIGCONT: the lease
-//    runs out under a holder that goes on writing. Not a fault lockd can
+//  * kPauseHolders: SIGSTOP a worker that writes the referee between its
+//    read and its write (the runner stops it as it serves the read) for
+//    twice the lease, then SIGCONT: the lease runs out under a holder that
+//    goes on writing. Not a fault lockd can
 //    prevent (no lock service can stop a paused process): it shows what the
 //    fenced resource catches and the unfenced one loses, so a run with it
 //    is expected to report expired overlaps (and usually lost unfenced
@@ -43,7 +44,7 @@ absl::StatusOr<NemesisKind> ParseNemesis(absl::string_view text);
 // When to strike and whom: at most one strike per `interval`, the first one
 // `interval` after Start, on a candidate picked at random (the runner
 // passes the workers that can be struck now: holders, or for kPauseHolders
-// holders between read and write). A strike due while there is no candidate
+// writers acquiring, to be stopped at their read). A strike due while there is no candidate
 // waits for one.
 class NemesisPolicy {
  public:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,9 +24,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "tools/lockctl/verify/history_sink.h"
+#include "tools/lockctl/verify/history.h"
 #include "tools/lockctl/verify/referee.h"
 #include "tools/lockctl/verify/wire.h"
 #include "tools/lockctl/verify/worker.h"
@@ -68,10 +70,10 @@ absl::StatusOr<std::vector<Workload>> ParseWorkloads(absl::string_view text) {
   return out;
 }
 
-absl::StatusOr<Api> ParseApi(absl::string_view text) {
-  if (text == "session") return Api::kSession;
-  if (text == "unary") return Api::kUnary;
-  if (text == "both") return Api::kBoth;
+absl::StatusOr<ApiMode> ParseApiMode(absl::string_view text) {
+  if (text == "session") return ApiMode::kSession;
+  if (text == "unary") return ApiMode::kUnary;
+  if (text == "both") return ApiMode::kBoth;
   return absl::InvalidArgumentError(
       absl::StrCat("--api must be session, unary or both, not \"", text, "\""));
 }
@@ -84,10 +86,32 @@ constexpr int kAllLocks = 3;  // acquire-all takes 2 of these 3
 constexpr uint32_t kSemaphoreLimit = 3;
 constexpr char kOwnerPrefix[] = "lockd-verify-";
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+// The client's rule (lockd/client.h "Sessions"): a session hold needs
+// 2/3 ttl - drift above the keepalive's time + timeout (2 s + 2 s by
+// default), else the Client takes it unary.
+bool HoldsOverSession(bool session_worker, absl::Duration ttl) {
+  const absl::Duration drift = ttl * 0.01 + absl::Milliseconds(2);
+  return session_worker && ttl * 2 / 3 - drift > absl::Seconds(4);
+}
+
+// A worker's valid_until (steady_clock nanoseconds, 0 for none) as a
+// steady_clock time point (max() for none).
+std::chrono::steady_clock::time_point SteadyPoint(int64_t ns) {
+  if (ns == 0) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
+}
+
+LockKind KindOf(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kShared:
+      return LockKind::kShared;
+    case TaskKind::kSemaphore:
+      return LockKind::kSemaphore;
+    case TaskKind::kLock:
+    case TaskKind::kAll:
+      return LockKind::kExclusive;
+  }
+  return LockKind::kExclusive;
 }
 
 // One worker process, as the runner sees it.
@@ -95,12 +119,12 @@ struct Slot {
   enum class State { kIdle, kAcquiring, kHolding, kReleasing };
   int process = 0;  // history process number (a replacement gets a new one)
   pid_t pid = -1;
-  bool session = true;
+  std::string owner;
+  bool session = true;  // a session worker (ClientOptions::use_sessions)
   State state = State::kIdle;
-  Op op;                         // the current op (kAcquiring .. kReleasing)
-  std::vector<uint64_t> tokens;  // of op's locks, once granted
-  std::set<std::string> inside;  // names it entered and has not exited
-  bool read_done = false;        // read the referee, not yet written (pause target)
+  Task task;                     // the current task (kAcquiring .. kReleasing)
+  std::vector<uint64_t> tokens;  // of the task's locks, once granted
+  bool pause_at_read = false;    // the nemesis stops it at its next read
   bool killed = false;           // SIGKILLed (or killed at the time box): ignore it
   bool abandon = false;          // told to abandon at its next release
   bool paused = false;
@@ -132,29 +156,38 @@ class Run {
   void Serve(int process, LineChannel* pipe);
   std::vector<std::string> Handle(int process, const std::vector<std::string>& req);
   std::vector<std::string> HandleNext(Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Op NextOp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Task NextTask() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NemesisLoop();
   void Strike(Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records what a worker that died (killed, or its pipe broke) left: its
-  // pending op as info, its referee presence as ended.
-  void Bury(Slot& s, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An event of worker `s` on `lock` (owner set), stamped and recorded by
+  // the caller.
+  Event WorkerEvent(const Slot& s, EventType type, Op f, const std::string& lock) const;
+  // One event per lock of s's task: `fill` completes each (given the lock's
+  // index), then it is recorded now.
+  void RecordPerLock(const Slot& s, EventType type, Op f,
+                     const std::function<void(size_t, Event&)>& fill)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordNemesis(const Slot& s, Op f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int Cleanup(Client& client);
+  void PrintHeader(std::ostream& out) const;
 
   const VerifyOptions o_;
   std::ostream& err_;
   const std::string run_id_;
   std::string binary_;
+  std::string replica_;  // --server when it names one lockd, else ""
   int dev_null_ = -1;
   Referee referee_;
+  std::ofstream history_file_;
+  std::unique_ptr<HistoryRecorder> history_;  // thread-safe; set before the workers start
 
   absl::Mutex mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   NemesisPolicy nemesis_ ABSL_GUARDED_BY(mu_);
-  HistorySink history_ ABSL_GUARDED_BY(mu_);
   std::map<int, Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> respawn_ ABSL_GUARDED_BY(mu_);  // session flags of workers to replace
   int next_process_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_op_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_task_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_acquire_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // the nemesis ends
@@ -204,7 +237,7 @@ absl::Status Run::Spawn(bool session) {
     return absl::InternalError(absl::StrCat("fork: ", ::strerror(errno)));
   }
   if (pid == 0) {
-    // Async-signal-safe calls only until exec.
+    // Async-signal-safe calls only until exec. The worker dies with us.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) _exit(1);
     if (child_end == kWorkerFd) {
@@ -235,6 +268,7 @@ absl::Status Run::Spawn(bool session) {
     Slot& s = slots_[process];
     s.process = process;
     s.pid = pid;
+    s.owner = c.owner;
     s.session = session;
   }
   if (!conn->pipe->Write(EncodeConfig(c)).ok()) {
@@ -254,55 +288,79 @@ void Run::Serve(int process, LineChannel* pipe) {
   absl::MutexLock l(&mu_);
   Slot& s = slots_[process];
   s.gone = true;
-  if (!s.killed) Bury(s, s.abandon ? "abandoned" : "exited");
+  if (!s.killed && !s.abandon && s.state != Slot::State::kIdle) {
+    // It died on its own in the middle of a task: to lockd, a client whose
+    // connection dropped.
+    err_ << "lockctl verify: worker " << process << " exited in the middle of a task\n";
+    RecordNemesis(s, Op::kAbandon);
+  }
+  s.state = Slot::State::kIdle;
   if ((s.killed || s.abandon) && !stopping_) respawn_.push_back(s.session);
 }
 
-void Run::Bury(Slot& s, const char* why) {
-  const int64_t now = NowNs();
-  for (const std::string& name : s.inside) history_.Exit(now, s.process, name, /*crashed=*/true);
-  s.inside.clear();
-  if (s.state == Slot::State::kAcquiring) {
-    history_.AcquireInfo(now, s.process, s.op.id, why);
-  } else if (s.state == Slot::State::kReleasing) {
-    history_.ReleaseInfo(now, s.process, s.op.id, why);
-  }
-  s.state = Slot::State::kIdle;
+Event Run::WorkerEvent(const Slot& s, EventType type, Op f, const std::string& lock) const {
+  Event e;
+  e.process = s.process;
+  e.type = type;
+  e.f = f;
+  e.lock = lock;
+  e.owner = s.owner;
+  return e;
 }
 
-Op Run::NextOp() {
-  Op op;
-  op.id = ++next_op_;
+void Run::RecordPerLock(const Slot& s, EventType type, Op f,
+                        const std::function<void(size_t, Event&)>& fill) {
+  for (size_t i = 0; i < s.task.locks.size(); ++i) {
+    Event e = WorkerEvent(s, type, f, s.task.locks[i].name);
+    fill(i, e);
+    history_->RecordNow(std::move(e));
+  }
+}
+
+void Run::RecordNemesis(const Slot& s, Op f) {
+  Event e;
+  e.process = s.process;
+  e.type = EventType::kInfo;
+  e.f = f;
+  history_->RecordNow(std::move(e));
+}
+
+Task Run::NextTask() {
+  Task task;
+  task.id = ++next_task_;
   const int64_t hold_us = absl::ToInt64Microseconds(o_.hold);
-  op.hold = absl::Microseconds(
+  task.hold = absl::Microseconds(
       std::uniform_int_distribution<int64_t>(std::max<int64_t>(hold_us / 10, 1), hold_us)(rng_));
   Workload w =
       o_.workloads[std::uniform_int_distribution<size_t>(0, o_.workloads.size() - 1)(rng_)];
   std::uniform_real_distribution<double> coin(0, 1);
   switch (w) {
     case Workload::kMutex:
-      op.kind = OpKind::kLock;
-      op.locks.push_back({absl::StrCat("verify/mutex/", std::uniform_int_distribution<int>(
-                                                            0, kMutexLocks - 1)(rng_)),
-                          0, 0});
+      task.kind = TaskKind::kLock;
+      task.locks.push_back({absl::StrCat("verify/mutex/", std::uniform_int_distribution<int>(
+                                                              0, kMutexLocks - 1)(rng_)),
+                            0, 0});
       break;
     case Workload::kRw:
-      op.kind = coin(rng_) < 0.9 ? OpKind::kShared : OpKind::kLock;
-      op.locks.push_back({"verify/rw", 0, 0});
+      task.kind = coin(rng_) < 0.9 ? TaskKind::kShared : TaskKind::kLock;
+      task.locks.push_back({"verify/rw", 0, 0});
       break;
     case Workload::kSemaphore:
-      op.kind = OpKind::kSemaphore;
-      op.locks.push_back({"verify/semaphore", kSemaphoreLimit, coin(rng_) < 0.7 ? 1u : 2u});
+      task.kind = TaskKind::kSemaphore;
+      task.locks.push_back({"verify/semaphore", kSemaphoreLimit, coin(rng_) < 0.7 ? 1u : 2u});
       break;
     case Workload::kAcquireAll: {
-      op.kind = OpKind::kAll;
-      std::vector<int> names = {0, 1, 2};
+      task.kind = TaskKind::kAll;
+      std::vector<int> names(kAllLocks);
+      for (int i = 0; i < kAllLocks; ++i) names[i] = i;
       std::shuffle(names.begin(), names.end(), rng_);
-      for (int i = 0; i < 2; ++i) op.locks.push_back({absl::StrCat("verify/all/", names[i]), 0, 0});
+      for (int i = 0; i < 2; ++i) {
+        task.locks.push_back({absl::StrCat("verify/all/", names[i]), 0, 0});
+      }
       break;
     }
   }
-  return op;
+  return task;
 }
 
 std::vector<std::string> Run::HandleNext(Slot& s) {
@@ -317,11 +375,23 @@ std::vector<std::string> Run::HandleNext(Slot& s) {
     mu_.Lock();
     if (stopping_ || s.killed) return {"stop"};
   }
-  s.op = NextOp();
+  s.task = NextTask();
   s.state = Slot::State::kAcquiring;
   s.tokens.clear();
-  history_.AcquireInvoke(NowNs(), s.process, s.op, s.session, o_.ttl);
-  return EncodeOp(s.op);
+  const bool session = HoldsOverSession(s.session, o_.ttl);
+  RecordPerLock(s, EventType::kInvoke, Op::kAcquire, [&](size_t i, Event& e) {
+    const TaskLock& lock = s.task.locks[i];
+    e.kind = KindOf(s.task.kind);
+    e.permits = lock.permits;
+    e.limit = lock.limit;
+    e.ttl_ns = absl::ToInt64Nanoseconds(o_.ttl);
+    e.api = session ? Api::kSession : Api::kUnary;
+    // FIFO is compared among one replica's waiters; AcquireAll waits for its
+    // locks one after the other, so its place in a lock's queue is not its
+    // invoke's: left out.
+    if (s.task.kind != TaskKind::kAll) e.replica = replica_;
+  });
+  return EncodeTask(s.task);
 }
 
 std::vector<std::string> Run::Handle(int process, const std::vector<std::string>& req) {
@@ -329,7 +399,6 @@ std::vector<std::string> Run::Handle(int process, const std::vector<std::string>
   Slot& s = slots_[process];
   if (s.killed || req.empty()) return {};
   const std::string& what = req[0];
-  const int64_t now = NowNs();
   auto u64 = [&](size_t i) {
     uint64_t v = 0;
     if (i < req.size()) (void)absl::SimpleAtoi(req[i], &v);
@@ -341,84 +410,105 @@ std::vector<std::string> Run::Handle(int process, const std::vector<std::string>
     return v;
   };
   if (what == "next") return HandleNext(s);
-  if (what == "granted" && req.size() >= 4) {
-    for (size_t i = 4; i < req.size(); ++i) s.tokens.push_back(u64(i));
+  if (what == "granted" && req.size() == 3 + s.task.locks.size()) {
+    for (size_t i = 3; i < req.size(); ++i) s.tokens.push_back(u64(i));
     s.state = Slot::State::kHolding;
-    history_.AcquireOk(now, s.process, s.op.id, s.tokens, req[2] == "1", i64(3));
+    const int64_t bound = history_->LeaseBoundNs(SteadyPoint(i64(2)));
+    RecordPerLock(s, EventType::kOk, Op::kAcquire, [&](size_t i, Event& e) {
+      e.token = s.tokens[i];
+      e.valid_until_ns = bound;
+    });
     return {"ok"};
   }
   if (what == "failed" && req.size() >= 5) {
     s.state = Slot::State::kIdle;
-    history_.AcquireFail(now, s.process, s.op.id, req[2], req[3] == "1", req[4]);
+    // Not acquired in time (the client's DEADLINE_EXCEEDED) leaves no hold;
+    // an acquire whose undo went unanswered may have left one: unknown.
+    const bool uncertain = req[3] == "1";
+    const std::string error = req[2] == "DEADLINE_EXCEEDED" ? "NOT_ACQUIRED" : req[2];
+    RecordPerLock(s, uncertain ? EventType::kInfo : EventType::kFail, Op::kAcquire,
+                  [&](size_t, Event& e) { e.error = error; });
     return {"ok"};
   }
-  if (what == "enter" && req.size() >= 4) {
-    s.inside.insert(req[1]);
-    const OpLock* lock = nullptr;
-    for (const OpLock& ol : s.op.locks) {
-      if (ol.name == req[1]) lock = &ol;
-    }
-    history_.Enter(now, s.process, req[1], u64(2), s.op.kind, lock ? lock->limit : 0,
-                   lock ? lock->permits : 0, i64(3));
-    return {"ok"};
-  }
-  if (what == "read" && req.size() >= 3) {
+  if (what == "read" && req.size() == 3) {
     Referee::Counters c = referee_.Read(req[1], u64(2));
-    s.read_done = true;
-    history_.Read(now, s.process, req[1], u64(2), c.fenced, c.unfenced);
+    if (s.pause_at_read) {
+      // Stopped before it gets the value: it writes only after its lease
+      // ran out and the lock went on to others.
+      s.pause_at_read = false;
+      ::kill(s.pid, SIGSTOP);
+      s.paused = true;
+      s.resume_at = absl::Now() + 2 * o_.ttl + absl::Milliseconds(500);
+    }
     return {"value", absl::StrCat(c.fenced), absl::StrCat(c.unfenced)};
   }
-  if (what == "write" && req.size() >= 5) {
-    bool accepted = referee_.Write(req[1], u64(2), i64(3), i64(4));
-    s.read_done = false;
-    history_.Write(now, s.process, req[1], u64(2), i64(3), i64(4), accepted);
+  if (what == "write" && req.size() == 5) {
+    const uint64_t token = u64(2);
+    const int64_t fenced = i64(3), unfenced = i64(4);
+    const bool accepted = referee_.Write(req[1], token, fenced, unfenced);
+    Event f = WorkerEvent(s, accepted ? EventType::kOk : EventType::kFail, Op::kWrite, req[1]);
+    f.owner.clear();
+    f.token = token;
+    f.counter = Counter::kFenced;
+    f.read = fenced - 1;
+    f.wrote = fenced;
+    if (!accepted) f.error = "STALE_TOKEN";
+    history_->RecordNow(f);
+    Event u = WorkerEvent(s, EventType::kOk, Op::kWrite, req[1]);
+    u.owner.clear();
+    u.token = token;
+    u.counter = Counter::kUnfenced;
+    u.read = unfenced - 1;
+    u.wrote = unfenced;
+    history_->RecordNow(u);
     return {"ok"};
   }
-  if (what == "exit" && req.size() >= 3) {
-    s.inside.erase(req[1]);
-    history_.Exit(now, s.process, req[1], /*crashed=*/false);
-    return {"ok"};
-  }
-  if (what == "release" && req.size() >= 2) {
+  if (what == "release" && req.size() == 3) {
     if (s.abandon) {
-      history_.Nemesis(now, "abandon", s.process, s.op);
+      RecordNemesis(s, Op::kAbandon);
       s.state = Slot::State::kIdle;
       return {"abandon"};
     }
     s.state = Slot::State::kReleasing;
-    history_.ReleaseInvoke(now, s.process, s.op.id, s.op, s.tokens);
+    const int64_t bound = history_->LeaseBoundNs(SteadyPoint(i64(2)));
+    RecordPerLock(s, EventType::kInvoke, Op::kRelease, [&](size_t i, Event& e) {
+      e.token = i < s.tokens.size() ? s.tokens[i] : 0;
+      e.valid_until_ns = bound;
+    });
     return {"ok"};
   }
   if (what == "released" && req.size() >= 4) {
     s.state = Slot::State::kIdle;
-    history_.ReleaseDone(now, s.process, s.op.id, req[2], req[3]);
+    // OK: released; FAILED_PRECONDITION: the hold was not there (lost);
+    // anything else: no answer, the hold ends with its lease.
+    const EventType type = req[2] == "OK"                    ? EventType::kOk
+                           : req[2] == "FAILED_PRECONDITION" ? EventType::kFail
+                                                             : EventType::kInfo;
+    RecordPerLock(s, type, Op::kRelease, [&](size_t, Event& e) {
+      if (type != EventType::kOk) e.error = req[2];
+    });
     return {"ok"};
   }
-  err_ << "lockctl verify: worker " << process << " sent an unknown request \"" << what << "\"\n";
+  err_ << "lockctl verify: worker " << process << " sent a malformed request \"" << what << "\"\n";
   return {};
 }
 
 void Run::Strike(Slot& s) {
-  const int64_t now = NowNs();
   switch (o_.nemesis) {
     case NemesisKind::kKillHolders:
-      history_.Nemesis(now, "kill", s.process, s.op);
       s.killed = true;
       ::kill(s.pid, SIGKILL);
-      Bury(s, "killed");
-      if (!s.gone) break;
-      if (!stopping_) respawn_.push_back(s.session);
+      RecordNemesis(s, Op::kKill);
+      s.state = Slot::State::kIdle;
+      if (s.gone && !stopping_) respawn_.push_back(s.session);
       break;
     case NemesisKind::kAbandon:
-      s.abandon = true;
+      s.abandon = true;  // at its release (Handle)
       break;
     case NemesisKind::kPauseHolders:
-      history_.Nemesis(now, "pause", s.process, s.op);
-      ::kill(s.pid, SIGSTOP);
-      s.paused = true;
-      // Past the lease (and the unary client's validity), so that the lock
-      // goes to another worker while this one still means to write.
-      s.resume_at = absl::Now() + 2 * o_.ttl + absl::Milliseconds(500);
+      // Past the lease (and the unary client's validity), at its read
+      // (Handle), so that the lock goes to others while it means to write.
+      s.pause_at_read = true;
       break;
     case NemesisKind::kNone:
       break;
@@ -433,7 +523,6 @@ void Run::NemesisLoop() {
     const absl::Time now = absl::Now();
     for (auto& [process, s] : slots_) {
       if (s.paused && (now >= s.resume_at || stopping_)) {
-        history_.Nemesis(NowNs(), "resume", s.process, s.op);
         ::kill(s.pid, SIGCONT);
         s.paused = false;
       }
@@ -441,8 +530,13 @@ void Run::NemesisLoop() {
     if (stopping_) continue;
     std::vector<int> candidates;
     for (auto& [process, s] : slots_) {
-      if (s.gone || s.killed || s.abandon || s.paused || s.state != Slot::State::kHolding) continue;
-      if (o_.nemesis == NemesisKind::kPauseHolders && !s.read_done) continue;
+      if (s.gone || s.killed || s.abandon || s.paused || s.pause_at_read) continue;
+      if (o_.nemesis == NemesisKind::kPauseHolders) {
+        // A writer about to read (or to be granted): it will stop at its read.
+        if (s.state != Slot::State::kAcquiring || !TaskWrites(s.task)) continue;
+      } else if (s.state != Slot::State::kHolding) {
+        continue;
+      }
       candidates.push_back(process);
     }
     if (std::optional<int> victim = nemesis_.Pick(now, candidates)) Strike(slots_[*victim]);
@@ -469,7 +563,23 @@ int Run::Cleanup(Client& client) {
     lo.page_token = page->next_page_token;
     page = client.List(lo);
   }
+  if (!page.ok()) {
+    err_ << "lockctl verify: cleanup could not list the namespace: " << page.status().message()
+         << " (holds left end with their lease)\n";
+  }
   return released;
+}
+
+void Run::PrintHeader(std::ostream& out) const {
+  std::vector<std::string> workloads;
+  for (Workload w : o_.workloads) workloads.push_back(WorkloadName(w));
+  const char* api = o_.api == ApiMode::kSession ? "session"
+                    : o_.api == ApiMode::kUnary ? "unary"
+                                                : "both";
+  out << "lockctl verify: " << o_.server << ", namespace " << o_.ns << ", "
+      << absl::FormatDuration(o_.duration) << ", " << o_.workers << " workers, workloads "
+      << absl::StrJoin(workloads, ",") << ", api " << api << ", ttl "
+      << absl::FormatDuration(o_.ttl) << ", nemesis " << NemesisName(o_.nemesis) << "\n";
 }
 
 int Run::Execute(std::ostream& out) {
@@ -483,6 +593,10 @@ int Run::Execute(std::ostream& out) {
       return kVerifyInternal;
     }
     binary_.assign(path, static_cast<size_t>(n));
+  }
+  if (o_.server.find(',') == std::string::npos && !absl::StartsWith(o_.server, "dns:") &&
+      !absl::StartsWith(o_.server, "ipv4:") && !absl::StartsWith(o_.server, "ipv6:")) {
+    replica_ = o_.server;
   }
   ClientOptions co;
   co.owner = absl::StrCat(kOwnerPrefix, run_id_, "-runner");
@@ -506,17 +620,22 @@ int Run::Execute(std::ostream& out) {
       return kVerifyUnavailable;
     }
   }
+  if (!o_.history_file.empty()) {
+    history_file_.open(o_.history_file, std::ios::out | std::ios::trunc);
+    if (!history_file_) {
+      err_ << "lockctl verify: cannot write --history " << o_.history_file << ": "
+           << ::strerror(errno) << "\n";
+      return kVerifyUsage;
+    }
+  }
+  history_ = std::make_unique<HistoryRecorder>(history_file_.is_open() ? &history_file_ : nullptr);
   dev_null_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
 
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + o_.duration;
   const absl::Time hard_deadline = deadline + 2 * o_.ttl + absl::Seconds(10);
-  {
-    absl::MutexLock l(&mu_);
-    history_.Start(NowNs(), o_);
-  }
   for (int i = 0; i < o_.workers; ++i) {
-    bool session = o_.api == Api::kSession || (o_.api == Api::kBoth && i % 2 == 0);
+    bool session = o_.api == ApiMode::kSession || (o_.api == ApiMode::kBoth && i % 2 == 0);
     absl::Status s = Spawn(session);
     if (!s.ok()) {
       err_ << "lockctl verify: " << s.message() << "\n";
@@ -547,7 +666,7 @@ int Run::Execute(std::ostream& out) {
       if (!s.ok()) err_ << "lockctl verify: " << s.message() << "\n";
     }
   }
-  // The end: workers finish their op and stop; the time box kills the rest.
+  // The end: workers finish their task and stop; the time box kills the rest.
   {
     absl::MutexLock l(&mu_);
     auto all_gone = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -558,11 +677,11 @@ int Run::Execute(std::ostream& out) {
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&all_gone), hard_deadline)) {
       for (auto& [p, s] : slots_) {
-        if (s.gone) continue;
+        if (s.gone || s.killed) continue;
         err_ << "lockctl verify: worker " << p << " still running at the time box; killed\n";
         s.killed = true;
         ::kill(s.pid, SIGKILL);
-        Bury(s, "killed at the time box");
+        RecordNemesis(s, Op::kKill);
       }
     }
     done_ = true;
@@ -579,14 +698,21 @@ int Run::Execute(std::ostream& out) {
   }
   if (dev_null_ >= 0) ::close(dev_null_);
   const int cleaned = Cleanup(*client);
-
-  absl::MutexLock l(&mu_);
-  history_.Finish(NowNs(), referee_.Snapshot(), cleaned);
-  if (!o_.history_file.empty()) {
-    absl::Status w = history_.WriteTo(o_.history_file);
-    if (!w.ok()) err_ << "lockctl verify: " << w.message() << "\n";
+  if (history_file_.is_open()) history_file_.flush();
+  if (!history_->status().ok()) {
+    err_ << "lockctl verify: --history " << o_.history_file << ": " << history_->status().message()
+         << "\n";
   }
-  return history_.Report(o_.json, out);
+
+  CheckReport report = Check(history_->Events(), CheckConfig());
+  if (o_.json) {
+    PrintReportJson(report, out);
+  } else {
+    PrintHeader(out);
+    PrintReportText(report, out);
+    if (cleaned > 0) out << "cleanup: released " << cleaned << " holds left by struck workers\n";
+  }
+  return ExitCodeFor(report);
 }
 
 }  // namespace

@@ -43,6 +43,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "lockd/client.h"
+#include "tools/lockctl/verify/checker.h"
 #include "tools/lockctl/verify/nemesis.h"
 
 namespace lockd::lockctl::verify {
@@ -54,9 +55,11 @@ const char* WorkloadName(Workload w);
 // naming --workload and the unknown name.
 absl::StatusOr<std::vector<Workload>> ParseWorkloads(absl::string_view text);
 
-enum class Api { kSession, kUnary, kBoth };
+// How workers hold (--api): every one over a session stream, every one with
+// the unary calls, or half each.
+enum class ApiMode { kSession, kUnary, kBoth };
 // "session", "unary", "both"; kInvalidArgument naming --api otherwise.
-absl::StatusOr<Api> ParseApi(absl::string_view text);
+absl::StatusOr<ApiMode> ParseApiMode(absl::string_view text);
 
 struct VerifyOptions {
   std::string server = "127.0.0.1:7411";
@@ -69,7 +72,7 @@ struct VerifyOptions {
   int workers = 16;  // 1-256
   std::vector<Workload> workloads = {Workload::kMutex, Workload::kRw, Workload::kSemaphore,
                                      Workload::kAcquireAll};
-  Api api = Api::kBoth;
+  ApiMode api = ApiMode::kBoth;
   // The lease of every hold (session_ttl for session workers). Below about
   // 6.1 s a session worker's holds go the unary path (lockd/client.h).
   absl::Duration ttl = absl::Seconds(10);
@@ -90,16 +93,14 @@ struct VerifyOptions {
   uint64_t seed = 0;  // 0: random
 };
 
-// The exit codes of verify (docs/verify.md).
-inline constexpr int kVerifyOk = 0;
-inline constexpr int kVerifyCheckFailed = 1;
-inline constexpr int kVerifyUsage = 2;
+// Exit codes besides checker.h's VerifyExit (0 passed, 1 a check failed,
+// 2 bad usage).
 inline constexpr int kVerifyUnavailable = 69;  // lockctl's code: lockd did not answer
 inline constexpr int kVerifyInternal = 70;     // EX_SOFTWARE: e.g. no worker could start
 
 // Runs the whole of it (see above), writing the report to `out` and
-// progress and diagnostics to `err`. Returns kVerifyOk when every check
-// holds, kVerifyCheckFailed when one fails (the report names it),
+// diagnostics to `err`. Returns kVerifyPassed when every check holds,
+// kVerifyFailed when one fails (the report names it),
 // kVerifyUsage for a refused namespace or a bad target, kVerifyUnavailable
 // when lockd cannot be reached for the preflight, kVerifyInternal when the
 // workers cannot be started.

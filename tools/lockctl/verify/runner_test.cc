@@ -26,11 +26,11 @@ TEST(RunnerFlagsTest, UnknownOrRepeatedWorkloadIsNamed) {
   EXPECT_THAT(ParseWorkloads(""), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST(RunnerFlagsTest, Api) {
-  EXPECT_EQ(*ParseApi("session"), Api::kSession);
-  EXPECT_EQ(*ParseApi("unary"), Api::kUnary);
-  EXPECT_EQ(*ParseApi("both"), Api::kBoth);
-  EXPECT_THAT(ParseApi("grpc"), StatusIs(absl::StatusCode::kInvalidArgument));
+TEST(RunnerFlagsTest, ApiMode) {
+  EXPECT_EQ(*ParseApiMode("session"), ApiMode::kSession);
+  EXPECT_EQ(*ParseApiMode("unary"), ApiMode::kUnary);
+  EXPECT_EQ(*ParseApiMode("both"), ApiMode::kBoth);
+  EXPECT_THAT(ParseApiMode("grpc"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -5,28 +5,29 @@
 // one request and its answer at a time:
 //
 //   worker -> parent                                  parent -> worker
-//   config? (first line comes from the parent:)       config K V K V ...
-//   next                                              op ID KIND HOLD_US (NAME LIMIT PERMITS)...
+//   (first line, from the parent:)                    config K V K V ...
+//   next                                              task ID KIND HOLD_US (NAME LIMIT PERMITS)...
 //                                                     | stop
-//   granted ID SESSION(0|1) VALID_UNTIL_NS TOKEN...   ok
+//   granted ID VALID_UNTIL_NS TOKEN...                ok
 //   failed ID CODE UNCERTAIN(0|1) MESSAGE             ok
-//   enter NAME TOKEN VALID_UNTIL_NS                   ok
 //   read NAME TOKEN                                   value FENCED UNFENCED
 //   write NAME TOKEN FENCED UNFENCED                  ok
-//   exit NAME TOKEN                                   ok
-//   release ID                                        ok | abandon
+//   release ID VALID_UNTIL_NS                         ok | abandon
 //   released ID CODE MESSAGE                          ok
 //
-// One op: the worker acquires (KIND lock, shared, semaphore or all), says
-// `granted` (or `failed`), enters the referee for each lock, and for each
-// lock it holds exclusive reads the referee's two counters, sleeps HOLD_US
-// (the hold), writes both plus one, exits, and releases. It never checks its
-// lease between the read and the write: it is the client that pauses at the
-// wrong moment, and the referee's fencing is what must catch it. On `abandon`
-// it leaves without releasing (_exit: its stream or connection drops).
-// VALID_UNTIL_NS is Lease::valid_until() as steady_clock nanoseconds (the
-// CLOCK_MONOTONIC every process of the host shares), 0 for a session hold
-// whose validity the server keeps renewing.
+// One task: the worker acquires (KIND lock, shared, semaphore or all) and
+// says `granted` (tokens in the task's lock order) or `failed`; for each lock
+// it holds exclusive it reads the referee's two counters, sleeps HOLD_US (a
+// reader or a semaphore holder just sleeps), writes both plus one, then
+// releases. It never checks its lease between the read and the write: it is
+// the client that pauses at the wrong moment, and the referee's fencing is
+// what must catch it. On `abandon` it exits without releasing (_exit: its
+// stream or connection drops). The parent stamps every event when the
+// request arrives: `next` is answered before the acquire is sent and
+// `release` before the release is. VALID_UNTIL_NS is Lease::valid_until() as
+// steady_clock nanoseconds (CLOCK_MONOTONIC, shared by every process of the
+// host), 0 for a session hold whose validity the server keeps renewing
+// (time_point::max()).
 
 #ifndef LOCKD_TOOLS_LOCKCTL_VERIFY_WORKER_H_
 #define LOCKD_TOOLS_LOCKCTL_VERIFY_WORKER_H_
@@ -64,30 +65,30 @@ struct WorkerConfig {
 std::vector<std::string> EncodeConfig(const WorkerConfig& config);
 absl::StatusOr<WorkerConfig> DecodeConfig(const std::vector<std::string>& fields);
 
-// What an op takes.
-enum class OpKind { kLock, kShared, kSemaphore, kAll };
-const char* OpKindName(OpKind kind);  // "lock", "shared", "semaphore", "all"
+// What an task takes.
+enum class TaskKind { kLock, kShared, kSemaphore, kAll };
+const char* TaskKindName(TaskKind kind);  // "lock", "shared", "semaphore", "all"
 
-struct OpLock {
+struct TaskLock {
   std::string name;
   uint32_t limit = 0;    // a semaphore's; 0 for a lock
   uint32_t permits = 0;  // a semaphore's permits; 0 for a lock
 };
 
-struct Op {
+struct Task {
   uint64_t id = 0;
-  OpKind kind = OpKind::kLock;
+  TaskKind kind = TaskKind::kLock;
   absl::Duration hold;
-  std::vector<OpLock> locks;  // one, or several for kAll (all exclusive)
+  std::vector<TaskLock> locks;  // one, or several for kAll (all exclusive)
 };
 
-// The `op` line's fields, and back (kInvalidArgument naming what is wrong).
-std::vector<std::string> EncodeOp(const Op& op);
-absl::StatusOr<Op> DecodeOp(const std::vector<std::string>& fields);
+// The `task` line's fields, and back (kInvalidArgument naming what is wrong).
+std::vector<std::string> EncodeTask(const Task& task);
+absl::StatusOr<Task> DecodeTask(const std::vector<std::string>& fields);
 
-// Whether the holder of `op` writes the referee's counters (an exclusive
+// Whether the holder of `task` writes the referee's counters (an exclusive
 // hold: a lock, a writer, each lock of AcquireAll) or only enters it.
-bool OpWrites(const Op& op);
+bool TaskWrites(const Task& task);
 // The code's name ("DEADLINE_EXCEEDED"), and back (kUnknown if unknown).
 std::string CodeName(absl::StatusCode code);
 absl::StatusCode CodeFromName(absl::string_view name);

@@ -40,39 +40,40 @@ TEST(WorkerConfigTest, UnknownKeyIsNamed) {
   EXPECT_NE(c.status().message().find("colour"), std::string::npos);
 }
 
-TEST(OpTest, AcquireAllOpRoundTrips) {
-  Op op;
+TEST(TaskTest, AcquireAllOpRoundTrips) {
+  Task op;
   op.id = 42;
-  op.kind = OpKind::kAll;
+  op.kind = TaskKind::kAll;
   op.hold = absl::Microseconds(12345);
   op.locks = {{"verify/all/2", 0, 0}, {"verify/all/0", 0, 0}};
-  absl::StatusOr<Op> back = DecodeOp(EncodeOp(op));
+  absl::StatusOr<Task> back = DecodeTask(EncodeTask(op));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->id, 42u);
-  EXPECT_EQ(back->kind, OpKind::kAll);
+  EXPECT_EQ(back->kind, TaskKind::kAll);
   EXPECT_EQ(back->hold, op.hold);
   ASSERT_EQ(back->locks.size(), 2u);
   EXPECT_EQ(back->locks[0].name, "verify/all/2");
-  EXPECT_TRUE(OpWrites(*back));
+  EXPECT_TRUE(TaskWrites(*back));
 }
 
-TEST(OpTest, SemaphoreOpKeepsLimitAndPermitsAndDoesNotWrite) {
-  Op op;
-  op.kind = OpKind::kSemaphore;
+TEST(TaskTest, SemaphoreOpKeepsLimitAndPermitsAndDoesNotWrite) {
+  Task op;
+  op.kind = TaskKind::kSemaphore;
   op.locks = {{"verify/semaphore", 3, 2}};
-  absl::StatusOr<Op> back = DecodeOp(EncodeOp(op));
+  absl::StatusOr<Task> back = DecodeTask(EncodeTask(op));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->locks[0].limit, 3u);
   EXPECT_EQ(back->locks[0].permits, 2u);
-  EXPECT_FALSE(OpWrites(*back));
-  EXPECT_FALSE(OpWrites(Op{1, OpKind::kShared, absl::ZeroDuration(), {{"r", 0, 0}}}));
+  EXPECT_FALSE(TaskWrites(*back));
+  EXPECT_FALSE(TaskWrites(Task{1, TaskKind::kShared, absl::ZeroDuration(), {{"r", 0, 0}}}));
 }
 
-TEST(OpTest, MalformedOpsAreRejected) {
-  EXPECT_THAT(DecodeOp({"op", "1", "lock", "10"}), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(DecodeOp({"op", "1", "mutex", "10", "n", "0", "0"}),
+TEST(TaskTest, MalformedOpsAreRejected) {
+  EXPECT_THAT(DecodeTask({"task", "1", "lock", "10"}),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(DecodeOp({"op", "x", "lock", "10", "n", "0", "0"}),
+  EXPECT_THAT(DecodeTask({"task", "1", "mutex", "10", "n", "0", "0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(DecodeTask({"task", "x", "lock", "10", "n", "0", "0"}),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
