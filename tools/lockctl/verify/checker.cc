@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 #include <ostream>
-#include <set>
 #include <tuple>
 #include <utility>
 
@@ -23,7 +22,6 @@ struct Acquire {
   const Event* invoke = nullptr;           // lock, kind, owner, ttl, api, replica
   EventType outcome = EventType::kInvoke;  // kInvoke: never completed
   int64_t done_ns = 0;
-  uint64_t token = 0;
 };
 
 struct Hold {
@@ -35,7 +33,6 @@ struct Hold {
   uint64_t token = 0;
   Api api = Api::kUnknown;
   int64_t ttl_ns = 0;
-  int64_t invoke_ns = 0;
   int64_t start_ns = 0;  // the acquire's ok: entering the critical section
   int64_t end_ns = 0;    // leaving it
   // The lease is certainly valid until here: invoke + ttl, or a later bound
@@ -105,8 +102,12 @@ Model BuildModel(const std::vector<Event>& history) {
            it != open.end() && it->first.first == e.process;) {
         it = close(it, e.time_ns, ev);
       }
+      // Its acquires in flight end here, outcome unknown.
       for (auto it = pending_acquires.lower_bound({e.process, Op::kAcquire, ""});
            it != pending_acquires.end() && std::get<0>(it->first) == e.process;) {
+        Acquire& a = m.acquires[it->second];
+        a.outcome = EventType::kInfo;
+        a.done_ns = e.time_ns;
         it = pending_acquires.erase(it);
       }
       for (auto it = pending_releases.lower_bound({e.process, Op::kAcquire, ""});
@@ -129,7 +130,6 @@ Model BuildModel(const std::vector<Event>& history) {
       pending_acquires.erase(p);
       a.outcome = e.type;
       a.done_ns = e.time_ns;
-      a.token = e.token;
       if (e.type != EventType::kOk) {
         if (e.type == EventType::kFail && e.error == "NOT_ACQUIRED") {
           ++m.not_acquired;
@@ -159,7 +159,6 @@ Model BuildModel(const std::vector<Event>& history) {
         h.token = e.token;
         h.api = inv.api;
         h.ttl_ns = inv.ttl_ns;
-        h.invoke_ns = inv.time_ns;
         h.start_ns = e.time_ns;
         h.end_ns = e.time_ns;
         h.certain_until_ns = inv.time_ns + inv.ttl_ns;

@@ -253,6 +253,32 @@ TEST(CheckTest, ReadersThatNeverOverlapAreReported) {
   EXPECT_TRUE(Check(h.events(), config).Find("exclusion")->passed);
 }
 
+TEST(CheckTest, AKilledWritersAcquireStopsWaitingAtTheKill) {
+  // The serialized readers again, with a writer whose acquire was in flight
+  // when it was killed at 2 ms: from then on nobody waits to write.
+  History h;
+  Event writer;
+  writer.time_ns = 0;
+  writer.process = 3;
+  writer.f = Op::kAcquire;
+  writer.lock = "rw";
+  writer.ttl_ns = 10'000 * kMs;
+  h.Nemesis(Op::kKill, 3, 2);
+  uint64_t token = 1;
+  for (int64_t i = 0; i < 12; ++i) {
+    const int64_t b = 10 + i * 100;
+    h.Acquire({1, "rw", b, b + 1, token++, 10'000, LockKind::kShared});
+    h.Acquire({2, "rw", b + 5, b + 21, token++, 10'000, LockKind::kShared});
+    h.Release(1, "rw", b + 20).Release(2, "rw", b + 30);
+  }
+  std::vector<Event> events = h.events();
+  events.push_back(writer);
+  CheckReport report = Check(events, CheckConfig());
+  EXPECT_EQ(report.Find("exclusion")->Count("reader_chances"), 12);
+  EXPECT_EQ(report.Find("exclusion")->Count("serialized_reader_locks"), 1);
+  EXPECT_EQ(report.Find("fairness")->Count("acquires"), 25);
+}
+
 TEST(CheckTest, ReadersQueuedBehindAWaitingWriterHadNoChance) {
   // A writer waits from 3 ms; reader 2 arriving at 5 ms queues behind it.
   History h;
