@@ -32,12 +32,14 @@
 //      token below the largest accepted before it is a violation
 //      (stale_writes_accepted); rejected writes are counted
 //      (stale_writes_rejected), the referee doing its job.
-//   3. "lost-updates": each counter (per lock, fenced and unfenced) replayed:
-//      an accepted write that read r when the counter stood at c > r lost
-//      c - r updates. Fails only for the fenced counter; the unfenced
-//      counter's loss is what fencing prevented. A read above the counter's
-//      value (a value never written) is counted as inconsistent and fails
-//      for the fenced counter.
+//   3. "lost-updates": each counter (per lock, fenced and unfenced) replayed
+//      in history order from 0: the updates lost are what the accepted
+//      writes added (wrote - read) minus the counter's final value. A write
+//      that read r while the counter stood at c > r is an example (it
+//      overwrote c - r updates); one that read r > c wrote from a value the
+//      counter no longer held (inconsistent). Fails only for the fenced
+//      counter (a loss, or an inconsistent write); the unfenced counter's
+//      loss is what fencing prevented.
 //   4. "liveness": for each hold a kill or abandon ended, the time from that
 //      event to the lock's next grant to anyone (the workload keeps its locks
 //      wanted). Bound: CheckConfig::session_liveness_bound for a hold taken

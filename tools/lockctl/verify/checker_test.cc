@@ -400,6 +400,24 @@ TEST(CheckTest, ALostFencedUpdateFailsAndAnUnfencedLossIsWhatFencingPrevented) {
                         "stood at 1: 1 updates lost"));
 }
 
+TEST(CheckTest, AnUnfencedLossCountsWhatTheCounterDoesNotShow) {
+  // p3's late write (read 0) overwrote two updates; p4 then wrote 3 from
+  // the 2 it had read before, restoring one of them.
+  History h;
+  h.Write(1, "m", 1, Counter::kUnfenced, 1, 0);
+  h.Write(2, "m", 2, Counter::kUnfenced, 2, 1);
+  h.Write(3, "m", 3, Counter::kUnfenced, 3, 0);
+  h.Write(4, "m", 4, Counter::kUnfenced, 4, 2);
+  CheckResult c = *Check(h.events(), CheckConfig()).Find("lost-updates");
+  EXPECT_TRUE(c.passed);
+  EXPECT_EQ(c.Count("unfenced_writes"), 4);
+  EXPECT_EQ(c.Count("unfenced_lost"), 1);
+  EXPECT_EQ(c.Count("unfenced_inconsistent"), 1);
+  ASSERT_EQ(c.examples.size(), 2u);
+  EXPECT_THAT(c.examples[0].text, HasSubstr("having read 0 while it stood at 2: 2 updates lost"));
+  EXPECT_THAT(c.examples[1].text, HasSubstr("which the counter no longer held (it stood at 1)"));
+}
+
 TEST(CheckTest, AReadOfAValueNeverWrittenFailsTheFencedCounter) {
   History h;
   h.Write(1, "m", 1, Counter::kFenced, 1, 5);
