@@ -23,7 +23,9 @@ struct Acquire {
   const Event* invoke = nullptr;           // lock, kind, owner, ttl, api, replica
   EventType outcome = EventType::kInvoke;  // kInvoke: never completed
   int64_t done_ns = 0;
-  uint64_t token = 0;
+  // The process's first acquire: its request may have waited for the
+  // worker's connection (and session) to open before it left.
+  bool first_of_process = false;
 };
 
 struct Hold {
@@ -35,7 +37,6 @@ struct Hold {
   uint64_t token = 0;
   Api api = Api::kUnknown;
   int64_t ttl_ns = 0;
-  int64_t invoke_ns = 0;
   int64_t start_ns = 0;  // the acquire's ok: entering the critical section
   int64_t end_ns = 0;    // leaving it
   // The lease is certainly valid until here: invoke + ttl, or a later bound
@@ -81,6 +82,7 @@ Model BuildModel(const std::vector<Event>& history) {
   std::map<OpKey, size_t> pending_acquires;  // index in m.acquires
   std::map<OpKey, const Event*> pending_releases;
   std::map<std::pair<int64_t, std::string>, size_t> open;  // (process, lock) -> index in holds
+  std::set<int64_t> acquiring_processes;
 
   auto extend = [](Hold& h, const Event& e) {
     if (e.valid_until_ns) h.certain_until_ns = std::max(h.certain_until_ns, *e.valid_until_ns);
@@ -105,8 +107,12 @@ Model BuildModel(const std::vector<Event>& history) {
            it != open.end() && it->first.first == e.process;) {
         it = close(it, e.time_ns, ev);
       }
+      // Its acquires in flight end here, outcome unknown.
       for (auto it = pending_acquires.lower_bound({e.process, Op::kAcquire, ""});
            it != pending_acquires.end() && std::get<0>(it->first) == e.process;) {
+        Acquire& a = m.acquires[it->second];
+        a.outcome = EventType::kInfo;
+        a.done_ns = e.time_ns;
         it = pending_acquires.erase(it);
       }
       for (auto it = pending_releases.lower_bound({e.process, Op::kAcquire, ""});
@@ -120,6 +126,7 @@ Model BuildModel(const std::vector<Event>& history) {
     if (e.f == Op::kAcquire && e.type == EventType::kInvoke) {
       pending_acquires[key] = m.acquires.size();
       m.acquires.push_back(Acquire{ev});
+      m.acquires.back().first_of_process = acquiring_processes.insert(e.process).second;
       continue;
     }
     if (e.f == Op::kAcquire) {
@@ -129,7 +136,6 @@ Model BuildModel(const std::vector<Event>& history) {
       pending_acquires.erase(p);
       a.outcome = e.type;
       a.done_ns = e.time_ns;
-      a.token = e.token;
       if (e.type != EventType::kOk) {
         if (e.type == EventType::kFail && e.error == "NOT_ACQUIRED") {
           ++m.not_acquired;
@@ -159,7 +165,6 @@ Model BuildModel(const std::vector<Event>& history) {
         h.token = e.token;
         h.api = inv.api;
         h.ttl_ns = inv.ttl_ns;
-        h.invoke_ns = inv.time_ns;
         h.start_ns = e.time_ns;
         h.end_ns = e.time_ns;
         h.certain_until_ns = inv.time_ns + inv.ttl_ns;
@@ -275,17 +280,19 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
       if (h.kind == LockKind::kSemaphore) {
         int64_t certain = h.certain_at(t) ? h.permits : 0;
         int64_t raw = h.permits;
-        std::vector<std::string> who = {HoldText(h)};
         for (const Hold* a : active) {
           if (a->kind != LockKind::kSemaphore) continue;
           raw += a->permits;
           if (a->certain_at(t)) certain += a->permits;
-          who.push_back(HoldText(*a));
         }
         max_permits = std::max(max_permits, certain);
         if (raw > h.limit) {
-          bool violation = certain > h.limit;
+          const bool violation = certain > h.limit;
           (violation ? over_limit : expired) += 1;
+          std::vector<std::string> who = {HoldText(h)};
+          for (const Hold* a : active) {
+            if (a->kind == LockKind::kSemaphore) who.push_back(HoldText(*a));
+          }
           examples.Add(violation, t, lock,
                        absl::StrCat(violation ? certain : raw, " permits held at ", Secs(t),
                                     violation ? "" : " counting expired leases", " (limit ",
@@ -311,8 +318,8 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
 
     // Chances for readers to overlap: a shared acquire invoked while another
     // process held the lock shared, nobody held it exclusive and no exclusive
-    // acquire was waiting. Sweep over (time, order, delta) points; ends sort
-    // before starts at one time.
+    // acquire was waiting. Sweep over (time, delta, kind) points: at one time,
+    // ends come before invokes, invokes before starts.
     enum Kind { kSharedHold, kExclusiveHold, kExclusivePending, kSharedInvoke };
     std::vector<std::tuple<int64_t, int, Kind>> points;
     for (const Hold& h : list) {
@@ -336,14 +343,14 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
     if (!any_shared) continue;
     std::sort(points.begin(), points.end());
     int64_t counts[3] = {0, 0, 0};
-    int64_t chances = 0;
+    int64_t chances = 0, first_chance_ns = 0;
     for (const auto& [time, delta, kind] : points) {
       if (kind == kSharedInvoke) {
         // The invoking process holds nothing shared here (one hold per
         // process and lock), so any shared hold is another's.
         if (counts[kSharedHold] > 0 && counts[kExclusiveHold] == 0 &&
             counts[kExclusivePending] == 0) {
-          ++chances;
+          if (chances++ == 0) first_chance_ns = time;
         }
         continue;
       }
@@ -352,7 +359,7 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
     chances_total += chances;
     if (chances >= config.min_reader_chances && lock_reader_overlaps == 0) {
       ++serialized;
-      examples.Add(true, 0, lock,
+      examples.Add(true, first_chance_ns, lock,
                    absl::StrCat("readers never overlapped although ", chances,
                                 " shared acquires arrived while only readers held the lock"));
     }
@@ -449,29 +456,41 @@ CheckResult LostUpdates(const Model& m, const CheckConfig& config) {
   struct Tally {
     int64_t writes = 0, lost = 0, inconsistent = 0;
   };
+  struct Replay {
+    int64_t value = 0;     // counters start at 0
+    int64_t expected = 0;  // what the accepted writes added
+  };
   Tally fenced, unfenced;
-  std::map<std::pair<std::string, Counter>, int64_t> value;  // counters start at 0
+  std::map<std::pair<std::string, Counter>, Replay> counters;
   for (const Event* w : m.writes) {
     if (w->type != EventType::kOk) continue;
     const bool is_fenced = w->counter == Counter::kFenced;
     Tally& t = is_fenced ? fenced : unfenced;
-    int64_t& current = value[{w->lock, w->counter}];
+    Replay& c = counters[{w->lock, w->counter}];
     ++t.writes;
-    if (w->read < current) {
-      t.lost += current - w->read;
+    c.expected += w->wrote - w->read;
+    if (w->read < c.value) {
       examples.Add(
           is_fenced, w->time_ns, w->lock,
           absl::StrCat(CounterName(w->counter), " counter: p", w->process, " (token ", w->token,
                        ") wrote ", w->wrote, " at ", Secs(w->time_ns), " having read ", w->read,
-                       " while it stood at ", current, ": ", current - w->read, " updates lost"));
-    } else if (w->read > current) {
+                       " while it stood at ", c.value, ": ", c.value - w->read, " updates lost"));
+    } else if (w->read > c.value) {
+      // A value the counter no longer held: overwritten by a late write
+      // after this worker read it (the unfenced counter), or a broken referee.
       ++t.inconsistent;
-      examples.Add(
-          is_fenced, w->time_ns, w->lock,
-          absl::StrCat(CounterName(w->counter), " counter: p", w->process, " read ", w->read,
-                       ", a value never written (the counter stood at ", current, ")"));
+      examples.Add(is_fenced, w->time_ns, w->lock,
+                   absl::StrCat(CounterName(w->counter), " counter: p", w->process, " wrote ",
+                                w->wrote, " having read ", w->read,
+                                ", which the counter no longer held (it stood at ", c.value, ")"));
     }
-    current = w->wrote;
+    c.value = w->wrote;
+  }
+  // What was lost is what the accepted writes added and the counter does not
+  // show (a later write that read a value since overwritten may restore some).
+  for (const auto& [key, c] : counters) {
+    Tally& t = key.second == Counter::kFenced ? fenced : unfenced;
+    t.lost += std::max<int64_t>(0, c.expected - c.value);
   }
   CheckResult r;
   r.name = "lost-updates";
@@ -483,7 +502,8 @@ CheckResult LostUpdates(const Model& m, const CheckConfig& config) {
               {"unfenced_inconsistent", unfenced.inconsistent}};
   r.examples = examples.Take();
   Finish(r, {{fenced.lost, "updates of the fenced counter lost"},
-             {fenced.inconsistent, "reads of the fenced counter that no write explains"}});
+             {fenced.inconsistent,
+              "writes to the fenced counter based on a value it no longer held"}});
   if (unfenced.lost > 0) {
     r.note = absl::StrCat("the unfenced counter lost ", unfenced.lost,
                           " updates: what fencing prevented");
@@ -555,6 +575,8 @@ CheckResult Fairness(const Model& m, const CheckConfig& config) {
                                    [&](const Acquire* a) { return a->done_ns <= b_invoke; }),
                     waiting.end());
       for (const Acquire* a : waiting) {
+        // A first acquire may have reached the replica long after its stamp.
+        if (a->first_of_process) continue;
         if (a->invoke->time_ns + slack >= b_invoke || b->done_ns + slack >= a->done_ns) continue;
         ++violations;
         examples.Add(true, b->done_ns, key.first,

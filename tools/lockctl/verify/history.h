@@ -5,7 +5,8 @@
 //
 // An event is one line, keys in the order below, a key left out when it does
 // not apply (or has its default). Times and durations are integers of
-// nanoseconds; `time_ns` is monotonic, counted from the run's start.
+// nanoseconds; `time_ns` is monotonic, counted from the run's start. Every
+// integer stays within +-2^53, which any JSON reader takes exactly.
 //
 //   time_ns         when the event happened (required, >= 0)
 //   process         the worker, an integer >= 0 (required). A worker process
@@ -65,7 +66,8 @@
 //     kill: the worker process was killed (SIGKILL); abandon: the worker
 //     dropped its stream or stopped renewing without releasing. Either ends
 //     every hold and every operation in flight of that process at that time.
-//   - A hold still open at the end of the history ends at its last event.
+//   - A hold still open at the end of the history ends at the history's last
+//     event.
 //
 // Thread-safety: the functions are pure and thread-safe; HistoryRecorder is
 // thread-safe (one mutex guards its events and its output stream).
