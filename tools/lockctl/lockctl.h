@@ -1,5 +1,5 @@
 // lockctl: the lockd command-line tool (acquire, release, renew, describe,
-// list, run, force-release, health, completion). This header is the tool's
+// list, run, force-release, health, completion, verify). This header is the tool's
 // internal interface: the command-line grammar (declared once, in
 // CommandTable() and GlobalFlags(): parsing, the help overview and the
 // completion scripts read it), argument parsing (pure, unit-tested) and the
