@@ -112,8 +112,10 @@ std::string VerifyUsage() {
        lockctl verify --check FILE [--output text|json]
 
 Checks that the lockd deployment at --server keeps its locks (docs/verify.md):
-worker processes take locks through every replica --server names and, while
-holding, do a read-modify-write on a referee inside lockctl (a fenced and an
+worker processes take locks through every replica --server names (a list is
+dealt out: worker i talks to replica i mod n; a dns:/// target is balanced
+over by each worker) and, while holding, do a read-modify-write on a referee
+inside lockctl (a fenced and an
 unfenced counter); every operation is recorded in a history, which a checker
 then reads: exclusion, fencing, lost updates, liveness, waits and errors, one
 line each. Its namespace must hold no lock of anyone else (it refuses it

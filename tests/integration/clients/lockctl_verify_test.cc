@@ -148,7 +148,7 @@ class LockctlVerifyTest : public ::testing::Test {
     Report report = ParseReport(r.output);
     ASSERT_TRUE(report.parsed) << r.output;
     EXPECT_TRUE(report.passed);
-    EXPECT_GT(report.Count("exclusion", "holds"), 20) << r.output;
+    EXPECT_GT(report.Count("exclusion", "holds"), 5) << r.output;
     EXPECT_EQ(report.Count("exclusion", "violations"), 0);
     EXPECT_EQ(report.Count("fencing", "repeated_tokens"), 0);
     EXPECT_GT(report.Count("lost-updates", "fenced_writes"), 0);
@@ -211,19 +211,21 @@ TEST_F(LockctlVerifyTest, AbandonedUnaryHoldsEndWithTheirLease) {
 }
 
 TEST_F(LockctlVerifyTest, SplitBrainFailsExclusionAndFencing) {
-  // Two lockds that share nothing, given as replicas of one deployment; the
-  // unary calls of each worker alternate between them.
+  // Two lockds that share nothing, given as replicas of one deployment (the
+  // workers are dealt out to them in turn).
   std::unique_ptr<LockdProcess> a = StartLockd({});
   std::unique_ptr<LockdProcess> b = StartLockd({});
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   Result r = Verify({"--server", absl::StrCat(a->address(), ",", b->address()), "--duration", "4s",
-                     "--workers", "6", "--workload", "mutex", "--api", "unary", "--ttl", "1s"});
+                     "--workers", "6", "--workload", "mutex"});
   EXPECT_EQ(r.code, kFailed) << r.output;
   EXPECT_THAT(r.output, ::testing::ContainsRegex("exclusion +FAIL"));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("fencing +FAIL"));
   EXPECT_THAT(r.output, HasSubstr("verify: FAILED (exclusion, fencing"));
-  EXPECT_THAT(r.output, ::testing::ContainsRegex("repeated_tokens=[1-9]"));
+  // Each lockd hands out its own tokens: the same one twice, or one below
+  // a token already granted.
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("repeated_tokens=[1-9]|token_regressions=[1-9]"));
 }
 
 TEST_F(LockctlVerifyTest, PausedHolderPastAShortLeaseIsCaughtByFencingOnly) {

@@ -120,6 +120,7 @@ struct Slot {
   int process = 0;  // history process number (a replacement gets a new one)
   pid_t pid = -1;
   std::string owner;
+  std::string replica;  // the one lockd it talks to; "" for a target it balances over
   bool session = true;  // a session worker (ClientOptions::use_sessions)
   State state = State::kIdle;
   Task task;                     // the current task (kAcquiring .. kReleasing)
@@ -175,7 +176,9 @@ class Run {
   std::ostream& err_;
   const std::string run_id_;
   std::string binary_;
-  std::string replica_;  // --server when it names one lockd, else ""
+  // The replicas of a --server list (one entry for a single address); empty
+  // for a DNS name or another gRPC target, given to every worker as it is.
+  std::vector<std::string> replicas_;
   int dev_null_ = -1;
   Referee referee_;
   std::ofstream history_file_;
@@ -254,7 +257,11 @@ absl::Status Run::Spawn(bool session) {
   conn->process = process;
   conn->pipe = std::make_unique<LineChannel>(sv[0]);
   WorkerConfig c;
-  c.server = o_.server;
+  // A list's replicas are dealt out to the workers in turn, so that each
+  // replica serves holders and a session never lands on one by chance.
+  const std::string replica =
+      replicas_.empty() ? "" : replicas_[static_cast<size_t>(process) % replicas_.size()];
+  c.server = replica.empty() ? o_.server : replica;
   c.ns = o_.ns;
   c.owner = absl::StrCat(kOwnerPrefix, run_id_, "-p", process);
   c.session = session;
@@ -269,6 +276,7 @@ absl::Status Run::Spawn(bool session) {
     s.process = process;
     s.pid = pid;
     s.owner = c.owner;
+    s.replica = replica;
     s.session = session;
   }
   if (!conn->pipe->Write(EncodeConfig(c)).ok()) {
@@ -389,7 +397,7 @@ std::vector<std::string> Run::HandleNext(Slot& s) {
     // FIFO is compared among one replica's waiters; AcquireAll waits for its
     // locks one after the other, so its place in a lock's queue is not its
     // invoke's: left out.
-    if (s.task.kind != TaskKind::kAll) e.replica = replica_;
+    if (s.task.kind != TaskKind::kAll) e.replica = s.replica;
   });
   return EncodeTask(s.task);
 }
@@ -594,9 +602,9 @@ int Run::Execute(std::ostream& out) {
     }
     binary_.assign(path, static_cast<size_t>(n));
   }
-  if (o_.server.find(',') == std::string::npos && !absl::StartsWith(o_.server, "dns:") &&
-      !absl::StartsWith(o_.server, "ipv4:") && !absl::StartsWith(o_.server, "ipv6:")) {
-    replica_ = o_.server;
+  if (!absl::StrContains(o_.server, ":///") && !absl::StartsWith(o_.server, "ipv4:") &&
+      !absl::StartsWith(o_.server, "ipv6:") && !absl::StartsWith(o_.server, "unix:")) {
+    replicas_ = absl::StrSplit(o_.server, ',', absl::SkipWhitespace());
   }
   ClientOptions co;
   co.owner = absl::StrCat(kOwnerPrefix, run_id_, "-runner");
@@ -635,7 +643,9 @@ int Run::Execute(std::ostream& out) {
   const absl::Time deadline = start + o_.duration;
   const absl::Time hard_deadline = deadline + 2 * o_.ttl + absl::Seconds(10);
   for (int i = 0; i < o_.workers; ++i) {
-    bool session = o_.api == ApiMode::kSession || (o_.api == ApiMode::kBoth && i % 2 == 0);
+    // Both: two session workers, two unary ones, ... (not every other one,
+    // which would put all session workers on the same replicas of a list).
+    bool session = o_.api == ApiMode::kSession || (o_.api == ApiMode::kBoth && i / 2 % 2 == 0);
     absl::Status s = Spawn(session);
     if (!s.ok()) {
       err_ << "lockctl verify: " << s.message() << "\n";

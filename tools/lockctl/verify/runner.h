@@ -6,13 +6,17 @@
 //     an owner that is not a verify worker is refused (usage error) unless
 //     `force`: verify takes and releases locks of its own names there.
 //  2. Workers: `workers` child processes (worker.h), each one lockd::Client
-//     (one owner) over the session or unary path (`api`; kBoth alternates),
-//     doing ops the runner hands out: a random workload of `workloads` per
-//     op, at most `rate` acquires per second in all.
+//     (one owner) over the session or unary path (`api`; kBoth: two of
+//     each in turn), doing tasks the runner hands out: a random workload of
+//     `workloads` per task, at most `rate` acquires per second in all. A `server` list
+//     ("a:7411,b:7411") is dealt out: worker i talks to replica i mod n, so
+//     that every replica serves holders whose holds meet only in the
+//     backend; any other gRPC target (dns:///name:7411) goes to every worker
+//     as it is, and its client balances over the addresses it resolves.
 //  3. The nemesis, if asked (nemesis.h), strikes holders every
 //     `nemesis_interval`; a killed or abandoning worker is replaced by a new
 //     process (a new history process number).
-//  4. After `duration` each worker is told to stop after its current op;
+//  4. After `duration` each worker is told to stop after its current task;
 //     one still running `duration` + 2 * ttl + 10 s after the start is
 //     killed (the time box).
 //  5. Cleanup: every hold of this run's owners still listed in the
