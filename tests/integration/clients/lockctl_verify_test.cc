@@ -7,8 +7,10 @@
 // updates, the fenced one none). It refuses a namespace holding others'
 // locks, cleans up after itself, and re-checks its saved history offline.
 //
-// $LOCKD_VERIFY_DURATION (e.g. 60s) lengthens the runs that pass, for the
-// figures of a long run on each backend; the report is printed either way.
+// $LOCKD_VERIFY_DURATION (e.g. 60s) lengthens the runs that pass on each
+// backend, and $LOCKD_VERIFY_FLAGS adds flags to them (e.g. "--nemesis
+// kill-holders"), for the figures of a long run; the report is printed
+// either way.
 
 #include <sys/wait.h>
 
@@ -53,6 +55,13 @@ int ExitCode(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return -2;
+}
+
+// Extra flags for the passing runs, from $LOCKD_VERIFY_FLAGS (space-separated).
+std::vector<std::string> PassingFlags() {
+  const char* f = std::getenv("LOCKD_VERIFY_FLAGS");
+  if (f == nullptr) return {};
+  return absl::StrSplit(f, ' ', absl::SkipEmpty());
 }
 
 std::string PassingDuration() {
@@ -143,6 +152,7 @@ class LockctlVerifyTest : public ::testing::Test {
     std::vector<std::string> args = {"--server",  server, "--duration", PassingDuration(),
                                      "--workers", "6",    "--output",   "json"};
     args.insert(args.end(), extra.begin(), extra.end());
+    for (std::string& f : PassingFlags()) args.push_back(std::move(f));
     Result r = Verify(args);
     EXPECT_EQ(r.code, kPassed) << r.output;
     Report report = ParseReport(r.output);

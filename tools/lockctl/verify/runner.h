@@ -28,7 +28,7 @@
 // Every event is stamped with the parent's steady clock, which is the
 // CLOCK_MONOTONIC every process of the host shares: a worker's lease bound
 // (Lease::valid_until) is on the same clock. An acquire's invoke is
-// recorded before the worker sends it (the worker asks for its op and sends
+// recorded before the worker sends it (the worker asks for its task and sends
 // the call after the answer), its ok after the worker saw the grant, so the
 // recorded interval always contains the real one.
 //
