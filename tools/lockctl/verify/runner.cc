@@ -189,6 +189,10 @@ class Run {
   NemesisPolicy nemesis_ ABSL_GUARDED_BY(mu_);
   std::map<int, Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> respawn_ ABSL_GUARDED_BY(mu_);  // session flags of workers to replace
+  // Tasks of struck holders, handed out again first: their locks are wanted
+  // at once, so that the time to their next grant is lockd's, not the
+  // workload's (liveness).
+  std::vector<Task> wanted_ ABSL_GUARDED_BY(mu_);
   int next_process_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_task_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_acquire_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -383,7 +387,13 @@ std::vector<std::string> Run::HandleNext(Slot& s) {
     mu_.Lock();
     if (stopping_ || s.killed) return {"stop"};
   }
-  s.task = NextTask();
+  if (wanted_.empty()) {
+    s.task = NextTask();
+  } else {
+    s.task = wanted_.back();
+    wanted_.pop_back();
+    s.task.id = ++next_task_;
+  }
   s.state = Slot::State::kAcquiring;
   s.tokens.clear();
   const bool session = HoldsOverSession(s.session, o_.ttl);
@@ -474,6 +484,7 @@ std::vector<std::string> Run::Handle(int process, const std::vector<std::string>
   if (what == "release" && req.size() == 3) {
     if (s.abandon) {
       RecordNemesis(s, Op::kAbandon);
+      wanted_.push_back(s.task);
       s.state = Slot::State::kIdle;
       return {"abandon"};
     }
@@ -507,6 +518,7 @@ void Run::Strike(Slot& s) {
       s.killed = true;
       ::kill(s.pid, SIGKILL);
       RecordNemesis(s, Op::kKill);
+      wanted_.push_back(s.task);
       s.state = Slot::State::kIdle;
       if (s.gone && !stopping_) respawn_.push_back(s.session);
       break;

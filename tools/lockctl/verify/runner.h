@@ -15,7 +15,9 @@
 //     as it is, and its client balances over the addresses it resolves.
 //  3. The nemesis, if asked (nemesis.h), strikes holders every
 //     `nemesis_interval`; a killed or abandoning worker is replaced by a new
-//     process (a new history process number).
+//     process (a new history process number), and its task is the next one
+//     handed out, so that its locks are wanted at once (the checker measures
+//     the time to their next grant).
 //  4. After `duration` each worker is told to stop after its current task;
 //     one still running `duration` + 2 * ttl + 10 s after the start is
 //     killed (the time box).
