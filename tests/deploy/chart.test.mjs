@@ -55,6 +55,7 @@ const lockdContainer = (objs) => podSpec(objs).containers.find((c) => c.name ===
 const configOf = (objs) => one(objs.filter((o) => !o.metadata.name.endsWith('-dashboard')), 'ConfigMap').data['lockd.yaml'];
 const matches = (selector, labels) =>
   Object.entries(selector).every(([k, v]) => labels[k] === v);
+const isTestHook = (o) => o.metadata.annotations?.['helm.sh/hook'] === 'test';
 
 test('appVersion is the VERSION file at the repository root', () => {
   const chart = parseYaml(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'));
@@ -214,7 +215,8 @@ test('security contexts: non-root, read-only root, no capabilities, RuntimeDefau
 });
 
 test('optional objects appear only when asked for', () => {
-  const kinds = (objs) => objs.map((o) => o.kind).sort();
+  // What `helm install` creates: test hooks only run under `helm test`.
+  const kinds = (objs) => objs.filter((o) => !isTestHook(o)).map((o) => o.kind).sort();
   assert.deepEqual(kinds(render()), ['ConfigMap', 'Deployment', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
   const all = render({ values: ['all-values.yaml'] });
   for (const k of ['HorizontalPodAutoscaler', 'NetworkPolicy', 'ServiceMonitor', 'PrometheusRule']) {
@@ -226,6 +228,75 @@ test('optional objects appear only when asked for', () => {
   assert.deepEqual(np.spec.ingress[0].from[0].podSelector.matchLabels, { 'lockd-client': 'yes' });
   assert.deepEqual(np.spec.egress[1].ports, [{ port: 3306, protocol: 'TCP' }]);
   assert.match(renderFails({ set: ['metrics.serviceMonitor.enabled=true'] }), /need metrics.enabled/);
+});
+
+// `helm test`: the Pod running `lockctl verify` (templates/tests/verify-pod.yaml).
+const verifyPod = (opts) => {
+  const pods = render(opts).filter(isTestHook);
+  assert.equal(pods.length, 1, 'one test hook');
+  return pods[0];
+};
+const verifyArgs = (pod) => pod.spec.containers[0].args;
+
+test('helm test runs lockctl verify on the release\'s Service: mutex, 20 s, no nemesis', () => {
+  const objs = render();
+  const pod = verifyPod();
+  assert.equal(pod.kind, 'Pod');
+  assert.equal(pod.metadata.name, 'rel-lockd-verify');
+  assert.equal(pod.spec.restartPolicy, 'Never');
+  assert.deepEqual(pod.spec.containers[0].command, ['/usr/bin/lockctl']);
+  assert.deepEqual(verifyArgs(pod), ['verify', '--server=rel-lockd.locks.svc:7411',
+    '--namespace=lockd-verify', '--duration=20s', '--workload=mutex', '--nemesis=none']);
+  assert.equal(pod.spec.containers[0].image, lockdContainer(objs).image);
+  assert.equal(pod.spec.securityContext.runAsNonRoot, true);
+  assert.equal(pod.spec.containers[0].securityContext.readOnlyRootFilesystem, true);
+  // No Service or PDB selects it (it would receive lockd's traffic, or count as a replica).
+  for (const o of objs.filter((x) => x.kind === 'Service' || x.kind === 'PodDisruptionBudget')) {
+    const selector = o.spec.selector.matchLabels ?? o.spec.selector;
+    assert.ok(!matches(selector, pod.metadata.labels), `${o.kind} ${o.metadata.name} selects the test Pod`);
+  }
+  assert.deepEqual(verifyArgs(verifyPod({ set: ['tests.verify.duration=5s', 'service.port=7000',
+    'tests.verify.namespace=ci-verify'] })).slice(1, 4),
+  ['--server=rel-lockd.locks.svc:7000', '--namespace=ci-verify', '--duration=5s']);
+  assert.equal(render({ set: ['tests.verify.enabled=false'] }).filter(isTestHook).length, 0);
+  assert.match(renderFails({ set: ['tests.verify.duration=soon'] }), /duration/);
+});
+
+test('helm test connects with the chart\'s TLS settings and a bearer token when given', () => {
+  // clientAuth require: the CA and the Secret's certificate as the client's.
+  const required = verifyPod({ values: ['tls-values.yaml'] });
+  assert.deepEqual(verifyArgs(required).slice(6), ['--tls-ca=/etc/lockd/tls/ca.crt',
+    '--tls-cert=/etc/lockd/tls/tls.crt', '--tls-key=/etc/lockd/tls/tls.key']);
+  assert.equal(required.spec.volumes.find((v) => v.name === 'tls').secret.secretName, 'lockd-tls');
+  assert.ok(required.spec.containers[0].volumeMounts.some((m) => m.name === 'tls' && m.mountPath === '/etc/lockd/tls'));
+  // clientAuth request: the CA only.
+  const requested = verifyPod({ values: ['all-values.yaml'] });
+  assert.deepEqual(verifyArgs(requested).filter((a) => a.startsWith('--tls')), ['--tls-ca=/etc/lockd/tls/ca.crt']);
+  // A client certificate of its own, and another name to verify.
+  const own = verifyPod({ values: ['all-values.yaml'],
+    set: ['tests.verify.tlsSecret=verify-client', 'tests.verify.tlsServerName=lockd.example.com'] });
+  assert.equal(own.spec.volumes.find((v) => v.name === 'tls').secret.secretName, 'verify-client');
+  assert.deepEqual(verifyArgs(own).filter((a) => a.startsWith('--tls')), ['--tls-ca=/etc/lockd/tls/ca.crt',
+    '--tls-cert=/etc/lockd/tls/tls.crt', '--tls-key=/etc/lockd/tls/tls.key', '--tls-server-name=lockd.example.com']);
+  // Plaintext: no TLS flag, no TLS volume.
+  const plain = verifyPod();
+  assert.ok(!verifyArgs(plain).some((a) => a.startsWith('--tls')));
+  assert.ok(!plain.spec.volumes.some((v) => v.name === 'tls'));
+
+  const token = verifyPod({ set: ['tests.verify.authToken.existingSecret=verify-token'] });
+  assert.ok(verifyArgs(token).includes('--auth-token-file=/etc/lockd/auth/token'));
+  assert.deepEqual(token.spec.volumes.find((v) => v.name === 'auth').secret.items, [{ key: 'token', path: 'token' }]);
+  assert.ok(!verifyArgs(plain).some((a) => a.startsWith('--auth-token-file')));
+});
+
+test('the NetworkPolicy admits the helm test Pod', () => {
+  const objs = render({ values: ['all-values.yaml'] });
+  const pod = objs.find(isTestHook);
+  const from = one(objs, 'NetworkPolicy').spec.ingress[0].from[0].podSelector.matchLabels;
+  assert.ok(matches(from, pod.metadata.labels), JSON.stringify(pod.metadata.labels));
+  const defaults = render({ set: ['networkPolicy.enabled=true'] });
+  assert.ok(matches(one(defaults, 'NetworkPolicy').spec.ingress[0].from[0].podSelector.matchLabels,
+    defaults.find(isTestHook).metadata.labels));
 });
 
 // deploy/monitoring holds the rules and dashboard for a Prometheus and

@@ -253,6 +253,7 @@ int Execute(const Invocation& inv, std::ostream& out, std::ostream& err) {
     return kExitOk;
   }
   if (inv.command == "health") return HealthCheck(inv, out, err);
+  if (inv.command == "verify") return VerifyCommand(inv, out, err);
   ClientOptions co;
   co.owner = inv.owner;
   co.default_namespace = inv.ns;

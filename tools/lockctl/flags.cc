@@ -57,6 +57,10 @@ const std::vector<CommandSpec>& CommandTable() {
        {"name", "reason", "token"}},
       {"health", "check that lockd serves (gRPC health check; for probes)", {"service"}},
       {"completion", "print a bash or zsh completion script", {}},
+      {"verify",
+       "check that a deployment keeps its locks (workers, a referee, a checker)",
+       {"duration", "workers", "workload", "nemesis", "nemesis-interval", "api", "ttl", "wait",
+        "hold", "rate", "history", "check", "force", "seed"}},
   };
   return *kCommands;
 }
@@ -70,7 +74,7 @@ const std::vector<std::string>& GlobalFlags() {
 
 bool IsBoolFlag(absl::string_view flag) {
   return flag == "tls" || flag == "help" || flag == "unary" || flag == "version" ||
-         flag == "shared";
+         flag == "shared" || flag == "force";
 }
 
 absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text) {
@@ -200,7 +204,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
                                    inv.command == "run" ? " (put the command after --)" : ""));
   }
 
-  bool ttl_set = false;
+  bool ttl_set = false, wait_set = false, ns_set = false;
   for (const auto& [flag, value] : flags) {
     if (!IsGlobalFlag(flag) && !CommandTakes(inv.command, flag)) {
       return UsageError(absl::StrCat("unknown flag --", flag, " for \"", inv.command, "\""));
@@ -210,6 +214,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       inv.server = value;
     } else if (flag == "namespace") {
       inv.ns = value;
+      ns_set = true;
     } else if (flag == "output") {
       if (value == "text") {
         inv.output = Output::kText;
@@ -286,6 +291,7 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
         ttl_set = true;
       } else if (flag == "wait") {
         inv.wait = *d;
+        wait_set = true;
       } else {
         inv.kill_after = *d;
       }
@@ -308,7 +314,14 @@ absl::StatusOr<Invocation> ParseArgs(const std::vector<std::string>& args,
       absl::StatusOr<int> sig = ParseSignal(value);
       if (!sig.ok()) return sig.status();
       inv.signal = *sig;
+    } else {
+      absl::Status s = ParseVerifyFlag(flag, value, inv.verify, inv.verify_check_file);
+      if (!s.ok()) return s;
     }
+  }
+  if (inv.command == "verify") {
+    absl::Status s = FinishVerifyFlags(inv, ttl_set, wait_set, ns_set);
+    if (!s.ok()) return s;
   }
   // renew without --ttl asks for the server's default lease.
   if (inv.command == "renew" && !ttl_set) inv.ttl = absl::ZeroDuration();
@@ -526,6 +539,7 @@ Kinds (acquire, run; docs/api.md "Shared locks, semaphores and all-or-nothing ac
            "JSON: the grpc.health.v1.HealthCheckResponse.\n" +
            connection + exit_codes;
   }
+  if (command == "verify") return VerifyUsage() + connection;
   if (command == "completion") {
     return "Usage: lockctl completion bash|zsh\n"
            "\n"

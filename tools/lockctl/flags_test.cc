@@ -514,5 +514,80 @@ TEST(CompletionTest, ZshScriptRunsTheBashOneThroughBashcompinit) {
   EXPECT_EQ(CompletionScript("fish"), "");
 }
 
+TEST(VerifyFlagsTest, DefaultsAreItsOwnNamespaceAllWorkloadsAndNoNemesis) {
+  absl::StatusOr<Invocation> inv =
+      Parse({"verify", "--server", "a:1,b:2"}, {{"LOCKD_NAMESPACE", "payments"}});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  const verify::VerifyOptions& o = inv->verify;
+  EXPECT_EQ(o.server, "a:1,b:2");
+  EXPECT_EQ(o.ns, "lockd-verify");  // never the application's namespace by accident
+  EXPECT_EQ(o.duration, absl::Seconds(60));
+  EXPECT_EQ(o.workers, 16);
+  EXPECT_EQ(o.workloads.size(), 4u);
+  EXPECT_EQ(o.nemesis, verify::NemesisKind::kNone);
+  EXPECT_EQ(o.api, verify::ApiMode::kBoth);
+  EXPECT_EQ(o.ttl, absl::Seconds(10));
+  EXPECT_FALSE(o.force);
+  EXPECT_FALSE(o.json);
+  EXPECT_TRUE(inv->verify_check_file.empty());
+}
+
+TEST(VerifyFlagsTest, EveryFlagIsParsed) {
+  absl::StatusOr<Invocation> inv = Parse(
+      {"verify",  "--namespace", "v2",       "--duration", "20s",          "--workers",
+       "4",       "--workload",  "rw,mutex", "--nemesis",  "kill-holders", "--nemesis-interval",
+       "3s",      "--api",       "unary",    "--ttl",      "2s",           "--wait",
+       "1s",      "--hold",      "20ms",     "--rate",     "50",           "--history",
+       "h.jsonl", "--force",     "--seed",   "7",          "--output",     "json"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  const verify::VerifyOptions& o = inv->verify;
+  EXPECT_EQ(o.ns, "v2");
+  EXPECT_EQ(o.duration, absl::Seconds(20));
+  EXPECT_EQ(o.workers, 4);
+  EXPECT_THAT(o.workloads, ElementsAre(verify::Workload::kRw, verify::Workload::kMutex));
+  EXPECT_EQ(o.nemesis, verify::NemesisKind::kKillHolders);
+  EXPECT_EQ(o.nemesis_interval, absl::Seconds(3));
+  EXPECT_EQ(o.api, verify::ApiMode::kUnary);
+  EXPECT_EQ(o.ttl, absl::Seconds(2));
+  EXPECT_EQ(o.wait, absl::Seconds(1));
+  EXPECT_EQ(o.hold, absl::Milliseconds(20));
+  EXPECT_EQ(o.rate, 50);
+  EXPECT_EQ(o.history_file, "h.jsonl");
+  EXPECT_TRUE(o.force);
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_TRUE(o.json);
+
+  inv = Parse({"verify", "--check", "saved.jsonl"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->verify_check_file, "saved.jsonl");
+}
+
+TEST(VerifyFlagsTest, UsageErrorsNameTheFlag) {
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"verify", "--workers", "0"}, "--workers"},
+           {{"verify", "--workers", "300"}, "--workers"},
+           {{"verify", "--workload", "mutex,queue"}, "\"queue\""},
+           {{"verify", "--nemesis", "partition"}, "--nemesis"},
+           {{"verify", "--api", "rest"}, "--api"},
+           {{"verify", "--duration", "0s"}, "--duration must be positive"},
+           {{"verify", "--rate", "-1"}, "--rate"},
+           {{"verify", "--namespace", ""}, "--namespace must not be empty"},
+           {{"verify", "--nemesis", "abandon", "--nemesis-interval", "10ms"}, "at least 100ms"},
+           {{"verify", "--name", "x"}, "unknown flag --name"},
+       }) {
+    absl::StatusOr<Invocation> inv = Parse(args);
+    EXPECT_THAT(inv, StatusIs(absl::StatusCode::kInvalidArgument)) << absl::StrJoin(args, " ");
+    EXPECT_THAT(inv.status().message(), HasSubstr(message)) << absl::StrJoin(args, " ");
+  }
+}
+
+TEST(VerifyFlagsTest, CommandOfSkipsFlagsAndTheirValues) {
+  EXPECT_EQ(CommandOf({"--server", "a:1", "verify", "--workers", "x"}), "verify");
+  EXPECT_EQ(CommandOf({"--tls", "verify"}), "verify");
+  EXPECT_EQ(CommandOf({"--output=json", "acquire", "--name", "verify"}), "acquire");
+  EXPECT_EQ(CommandOf({"--server", "verify"}), "");
+  EXPECT_EQ(CommandOf({}), "");
+}
+
 }  // namespace
 }  // namespace lockd::lockctl

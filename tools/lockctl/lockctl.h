@@ -1,5 +1,5 @@
 // lockctl: the lockd command-line tool (acquire, release, renew, describe,
-// list, run, force-release, health, completion). This header is the tool's
+// list, run, force-release, health, completion, verify). This header is the tool's
 // internal interface: the command-line grammar (declared once, in
 // CommandTable() and GlobalFlags(): parsing, the help overview and the
 // completion scripts read it), argument parsing (pure, unit-tested) and the
@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "lockd/client.h"
+#include "tools/lockctl/verify/runner.h"
 
 namespace lockd::lockctl {
 
@@ -111,6 +112,11 @@ struct Invocation {
 
   // completion: bash or zsh.
   std::string shell;
+
+  // verify (verify_command.cc): the run's options, connection flags
+  // included; or, with --check FILE, the saved history to check instead.
+  verify::VerifyOptions verify;
+  std::string verify_check_file;
 };
 
 // Parses the arguments after the program name. `env` supplies LOCKD_SERVER,
@@ -157,6 +163,25 @@ int RunCommand(const Invocation& inv, Client& client, std::ostream& err);
 // any other status or a service the server does not know (NOT_FOUND), and
 // ExitCodeFor's code when the call fails (kExitUnavailable: no answer).
 int HealthCheck(const Invocation& inv, std::ostream& out, std::ostream& err);
+
+// `verify`'s own flags (verify_command.cc), called by ParseArgs: one flag
+// into `options` / `check_file` (flags verify does not know are left alone).
+// kInvalidArgument naming the flag.
+absl::Status ParseVerifyFlag(absl::string_view flag, const std::string& value,
+                             verify::VerifyOptions& options, std::string& check_file);
+// After every flag: copies the connection flags into inv.verify and applies
+// verify's defaults (namespace lockd-verify unless --namespace; its own
+// --ttl and --wait defaults unless given). kInvalidArgument as above.
+absl::Status FinishVerifyFlags(Invocation& inv, bool ttl_set, bool wait_set, bool ns_set);
+// Usage("verify").
+std::string VerifyUsage();
+// `verify`: RunVerify, or RunVerifyCheck with --check. Its exit codes are
+// its own: 0 every check holds, 1 one failed, 2 bad usage (main() gives
+// verify's command-line errors 2 too, see CommandOf).
+int VerifyCommand(const Invocation& inv, std::ostream& out, std::ostream& err);
+// The command named in `args` (the first argument that is neither a flag
+// nor a flag's value), "" if none.
+std::string CommandOf(const std::vector<std::string>& args);
 
 // `completion`: the completion script for `shell` ("bash" or "zsh"), built
 // from CommandTable() and GlobalFlags(). "" for another shell.
