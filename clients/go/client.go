@@ -475,7 +475,14 @@ func (c *Client) undoTimeout() time.Duration { return min(c.o.rpcTimeout, c.o.re
 // not-acquired answer stays ErrLocked (with its holder) and also matches the
 // context's error.
 func (c *Client) ctxOr(ctx context.Context, op, what string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && status.Code(err) == codes.DeadlineExceeded &&
+		!time.Now().Before(d) {
+		// gRPC's timer for the caller's deadline may fire a moment before
+		// the context's own: the call ended with the context all the same.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
 		if e, ok := err.(*Error); ok && e.Reason == reasonNotAcquired {
 			e.cause = cerr
 			return e
