@@ -128,7 +128,7 @@ chart=$(ls "$out"/lockd-*.tgz)
 # --- the Python client -------------------------------------------------------
 log "python wheel and sdist"
 pysrc="$stage/python"
-cp -r "$root/clients/python" "$pysrc"
+cp -rL "$root/clients/python" "$pysrc"  # -L: its LICENSE is a link to the root one
 rm -rf "$pysrc/build" "$pysrc"/*.egg-info
 cp -r "$root/protos" "$pysrc/protos"
 /usr/bin/python3 -m pip wheel --quiet --no-build-isolation --no-deps "$pysrc" --wheel-dir "$out"
