@@ -57,13 +57,16 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
     if (!closed && params.wait > absl::ZeroDuration()) {
       // Calls of this process are served first come, first served: while some
       // wait (parked, or trying, first attempts included), a newcomer that
-      // would wait too may only re-enter or replay. Counted until its first
-      // attempt ends (ParseFirstLocked).
+      // would wait too may only re-enter or replay.
       KeyState& k = keys_[params.key];
       if (k.head_in_flight || k.firsts > 0 || table_.Count(params.key) > 0) {
         kind = TryKind::kBehind;
+      } else {
+        // A first call: it may take the lock, so later calls stay behind it
+        // and no head starts until it is back. (A kBehind attempt cannot
+        // take the lock: it holds nothing back.)
+        ++k.firsts;
       }
-      ++k.firsts;
       arrival = ++arrivals_;
     }
   }
@@ -74,7 +77,9 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
   SteadyClock::time_point deadline = SteadyAfter(params.wait);
   Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
   w.arrival = arrival;
-  Try(std::move(w), kind, &WaitEngine::OnFirstTry);
+  Try(std::move(w), kind,
+      kind == TryKind::kFirst && arrival != 0 ? &WaitEngine::OnCountedFirstTry
+                                              : &WaitEngine::OnFirstTry);
 }
 
 void WaitEngine::Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, TryResult)) {
@@ -93,15 +98,22 @@ void WaitEngine::OnFirstTry(Waiter w, TryResult r) {
   Deferred deferred;
   {
     absl::MutexLock l(&mu_);
-    ParseFirstLocked(w, r, deferred);
+    ParseFirstLocked(w, r, /*counted=*/false, deferred);
   }
   RunAll(deferred);
 }
 
-void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
+void WaitEngine::OnCountedFirstTry(Waiter w, TryResult r) {
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    ParseFirstLocked(w, r, /*counted=*/true, deferred);
+  }
+  RunAll(deferred);
+}
+
+void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, bool counted, Deferred& deferred) {
   const LockKey key = w.params.key;
-  // A call that may wait was counted in KeyState::firsts by Acquire.
-  const bool counted = w.arrival != 0;
   if (counted) --keys_[key].firsts;
   if (!r.result.ok() || r.result->acquired || w.params.wait <= absl::ZeroDuration()) {
     if (counted && r.result.ok() && r.result->acquired && table_.Count(key) > 0) {

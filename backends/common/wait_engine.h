@@ -11,10 +11,11 @@
 //   - A new Acquire makes one attempt (TryKind::kFirst, or kBehind while
 //     others of this process wait for the lock, so that it cannot overtake
 //     them: then only a reentrant or replayed acquire is granted). A call
-//     that may wait counts as waiting from its arrival: while its first
+//     that may wait counts as waiting from its arrival: while its kFirst
 //     attempt is in flight, later calls try kBehind and no head starts (a
-//     wake is kept for when it is back), and it parks in arrival order even
-//     if a later call's attempt came back first. A backend that queues
+//     wake is kept for when it is back; a kBehind attempt in flight holds
+//     nothing back, as it cannot take the lock), and every call parks in
+//     arrival order even if a later call's attempt came back first. A backend that queues
 //     waiters on its server (Redis, MySQL) enqueues the call with its first
 //     attempt, so a later call of the same replica must not take the lock
 //     before it parks.
@@ -223,7 +224,7 @@ class WaitEngine {
  private:
   struct KeyState {
     bool active = false;  // KeyActive called: a call has parked
-    // Calls that may wait whose first attempt is in flight: they are ahead
+    // Calls that may wait whose kFirst attempt is in flight: they are ahead
     // of later calls (kBehind), and no head starts before they are back.
     int firsts = 0;
     bool head_in_flight = false;
@@ -239,7 +240,9 @@ class WaitEngine {
   // Runs one attempt for `w`, then (this->*then)(w, result).
   void Try(Waiter w, TryKind kind, void (WaitEngine::*then)(Waiter, TryResult));
   void OnFirstTry(Waiter w, TryResult r);
-  void ParseFirstLocked(Waiter& w, TryResult& r, Deferred& deferred)
+  // A kFirst call that may wait, counted in KeyState::firsts until it is back.
+  void OnCountedFirstTry(Waiter w, TryResult r);
+  void ParseFirstLocked(Waiter& w, TryResult& r, bool counted, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A first attempt not granted, of a call that may wait: it parks.
   void ParkFirstLocked(Waiter& w, TryResult& r, Deferred& deferred)
