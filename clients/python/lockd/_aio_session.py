@@ -1,5 +1,5 @@
 """The Session stream of one lockd.aio.Client: lockd._session's behaviour
-(read its docstring: one session per lease ttl, lockd renews while the
+(read its docstring: one session per Client, lockd renews while the
 stream is open, reconnect with capped jittered backoff and resume, lost
 leases, validity ``break - K + ttl*2/3 - drift`` while suspended, the undo
 of a grant whose caller gave up) on a grpc.aio stream, driven by one task
@@ -46,7 +46,8 @@ class AioSession(SessionEvents):
     """One Session stream of a lockd.aio.Client (see the module docstring)."""
 
     def __init__(self, core: AsyncCore, ttl: Optional[float], keep_on_disconnect: bool):
-        self._core, self._ttl, self._keep = core, ttl, keep_on_disconnect
+        self._core, self._keep = core, keep_on_disconnect
+        self.ttl = ttl  # the lease it asks (None: lockd's default); fixed
         self._loop = asyncio.get_running_loop()
         # "idle" (no task), "connecting", "open", "failed", "closed".
         self._status = "idle"
@@ -153,7 +154,7 @@ class AioSession(SessionEvents):
         backoff = self._core.initial_backoff
         while self._status != "closed":
             requests: asyncio.Queue = asyncio.Queue()
-            requests.put_nowait(open_request(self._core, self._ttl, self._keep, self._leases))
+            requests.put_nowait(open_request(self._core, self.ttl, self._keep, self._leases))
             self._requests = requests
             opened = False
             error: Optional[grpc.RpcError] = None

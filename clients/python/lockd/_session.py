@@ -2,17 +2,17 @@
 bound to one bidirectional stream, renewed by the server while it is open.
 Private to the lockd package; lockd.client routes acquire()/release() here.
 
-One _Session per (Client, lease ttl), working through the Client's
-lockd._core.ClientCore (stub, owner, namespace, backoff, hang bound K). Its
-one daemon thread opens the stream, reads every response (completing
-operations by op_id, marking leases lost on ``lost``) and, when the stream
-breaks, reconnects with capped jittered backoff and resumes the live leases
-(``open.resume``); those the server does not return in ``opened.resumed``
-become lost. Requests are written through a queue that the stream's request
-iterator drains. The thread exits when the stream breaks while no lease is
-live (the next operation starts it again) and after close(), which cancels
-the stream (a break for lockd, so keep_on_disconnect decides what becomes of
-the holds).
+One _Session per Client, asking one lease ttl (lockd._paths says which),
+working through the Client's lockd._core.ClientCore (stub, owner,
+namespace, backoff, hang bound K). Its one daemon thread opens the stream,
+reads every response (completing operations by op_id, marking leases lost
+on ``lost``) and, when the stream breaks, reconnects with capped jittered
+backoff and resumes the live leases (``open.resume``); those the server
+does not return in ``opened.resumed`` become lost. Requests are written
+through a queue that the stream's request iterator drains. The thread exits
+when the stream breaks while no lease is live (the next operation starts it
+again) and after close(), which cancels the stream (a break for lockd, so
+keep_on_disconnect decides what becomes of the holds).
 
 While the stream is open a lease's validity is unbounded (lockd renews it and
 says when it is lost); from a break until resumed it ends at
@@ -345,7 +345,7 @@ class _Session(SessionEvents):
 
     def __init__(self, core: ClientCore, ttl: Optional[float], keep_on_disconnect: bool):
         self._core = core
-        self._ttl = ttl
+        self.ttl = ttl  # the lease it asks (None: lockd's default); fixed
         self._keep = keep_on_disconnect
         self._mu = threading.Condition()
         # "idle" (no thread), "connecting", "open", "failed", "closed".
@@ -495,7 +495,7 @@ class _Session(SessionEvents):
         self._thread.start()
 
     def _open_request(self) -> lock_pb2.SessionRequest:
-        return open_request(self._core, self._ttl, self._keep, self._leases)
+        return open_request(self._core, self.ttl, self._keep, self._leases)
 
     def _run(self) -> None:
         backoff = self._core.initial_backoff

@@ -7,9 +7,9 @@
             await charge(order, fencing_token=lease.fencing_token)
 
 The same semantics as the synchronous client (read lockd.client's
-docstring): the same choice of path (lockd._paths: sessions by default, one
-per lease ttl; unary for auto_renew=False, another owner=, a ttl that is not
-session-safe), the same lease-validity bound (lockd._validity), safe retries
+docstring): the same choice of path (lockd._paths: the Client's one
+session by default; unary for auto_renew=False, another owner=, a ttl that
+is not session-safe or not the session's lease), the same lease-validity bound (lockd._validity), safe retries
 and the undo of an acquire whose outcome is unknown (lockd._acquire, the
 same plan), sessions that lockd renews, resumed after a reconnect, leases
 lost when lockd says so or when their validity runs out, the same errors
@@ -44,7 +44,6 @@ import weakref
 from typing import (
     AsyncIterator,
     Callable,
-    Dict,
     List,
     Optional,
     Sequence,
@@ -231,7 +230,7 @@ class Client:
                                hang_bound=hang_bound, **timing)
         self._use_sessions = use_sessions
         self._keep_on_disconnect = keep_on_disconnect
-        self._sessions: Dict[Optional[float], AioSession] = {}
+        self._session: Optional[AioSession] = None  # lockd._paths: one per Client
         self._renewers: set = set()  # the renewal tasks, and releases of collected leases
         self._loop: Optional[asyncio.AbstractEventLoop] = None  # known once a task started
 
@@ -241,11 +240,11 @@ class Client:
                          lambda self, ns: setattr(self._core, "namespace", ns))
 
     async def close(self) -> None:
-        """lockd.Client.close(): ends the sessions and the renewals, closes
+        """lockd.Client.close(): ends the session and the renewals, closes
         the channel (if this Client made it); holds are not released."""
-        sessions, self._sessions = list(self._sessions.values()), {}
+        session, self._session = self._session, None
         self._use_sessions = False
-        for session in sessions:
+        if session is not None:
             await session.close()
         renewers, self._renewers = list(self._renewers), set()
         for task in renewers:
@@ -325,10 +324,11 @@ class Client:
     def _choose_path(self, ttl: Optional[float], owner: Optional[str],
                      auto_renew: bool) -> Optional[AioSession]:
         """lockd._paths, as lockd.Client._choose_path."""
-        return choose_session(
-            self._sessions, lambda: AioSession(self._core, ttl, self._keep_on_disconnect),
+        self._session, chosen = choose_session(
+            self._session, lambda asked: AioSession(self._core, asked, self._keep_on_disconnect),
             ttl=ttl, owner=owner, client_owner=self.owner, auto_renew=auto_renew,
             use_sessions=self._use_sessions, session_safe=self._core.session_safe)
+        return chosen
 
     async def _acquire_unary(self, call: AcquireCall, ttl: Optional[float], auto_renew: bool,
                              on_lost) -> List[Lease]:

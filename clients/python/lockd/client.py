@@ -7,10 +7,11 @@
         charge(order, fencing_token=lease.fencing_token)
 
 Sessions (the default, ``use_sessions=True``; docs/api.md "Sessions"): a
-Client binds its locks to one Session stream per lease ttl it uses (normally
-one), opened by the first acquire, with open.owner = the Client's owner and
-keep_on_disconnect (the ``keep_on_disconnect`` argument, default True).
-acquire() and release() are operations on that stream; what changes:
+Client binds its locks to one Session stream, opened by the first acquire,
+with open.owner = the Client's owner, keep_on_disconnect (the
+``keep_on_disconnect`` argument, default True) and one lease: the ttl of
+that first acquire (none: lockd's default). acquire() and release() are
+operations on that stream; what changes:
 
 * lockd renews the leases while the stream is open: no watchdog thread, no
   Renew calls. ``lease.valid_until`` is infinite while the stream is open.
@@ -28,20 +29,24 @@ acquire() and release() are operations on that stream; what changes:
 * K = keepalive_time + keepalive_timeout: the channel pings lockd (HTTP/2
   keepalive), so one that hangs without closing the connection (stopped,
   partitioned) breaks the stream within K. Until then the lease looks valid,
-  so a session is only used when ttl*2/3 - drift > K (ttl > 6.1 s with the
-  defaults, K = 4 s): a shorter ttl goes unary (watchdog, send-time
-  validity), as does no ttl once a session learnt the server's is too short.
+  so the session is only used when ttl*2/3 - drift > K (ttl > 6.1 s with
+  the defaults, K = 4 s): a shorter ttl goes unary (watchdog, send-time
+  validity), as does every acquire once the session learnt that the lease
+  lockd granted it is too short.
 * With keep_on_disconnect=True a client that vanishes (killed, partitioned)
   keeps its locks until their lease ends, so that a reconnect can resume
   them; with False lockd releases them as soon as the stream breaks, and a
   break makes every lease lost (SESSION_ENDED).
-* close() ends the streams as a break would: holds (detached ones included)
+* close() ends the stream as a break would: holds (detached ones included)
   end with their lease, or at once without keep_on_disconnect.
-* The unary RPCs are used instead for an acquire with auto_renew=False or
-  with an ``owner`` other than the Client's (a session acts for one owner),
-  for everything but acquire/release, for undoing uncertain acquires, and
-  for the whole Client with ``use_sessions=False`` or when lockd does not
-  implement Session (UNIMPLEMENTED).
+* The unary RPCs are used instead for an acquire with auto_renew=False, with
+  an ``owner`` other than the Client's (a session acts for one owner), or
+  with a ttl other than the session's lease (asked or granted: a session
+  has one lease; an acquire without a ttl takes the session's), for
+  everything but acquire/release, for undoing uncertain acquires, and for
+  the whole Client with ``use_sessions=False`` or when lockd does not
+  implement Session (UNIMPLEMENTED). lockd._paths has the whole table, the
+  same in every lockd client (clients/testdata/acquire_paths.json).
 
 Guarantees (the same as the C++ client, lockd::Client; the watchdog and
 send-time validity apply to leases of the unary path):
@@ -86,7 +91,7 @@ send-time validity apply to leases of the unary path):
   ``client.undo_acquire()``). Needs a lockd that knows acquire_request_id.
 
 Owners: a Client has one owner id (random per Client unless given), which is
-also its sessions' owner. Locks are reentrant per owner, so threads sharing a
+also its session's owner. Locks are reentrant per owner, so threads sharing a
 Client and taking the same lock all get it; use one Client per thread (or
 pass ``owner=``) for mutual exclusion between threads.
 
@@ -105,7 +110,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -373,14 +378,14 @@ class Client:
         whose outcome the client did not learn.
       initial_backoff, max_backoff: bounds of the jittered backoff between
         retries and session reconnects, in seconds.
-      use_sessions: acquire and release over Session streams (see the module
-        docstring); False: the unary RPCs only.
-      keep_on_disconnect: sessions ask lockd to keep their holds to their
+      use_sessions: acquire and release over a Session stream (see the
+        module docstring); False: the unary RPCs only.
+      keep_on_disconnect: the session asks lockd to keep their holds to their
         lease when the stream breaks (so a reconnect resumes them) instead of
         releasing them at once.
       keepalive_time, keepalive_timeout: HTTP/2 pings every keepalive_time
         seconds (>= 1.0); a ping unanswered for keepalive_timeout (> 0)
-        drops the connection, so a hung lockd breaks the sessions within
+        drops the connection, so a hung lockd breaks the session within
         K = their sum (see the module docstring); ValueError when out of
         range. Not applied to a given ``channel``, but K still rules validity.
     """
@@ -410,7 +415,7 @@ class Client:
         token = resolve_token(bearer_token, bearer_token_file)
         if token:
             channel = grpc.intercept_channel(channel, BearerTokenInterceptor(token))
-        # What the sessions, the watchdog and the leases share.
+        # What the session, the watchdog and the leases share.
         self._core = ClientCore(
             lock_pb2_grpc.LockServiceStub(channel), owner=owner or _new_owner(),
             namespace=namespace, rpc_timeout=rpc_timeout, release_timeout=release_timeout,
@@ -420,13 +425,13 @@ class Client:
         self._watchdog = _Watchdog(self._core)
         self._use_sessions = use_sessions
         self._keep_on_disconnect = keep_on_disconnect
-        self._sessions_mu = threading.Lock()
-        self._sessions: Dict[Optional[float], _Session] = {}  # by lease ttl
+        self._session_mu = threading.Lock()
+        self._session: Optional[_Session] = None  # lockd._paths: one per Client
 
-    # Kept in the core, which the sessions read at each open.
+    # Kept in the core, which the session reads at each open.
     owner = property(lambda self: self._core.owner,
                      lambda self, owner: setattr(self._core, "owner", owner),
-                     doc="The owner id of this Client's locks and sessions.")
+                     doc="The owner id of this Client's locks and session.")
     namespace = property(lambda self: self._core.namespace,
                          lambda self, ns: setattr(self._core, "namespace", ns),
                          doc='The default namespace ("": the server\'s, "default").')
@@ -434,15 +439,15 @@ class Client:
     # -- lifecycle
 
     def close(self) -> None:
-        """Ends the sessions, stops the watchdog and closes the channel (if
+        """Ends the session, stops the watchdog and closes the channel (if
         this Client made it). Holds are not released: those of unary leases
         end with their lease once renewal stops, and so do those of session
         leases with keep_on_disconnect; without it lockd frees them at once
         (their leases become lost, CLIENT_CLOSED)."""
-        with self._sessions_mu:
-            sessions, self._sessions = list(self._sessions.values()), {}
+        with self._session_mu:
+            session, self._session = self._session, None
             self._use_sessions = False
-        for session in sessions:
+        if session is not None:
             session.close(self._core.rpc_timeout)
         self._watchdog.stop()
         self._channel.unsubscribe(self._on_connectivity)
@@ -480,7 +485,8 @@ class Client:
         holds it.
 
         ttl: lease in seconds (default: the server's, 30 s unless configured);
-          over a session only if ttl*2/3 - drift > K (see the module docstring).
+          over the session only if ttl*2/3 - drift > K and it is the
+          session's lease (see the module docstring).
         timeout: overall seconds for the call, retries included (default
           wait + rpc_timeout).
         auto_renew: keep the lease alive (lockd renews it over the session;
@@ -579,11 +585,12 @@ class Client:
                      auto_renew: bool) -> Optional[_Session]:
         """The session to acquire over, or None for the unary RPCs
         (lockd._paths)."""
-        with self._sessions_mu:
-            return choose_session(
-                self._sessions, lambda: _Session(self._core, ttl, self._keep_on_disconnect),
+        with self._session_mu:
+            self._session, chosen = choose_session(
+                self._session, lambda asked: _Session(self._core, asked, self._keep_on_disconnect),
                 ttl=ttl, owner=owner, client_owner=self.owner, auto_renew=auto_renew,
                 use_sessions=self._use_sessions, session_safe=self._core.session_safe)
+            return chosen
 
     def _acquire_over_session(self, session: _Session, call: AcquireCall, on_lost,
                               cancel: Optional[Cancellation]) -> Optional[List[_LeaseState]]:

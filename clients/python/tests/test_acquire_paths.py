@@ -1,5 +1,6 @@
-"""The path rules of the Python client (lockd.Client._choose_path: over a
-Session stream or by the unary RPCs) against the vectors every client's
+"""The path rules of the Python clients (lockd.Client._choose_path and
+lockd.aio.Client._choose_path: over the Client's Session stream or by the
+unary RPCs) against the vectors every client's
 tests read: clients/testdata/acquire_paths.json, found from this file's own
 path (its "description" defines the rows). Each row is one fresh Client
 making the row's acquires in order; each is checked against its path, then
@@ -11,11 +12,10 @@ its event is played for real:
   ($LOCKD_BINARY, memory backend) started with ``--lease.default`` = the
   event's lease, so that the session's opened.lease_ttl is that lease.
 
-KNOWN_DIFFERENCES lists the steps where this client chooses otherwise than
-the table (the C++ client's, acquire_path.h): they are checked to still
-differ, so that a fix shows up as a failure here and its entry goes.
+Both clients play every row, the asyncio one in an event loop of its own.
 """
 
+import asyncio
 import concurrent.futures
 import json
 import os
@@ -26,18 +26,11 @@ import unittest
 import grpc
 
 import lockd
+import lockd.aio
 from test_client import Lockd, free_port
 
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
                        "testdata", "acquire_paths.json")
-
-# (row, acquire index) -> the path this client takes instead, and why.
-KNOWN_DIFFERENCES = {
-    ("the call's ttl is neither 0 nor the session's lease (asked or granted)", 1): (
-        "session",
-        "the Python client keeps one session per lease ttl (docs/clients/python.md), so a "
-        "second ttl opens a second session instead of going unary"),
-}
 
 
 def _load():
@@ -48,6 +41,14 @@ def _load():
 def _seconds(ms):
     """The vectors' ttl_ms as the client's ttl argument (0: None, lockd's default)."""
     return ms / 1000.0 if ms else None
+
+
+def _path(client, acquire) -> str:
+    """The path ``client`` (either kind) chooses for ``acquire``."""
+    owner = "someone-else" if acquire.get("other_owner") else None
+    session = client._choose_path(_seconds(acquire["ttl_ms"]), owner,
+                                  acquire.get("auto_renew", True))
+    return "unary" if session is None else "session"
 
 
 class AcquirePathVectorsTest(unittest.TestCase):
@@ -84,55 +85,69 @@ class AcquirePathVectorsTest(unittest.TestCase):
                 return self._lockd_with_default_lease(then["lease_ms"])
         return self.bare_address
 
-    def _client(self, row):
+    def _options(self, row):
+        """The keyword arguments of the row's Client (either kind)."""
         settings = dict(self.vectors["client_defaults"], **row["client"])
-        client = lockd.Client(
-            self._target(row), owner="vector-owner", rpc_timeout=3.0, release_timeout=0.5,
-            use_sessions=settings["use_sessions"],
-            keepalive_time=settings["keepalive_time_ms"] / 1000.0,
-            keepalive_timeout=settings["keepalive_timeout_ms"] / 1000.0,
-            clock_drift_factor=settings["clock_drift_factor"],
-            min_clock_drift=settings["min_clock_drift_ms"] / 1000.0)
-        self.addCleanup(client.close)
-        return client
+        return dict(owner="vector-owner", rpc_timeout=3.0, release_timeout=0.5,
+                    use_sessions=settings["use_sessions"],
+                    keepalive_time=settings["keepalive_time_ms"] / 1000.0,
+                    keepalive_timeout=settings["keepalive_timeout_ms"] / 1000.0,
+                    clock_drift_factor=settings["clock_drift_factor"],
+                    min_clock_drift=settings["min_clock_drift_ms"] / 1000.0)
 
-    def _play(self, client, acquire):
-        then = acquire.get("then")
-        if then is None:
-            return
-        ttl = _seconds(acquire["ttl_ms"])
+    def _check_event(self, then, outcome):
+        """``outcome``: the lease of the event's acquire, or what it raised."""
         if then["event"] == "no_session_stream":
-            with self.assertRaises(lockd.LockdError) as cm:
-                client.acquire("orders/42", ttl=ttl)
-            self.assertEqual(cm.exception.code, grpc.StatusCode.UNIMPLEMENTED)
+            self.assertIsInstance(outcome, lockd.LockdError)
+            self.assertEqual(outcome.code, grpc.StatusCode.UNIMPLEMENTED)
         elif then["event"] == "session_opened":
-            lease = client.acquire("orders/42", ttl=ttl)
-            self.addCleanup(lease.release)
-            self.assertAlmostEqual(lease.ttl, then["lease_ms"] / 1000.0)
+            self.assertNotIsInstance(outcome, lockd.LockdError)
+            self.assertAlmostEqual(outcome.ttl, then["lease_ms"] / 1000.0)
         else:
             self.fail("unknown event %r" % then["event"])
 
     def test_every_row_of_the_shared_table(self):
         rows = self.vectors["rows"]
         self.assertEqual(len(rows), 8)  # one per row of the table
-        differences = []
         for row in rows:
-            client = self._client(row)
+            client = lockd.Client(self._target(row), **self._options(row))
+            self.addCleanup(client.close)
             for i, acquire in enumerate(row["acquires"]):
                 with self.subTest(row=row["row"], acquire=i):
-                    owner = "someone-else" if acquire.get("other_owner") else None
-                    session = client._choose_path(_seconds(acquire["ttl_ms"]), owner,
-                                                  acquire.get("auto_renew", True))
-                    got = "unary" if session is None else "session"
-                    known = KNOWN_DIFFERENCES.get((row["row"], i))
-                    if known is not None:
-                        differences.append((row["row"], i))
-                        self.assertEqual(got, known[0], "fixed? remove it from "
-                                         "KNOWN_DIFFERENCES: " + known[1])
-                    else:
-                        self.assertEqual(got, acquire["path"])
-                    self._play(client, acquire)
-        self.assertEqual(sorted(differences), sorted(KNOWN_DIFFERENCES))
+                    self.assertEqual(_path(client, acquire), acquire["path"])
+                    then = acquire.get("then")
+                    if then is None:
+                        continue
+                    try:
+                        outcome = client.acquire("orders/42", ttl=_seconds(acquire["ttl_ms"]))
+                        self.addCleanup(outcome.release)
+                    except lockd.LockdError as e:
+                        outcome = e
+                    self._check_event(then, outcome)
+
+    def test_every_row_of_the_shared_table_aio(self):
+        asyncio.run(self._every_row_aio())
+
+    async def _every_row_aio(self):
+        for row in self.vectors["rows"]:
+            client = lockd.aio.Client(self._target(row), **self._options(row))
+            try:
+                for i, acquire in enumerate(row["acquires"]):
+                    with self.subTest(row=row["row"], acquire=i, client="aio"):
+                        self.assertEqual(_path(client, acquire), acquire["path"])
+                        then = acquire.get("then")
+                        if then is None:
+                            continue
+                        try:
+                            outcome = await client.acquire(
+                                "orders/42", ttl=_seconds(acquire["ttl_ms"]))
+                        except lockd.LockdError as e:
+                            outcome = e
+                        self._check_event(then, outcome)
+                        if isinstance(outcome, lockd.aio.Lease):
+                            await outcome.release()
+            finally:
+                await client.close()
 
 
 if __name__ == "__main__":

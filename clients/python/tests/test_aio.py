@@ -296,11 +296,31 @@ class AioTest(AioTestBase):
         other = await a.acquire("other", ttl=10, owner="someone-else")
         self.assertLess(short.valid_until, time.monotonic() + 3)  # send-time validity
         self.assertLess(other.valid_until, time.monotonic() + 10)
-        self.assertEqual(a._sessions, {})
+        self.assertIsNone(a._session)
         await asyncio.sleep(1.5)  # past ttl/3: renewed by its task
         self.assertTrue(short.valid())
         await short.release()
         await other.release()
+
+
+class AioOneSessionTest(AioTestBase):
+    async def test_one_session_with_one_lease_other_ttls_go_unary(self):
+        # As the synchronous client (clients/testdata/acquire_paths.json):
+        # the session's lease is the ttl of the acquire that opened it.
+        a, observer = self.client(), self.client()
+        first = await a.acquire("first", ttl=10)
+        session = a._session
+        other = await a.acquire("other", ttl=20)
+        default = await a.acquire("default")
+        self.assertIs(a._session, session)
+        self.assertEqual((session.ttl, first.valid_until), (10, float("inf")))
+        self.assertEqual(other.ttl, 20)
+        self.assertLess(other.valid_until, time.monotonic() + 20)  # unary: send-time validity
+        self.assertEqual((default.ttl, default.valid_until), (10, float("inf")))
+        for lease in (first, other, default):
+            self.assertTrue(await self.held_by(observer, lease.name, a.owner), lease.name)
+            await lease.release()
+            self.assertFalse((await observer.describe(lease.name)).held, lease.name)
 
 
 class AioDocumentedExampleTest(AioTestBase):

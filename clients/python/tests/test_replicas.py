@@ -140,7 +140,7 @@ class ReplicasTest(unittest.TestCase):
         # K = keepalive_time + keepalive_timeout = 2 s, runs out.
         ttl = 9
         lease = holder.acquire("resumed", ttl=ttl, on_lost=lost.append)
-        self.assertEqual(list(holder._sessions), [ttl])
+        self.assertEqual((holder._session.ttl, lease.valid_until), (ttl, float("inf")))
         other.start()
         # K = 1.5 s: the session worker's leases of 3 s go over its session.
         workers = [self.client(target, keepalive_time=1, keepalive_timeout=0.5),
@@ -170,7 +170,7 @@ class ReplicasTest(unittest.TestCase):
             for t in threads:
                 t.join()
         self.assertEqual(errors, [])
-        self.assertEqual(list(workers[0]._sessions), [3])
+        self.assertEqual(workers[0]._session.ttl, 3)
         self.assertEqual(lost, [])
         self.assertTrue(lease.valid())
         info = self.client(other.address).describe("resumed")

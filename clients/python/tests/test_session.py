@@ -181,7 +181,7 @@ class SessionTest(LockdTestBase):
         a, b = self.client(), self.client(release_timeout=0.5)
         held = a.acquire("x", ttl=10)
         b.try_acquire("warm-up", ttl=10).release()
-        b._sessions[10]._cancel = lambda op_id, op: None
+        b._session._cancel = lambda op_id, op: None
         with self.assertRaises(lockd.LockNotAcquired):
             b.acquire("x", ttl=10, wait=30, timeout=0.5)
         held.release()
@@ -237,7 +237,7 @@ class SessionTest(LockdTestBase):
     def test_acquire_for_another_owner_uses_the_unary_rpcs(self):
         a = self.client()
         lease = a.acquire("x", ttl=10, owner="someone-else")
-        self.assertEqual(a._sessions, {})
+        self.assertIsNone(a._session)
         self.assertEqual(a.describe("x").owner, "someone-else")
         lease.release()
 
@@ -265,7 +265,11 @@ class SessionTest(LockdTestBase):
         with self.assertRaises(lockd.LockdError) as cm:
             a.acquire("x", ttl=10 * 3600)
         self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
-        a.acquire("x", ttl=10).release()  # a new session for another ttl works
+        # The refused session holds nothing: a new one replaces it, whose
+        # lease is the next acquire's ttl.
+        lease = a.acquire("x", ttl=10)
+        self.assertEqual((a._session.ttl, lease.valid_until), (10, float("inf")))
+        lease.release()
 
     def test_hung_lockd_makes_the_lease_lost_within_two_thirds_of_its_ttl(self):
         # SIGSTOP: the connection stays open but nothing answers (a hung
@@ -278,7 +282,7 @@ class SessionTest(LockdTestBase):
         a._core.stub.Renew = _unary_forbidden
         fired = []
         lease = a.acquire("x", ttl=ttl, on_lost=fired.append)
-        self.assertEqual(list(a._sessions), [ttl])
+        self.assertEqual(a._session.ttl, ttl)
         os.kill(self.lockd.proc.pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
@@ -300,16 +304,16 @@ class SessionTest(LockdTestBase):
         # K = 2 s: a session lease needs ttl*2/3 - drift > 2, i.e. ttl > 3.06 s.
         a, observer = self.client(keepalive_time=1, keepalive_timeout=1), self.client()
         short = a.acquire("short", ttl=3)
-        self.assertEqual(a._sessions, {})
+        self.assertIsNone(a._session)
         self.assertIsNotNone(a._watchdog._thread)  # renewed by the watchdog
         self.assertLess(short.valid_until, time.monotonic() + 3)  # send-time validity
         release = a._core.stub.Release
         a._core.stub.Acquire = a._core.stub.Release = _unary_forbidden  # Renew: the watchdog's
         long = a.acquire("long", ttl=3.2)
-        self.assertEqual(list(a._sessions), [3.2])
+        self.assertEqual(a._session.ttl, 3.2)
         self.assertEqual(long.valid_until, float("inf"))
-        default = a.acquire("default")  # the server's ttl, unknown here: a session
-        self.assertEqual(sorted(a._sessions, key=str), [3.2, None])
+        default = a.acquire("default")  # no ttl: the session's lease
+        self.assertEqual((default.ttl, default.valid_until), (3.2, float("inf")))
         for lease in (default, long):
             lease.release()
         self.assertTrue(self.held_by(observer, "short", a.owner))
@@ -317,13 +321,34 @@ class SessionTest(LockdTestBase):
         short.release()
         self.assertFalse(observer.describe("short").held)
 
+    def test_one_session_with_one_lease_other_ttls_go_unary(self):
+        # The Client's one session has one lease, the ttl of the acquire
+        # that opened it (clients/testdata/acquire_paths.json): another ttl
+        # goes unary, renewed by the watchdog; no ttl takes the session's.
+        a, observer = self.client(), self.client()
+        first = a.acquire("first", ttl=10)
+        session = a._session
+        other = a.acquire("other", ttl=20)
+        self.assertIs(a._session, session)
+        self.assertEqual((session.ttl, first.valid_until), (10, float("inf")))
+        self.assertEqual(other.ttl, 20)
+        self.assertLess(other.valid_until, time.monotonic() + 20)  # send-time validity
+        self.assertIsNotNone(a._watchdog._thread)
+        a._core.stub.Acquire = _unary_forbidden
+        default = a.acquire("default")
+        self.assertEqual((default.ttl, default.valid_until), (10, float("inf")))
+        for lease in (first, other, default):
+            self.assertTrue(self.held_by(observer, lease.name, a.owner), lease.name)
+            lease.release()
+            self.assertFalse(observer.describe(lease.name).held, lease.name)
+
     def test_server_default_ttl_too_short_goes_unary_once_known(self):
         short_default = Lockd(self.tmp, free_port(), "--lease.default=3s")
         short_default.start()
         self.addCleanup(short_default.stop)
         a = self.client(target=short_default.address)  # K = 2 s: 3 s is too short
         first = a.acquire("first")  # the default is unknown yet: over a session
-        self.assertEqual((list(a._sessions), first.ttl), ([None], 3))
+        self.assertEqual((a._session.ttl, first.ttl), (None, 3))
         self.assertEqual(first.valid_until, float("inf"))
         second = a.acquire("second")  # now known: unary, renewed by the watchdog
         self.assertEqual(second.ttl, 3)
