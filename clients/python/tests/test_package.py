@@ -1,8 +1,8 @@
 """Checks the installed package as users get it from the wheel (prepare.sh
 installs it into the test venv): `import lockd` resolves into the venv, not
 the source tree; the version is the VERSION file's; py.typed, the generated
-stubs and the metadata (licence, dependency floors the stubs accept) are in
-the distribution; the source tree holds no generated code.
+stubs and the metadata (licence, project URLs, dependency floors the stubs
+accept) are in the distribution; the source tree holds no generated code.
 """
 
 import glob
@@ -37,6 +37,24 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(meta["License"], "Apache-2.0")
         self.assertIn("Typing :: Typed", meta.get_all("Classifier"))
         self.assertEqual(meta["Requires-Python"], ">=3.9")
+
+    def test_metadata_links_to_the_project_home(self):
+        # pyproject's [project.urls], as index pages show them: all on the
+        # repository that the Go client's module path names, and the pages
+        # they name exist in it.
+        with open(os.path.join(SOURCE, "clients", "go", "go.mod")) as f:
+            module = f.readline().split()[1]  # "module github.com/OWNER/REPO/clients/go"
+        self.assertTrue(module.endswith("/clients/go"), module)
+        home = "https://" + module[:-len("/clients/go")]
+        urls = dict(u.split(", ", 1)
+                    for u in metadata.metadata("lockd-client").get_all("Project-URL") or [])
+        self.assertEqual(sorted(urls), ["Documentation", "Homepage", "Issues", "Source"])
+        self.assertEqual((urls["Homepage"], urls["Issues"]), (home, home + "/issues"))
+        for label, kind in (("Documentation", "blob"), ("Source", "tree")):
+            prefix = "%s/%s/main/" % (home, kind)
+            self.assertTrue(urls[label].startswith(prefix), urls[label])
+            path = os.path.join(SOURCE, *urls[label][len(prefix):].split("/"))
+            self.assertTrue(os.path.exists(path), "%s: %s" % (label, path))
 
     def test_dependency_floors_are_what_the_stubs_require(self):
         requires = dict(re.match(r"(\w+)>=([\d.]+)$", r).groups()
