@@ -7,16 +7,16 @@
             await charge(order, fencing_token=lease.fencing_token)
 
 The same semantics as the synchronous client (read lockd.client's
-docstring): the same choice of path (lockd._paths: the Client's one
-session by default; unary for auto_renew=False, another owner=, a ttl that
-is not session-safe or not the session's lease), the same lease-validity bound (lockd._validity), safe retries
-and the undo of an acquire whose outcome is unknown (lockd._acquire, the
-same plan), sessions that lockd renews, resumed after a reconnect, leases
-lost when lockd says so or when their validity runs out, the same errors
-(lockd.errors) and values. Locks are reentrant per owner (the Client's, or
-``owner=``): tasks sharing a Client share its holds, as threads sharing a
-synchronous Client do; give each task its own Client (or owner) for
-mutual exclusion between tasks.
+docstring): the same choice of path (lockd._paths: the Client's one session
+by default; unary for auto_renew=False, another owner=, a ttl that is not
+session-safe or not the session's lease), the same lease-validity bound
+(lockd._validity), safe retries and the undo of an acquire whose outcome is
+unknown (lockd._acquire, the same plan), sessions that lockd renews, resumed
+after a reconnect, leases lost when lockd says so or when their validity
+runs out, the same errors (lockd.errors) and values. Locks are reentrant per
+owner (the Client's, or ``owner=``): tasks sharing a Client share its holds,
+as threads sharing a synchronous Client do; give each task its own Client
+(or owner) for mutual exclusion between tasks.
 
 What differs:
 

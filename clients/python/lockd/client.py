@@ -380,7 +380,7 @@ class Client:
         retries and session reconnects, in seconds.
       use_sessions: acquire and release over a Session stream (see the
         module docstring); False: the unary RPCs only.
-      keep_on_disconnect: the session asks lockd to keep their holds to their
+      keep_on_disconnect: the session asks lockd to keep its holds to their
         lease when the stream breaks (so a reconnect resumes them) instead of
         releasing them at once.
       keepalive_time, keepalive_timeout: HTTP/2 pings every keepalive_time

@@ -1,10 +1,10 @@
 """The path rules of the Python clients (lockd.Client._choose_path and
 lockd.aio.Client._choose_path: over the Client's Session stream or by the
-unary RPCs) against the vectors every client's
-tests read: clients/testdata/acquire_paths.json, found from this file's own
-path (its "description" defines the rows). Each row is one fresh Client
-making the row's acquires in order; each is checked against its path, then
-its event is played for real:
+unary RPCs) against the vectors every client's tests read:
+clients/testdata/acquire_paths.json, found from this file's own path (its
+"description" defines the rows). Each row is one fresh Client making the
+row's acquires in order; each is checked against its path, then its event is
+played for real:
 
 * ``no_session_stream``: an acquire against an in-process gRPC server with
   no services (every method UNIMPLEMENTED, as a lockd without sessions);
