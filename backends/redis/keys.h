@@ -16,7 +16,8 @@
 //   P:{ns:E}:freed  hash owner -> rid of the Releases with a request_id that
 //                   freed the lock; expires after release_memory.
 //   P:{ns:E}:queue  sorted set: the acquires waiting on the lock, on every
-//                   replica, in arrival order (score); one member per
+//                   replica, in arrival order (score: the Redis clock in
+//                   microseconds when the place was taken); one member per
 //                   replica, owner and mode: "<replica>|<X, S or M<permits>>|
 //                   <owner>". Written only while calls wait.
 //   P:{ns:E}:qlife  sorted set: the same members, scored by the end of their

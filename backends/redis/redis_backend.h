@@ -7,8 +7,8 @@
 //  - Each state change is one Lua script (scripts.h), run with EVALSHA and
 //    re-sent with EVAL when the server lost its script cache. The lease is a
 //    PEXPIRE measured by the Redis server's clock.
-//  - Fencing tokens come from an INCR of a per-lock fence key that is seeded
-//    from the server's TIME in microseconds when missing, so they keep
+//  - Fencing tokens are the larger of a per-lock fence key + 1 and the
+//    server's TIME in microseconds, written back to the key, so they keep
 //    growing across lockd restarts, across Redis restarts with or without
 //    persistence, and after a fence key expired. This relies on fewer than
 //    one grant per microsecond per lock on average, and on the Redis clock

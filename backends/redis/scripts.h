@@ -28,7 +28,8 @@ namespace lockd::redis {
 inline constexpr char kMayTakeFree[] = "n";
 inline constexpr char kReenterOnly[] = "r";
 
-// The Lua every script below starts with (Prelude() prepends it): the
+// The Lua every script below starts with (Prelude() prepends it): clock()
+// reads TIME once per script (now_ms, and now_us in microseconds); the
 // records of a lock held SHARED or as a semaphore (kind S or M, keys.h), one
 // hash field h:<owner> per holder, a JSON object {t: token (a string), c:
 // hold count, p: permits, e: lease end in ms of the Redis clock, k/i/n/l:
@@ -39,11 +40,12 @@ inline constexpr char kReenterOnly[] = "r";
 //   exclusive holder), S, M or '' (free); per holder owner, mode (X or S),
 //   count, permits, token, lease ms left (-1: no TTL).
 inline constexpr char kPrelude[] = R"lua(
-local now_ms
+local now_ms, now_us
 local function clock()
   if not now_ms then
     local t = redis.call('TIME')
     now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
   return now_ms
 end
@@ -121,22 +123,30 @@ end
 // grant leaves the queue; after a SHARED or semaphore grant with entries
 // left, "w" is PUBLISHed so that the next ones try too.
 // A first grant's token is the larger of the fence key + 1 and the server's
-// TIME in microseconds + 1, written back to the fence key: tokens keep growing
+// TIME in microseconds, written back to the fence key: tokens keep growing
 // when Redis restarts without the data, or from a snapshot (RDB, AOF
 // everysec) older than the last grants, as long as the primary's clock does
 // not go back. It forgets the owner's last freeing release (the owner's last
 // request is this one now), and PUBLISHes "g<token> <owner>" ("s<token>
 // <owner>" for a SHARED grant) so that waiters of that owner on any replica
 // are granted as reentrant acquires.
+// A call takes its place in the queue scored by the Redis clock in
+// microseconds at its first place-taking attempt (a clock stepping back can
+// put a later call ahead: unfair, never unsafe). Admission reads the first
+// entry only, unless it belongs to another replica.
 // The uncontended EXCLUSIVE grant writes the lock and fence keys only, as
-// before shared locks existed (the queue is only read: EXISTS).
+// before shared locks existed (the queue is only read: ZRANGE of one entry).
+// Each redis.call costs several microseconds inside Redis, on the hand-off's
+// critical path: the paths of an EXCLUSIVE acquire make as few as they can.
 inline constexpr char kAcquireScript[] = R"lua(
 local lock, fence, freed, queue, qlife = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, rid, try, fttl, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local mode, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local me, join, life = ARGV[10], ARGV[11], ARGV[12]
+local rep = join == '1' and me:match('^[^|]*|')
 local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl',
                      'kind', 'limit')
+local queued = true  -- false once the queue was read empty
 local function keep_fence()
   if fttl == '0' then redis.call('PERSIST', fence) else redis.call('PEXPIRE', fence, fttl) end
 end
@@ -162,18 +172,27 @@ local function remember_in(r, count)
     r.k, r.i, r.n, r.l = 'a', rid, count, tonumber(ttl)
   end
 end
-local function new_token()
+-- max(fence + 1, TIME in microseconds), written to the fence key with its
+-- life (beside other holders: never shortened). Tokens stay strings: Lua
+-- numbers print with 14 digits.
+local function new_token(beside)
   local t = redis.call('TIME')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  local token = t[1] .. ('000000'):sub(#t[2] + 1) .. t[2]
   local last = redis.call('GET', fence)
-  if not last or #last < #now or (#last == #now and last < now) then
-    redis.call('SET', fence, now)
+  local px = fttl ~= '0' and fttl
+  if px and beside then
+    local left = redis.call('PTTL', fence)
+    if left > tonumber(fttl) then px = left end
   end
-  redis.call('INCR', fence)
-  return redis.call('GET', fence)
+  if last and (#last > #token or (#last == #token and last >= token)) then
+    redis.call('INCR', fence)
+    token = redis.call('GET', fence)
+  end
+  if px then redis.call('SET', fence, token, 'PX', px) else redis.call('SET', fence, token) end
+  return token
 end
 local function leave()
-  if me ~= '' and redis.call('ZREM', queue, me) == 1 then redis.call('ZREM', qlife, me) end
+  if queued and redis.call('ZREM', queue, me) == 1 then redis.call('ZREM', qlife, me) end
 end
 local function purge()
   local dead = redis.call('ZRANGEBYSCORE', qlife, '-inf', clock())
@@ -182,12 +201,15 @@ local function purge()
     redis.call('ZREM', qlife, m)
   end
 end
--- the entries this call waits behind (call purge() first)
+local function mine(m) return m == me or (rep and m:sub(1, #rep) == rep) end
+-- the entries this call waits behind; reads only the first when it is mine
 local function ahead()
-  local rep = join == '1' and me:match('^[^|]*|')
+  local first = redis.call('ZRANGE', queue, 0, 0)[1]
+  queued = first ~= nil
+  if not first or mine(first) then return {} end
   local out = {}
   for _, m in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
-    if m == me or (rep and m:sub(1, #rep) == rep) then break end
+    if mine(m) then break end
     out[#out + 1] = m
   end
   return out
@@ -203,29 +225,40 @@ local function fail(code, extra)
   leave()
   return {0, code, extra, -1}
 end
-local function wait_reply()
+-- not now: a call that waits takes (or keeps) its place, the queue's order
+-- being the Redis clock's (microseconds) at its first place-taking attempt;
+-- retry is when the first entry of another replica ahead of it ends (dead
+-- ones are dropped by the next attempt that may take the lock). The keys
+-- get their life when the queue starts; then the replicas' extensions keep
+-- them (a place taken just before a queue of dead entries ends is lost with
+-- it and taken again by the call's next attempt).
+local function wait_reply(before)
   local retry = -1
-  if redis.call('EXISTS', queue) == 1 then purge() end
   if join == '1' then
-    if not redis.call('ZSCORE', queue, me) then
-      local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
-      redis.call('ZADD', queue, last[2] and (tonumber(last[2]) + 1) or 1, me)
+    before = before or ahead()
+    clock()
+    redis.call('ZADD', queue, 'NX', now_us, me)
+    redis.call('ZADD', qlife, now_ms + tonumber(life), me)
+    if not queued then
+      redis.call('PEXPIRE', queue, life)
+      redis.call('PEXPIRE', qlife, life)
+      queued = true
     end
-    redis.call('ZADD', qlife, clock() + tonumber(life), me)
-    redis.call('PEXPIRE', queue, life)
-    redis.call('PEXPIRE', qlife, life)
-    for _, m in ipairs(ahead()) do
-      local e = redis.call('ZSCORE', qlife, m)
-      if e and (retry < 0 or tonumber(e) - clock() < retry) then retry = tonumber(e) - clock() end
+    for _, m in ipairs(before) do
+      local e = tonumber(redis.call('ZSCORE', qlife, m) or '0')
+      if e > now_ms and (retry < 0 or e - now_ms < retry) then retry = e - now_ms end
     end
+  end
+  if h[1] then
+    return {0, '', 0, retry, 'X', 0, h[1], 'X', tonumber(h[2]), 0, h[3], redis.call('PTTL', lock)}
   end
   return state(lock, {0, '', 0, retry})
 end
 local function granted(token, count)
   redis.call('PUBLISH', chan, (mode == 'S' and 's' or 'g') .. token .. ' ' .. owner)
-  if redis.call('EXISTS', queue) == 1 then
-    leave()
-    if mode ~= 'X' and redis.call('EXISTS', queue) == 1 then redis.call('PUBLISH', chan, 'w') end
+  leave()
+  if mode ~= 'X' and queued and redis.call('EXISTS', queue) == 1 then
+    redis.call('PUBLISH', chan, 'w')
   end
   return {1, count, token, tonumber(ttl)}
 end
@@ -266,12 +299,11 @@ if n > 0 then
           if m:match('^[^|]*|[^|]*|(.*)$') ~= owner then return fail('U', 0) end
         end
       end
-      local token = new_token()
+      local token = new_token(true)
       redis.call('DEL', lock)
       redis.call('HSET', lock, 'owner', owner, 'count', r.c + 1, 'token', token)
       remember(r.c + 1)
       redis.call('PEXPIRE', lock, ttl)
-      keep_fence_max()
       return granted(token, r.c + 1)
     end
     r.c = r.c + 1
@@ -293,18 +325,24 @@ elseif try ~= 'n' then
   return wait_reply()
 end
 
-if redis.call('EXISTS', queue) == 1 then
+local before = ahead()
+if not admits(before) then
   purge()
-  if not admits(ahead()) then return wait_reply() end
+  before = ahead()
+  if not admits(before) then return wait_reply(before) end
 end
-local token = new_token()
-if n == 0 then redis.call('DEL', lock) end
+local token = new_token(mode ~= 'X')
+-- a lock without holders has no key, or only the fields of earlier requests
+if n == 0 and (h[2] or h[4] or h[9]) then redis.call('DEL', lock) end
 redis.call('HDEL', freed, owner)
 if mode == 'X' then
-  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token)
-  remember(1)
+  if rid == '' then
+    redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token)
+  else
+    redis.call('HSET', lock, 'owner', owner, 'count', 1, 'token', token,
+               'rkind', 'a', 'rid', rid, 'rcount', 1, 'rttl', ttl)
+  end
   redis.call('PEXPIRE', lock, ttl)
-  keep_fence()
   return granted(token, 1)
 end
 if n == 0 then redis.call('HSET', lock, 'kind', mode, 'limit', limit) end
@@ -313,7 +351,6 @@ remember_in(r, 1)
 save(lock, owner, r)
 hs[owner] = r
 expire_at_last(lock, hs)
-keep_fence_max()
 return granted(token, 1)
 )lua";
 

@@ -274,7 +274,7 @@ TEST_F(RedisBackendTest, FenceKeyIsSeededFromServerTimeAndOutlivesTheLease) {
   uint64_t token = MustAcquire(*backend_, "f", "alice", absl::Seconds(10));
   redis::LockKeys k = Keys("f");
   EXPECT_EQ(cli_->Str({"GET", k.fence}), absl::StrCat(token));
-  // Seeded from TIME in microseconds (then INCRed once).
+  // The server's TIME in microseconds (the fence key was missing).
   uint64_t now_us = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   EXPECT_GT(token, now_us - 60'000'000);
   EXPECT_LT(token, now_us + 60'000'000);
