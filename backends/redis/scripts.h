@@ -35,7 +35,11 @@ inline constexpr char kReenterOnly[] = "r";
 // hold count, p: permits, e: lease end in ms of the Redis clock, k/i/n/l:
 // the holder's last request's kind (a or r), request_id, count and lease}.
 // A holder whose lease ended is ignored, and dropped by the scripts that
-// write (`drop`); the key PEXPIREs with the last lease to end.
+// read every record (`holders` with `drop`). The key's TTL covers every
+// holder's lease and may outlast them: a SHARED grant, a renewal and a
+// release read the owner's record only (`own`) and never shorten it
+// (`extend_to`), so their cost does not grow with the number of readers.
+//   own(key, owner) is the owner's record while its lease runs, else nil.
 //   state(lock, out) appends {mode, limit, holders...} to `out`: mode X (one
 //   exclusive holder), S, M or '' (free); per holder owner, mode (X or S),
 //   count, permits, token, lease ms left (-1: no TTL).
@@ -67,6 +71,14 @@ local function holders(key, drop)
   return out, n
 end
 local function save(key, owner, r) redis.call('HSET', key, 'h:' .. owner, cjson.encode(r)) end
+local function own(key, owner)
+  local raw = redis.call('HGET', key, 'h:' .. owner)
+  local r = raw and cjson.decode(raw)
+  if r and r.e > clock() then return r end
+end
+local function extend_to(key, ms)
+  if redis.call('PTTL', key) < tonumber(ms) then redis.call('PEXPIRE', key, ms) end
+end
 local function expire_at_last(key, hs)
   local last = 0
   for _, r in pairs(hs) do if r.e > last then last = r.e end end
@@ -279,8 +291,33 @@ if h[1] then
   return wait_reply()
 end
 
+-- a hold's count and lease grow by one re-entry; `hs` false: the others
+-- were not read
+local function reenter(r)
+  r.c = r.c + 1
+  r.e = clock() + tonumber(ttl)
+  remember_in(r, r.c)
+  save(lock, owner, r)
+  extend_to(lock, ttl)
+  keep_fence_max()
+  leave()
+  return {1, r.c, r.t, tonumber(ttl)}
+end
+
 local hs, n = {}, 0
-if h[8] then hs, n = holders(lock, true) end
+if mode == 'S' and h[8] ~= 'M' then
+  -- SHARED where no semaphore is: only the owner's record matters (n -1:
+  -- the other holders were not read)
+  if h[8] then n = -1 end
+  local r = own(lock, owner)
+  if r then
+    if rid ~= '' and r.k == 'a' and r.i == rid then return {1, r.n, r.t, r.l} end
+    return reenter(r)
+  end
+  if try ~= 'n' then return wait_reply() end
+elseif h[8] then
+  hs, n = holders(lock, true)
+end
 if n > 0 then
   local lim = tonumber(h[9] or '0')
   if (mode == 'M') ~= (h[8] == 'M') or (mode == 'M' and lim ~= limit) then
@@ -306,14 +343,7 @@ if n > 0 then
       redis.call('PEXPIRE', lock, ttl)
       return granted(token, r.c + 1)
     end
-    r.c = r.c + 1
-    r.e = clock() + tonumber(ttl)
-    remember_in(r, r.c)
-    save(lock, owner, r)
-    expire_at_last(lock, hs)
-    keep_fence_max()
-    leave()
-    return {1, r.c, r.t, tonumber(ttl)}
+    return reenter(r)
   end
   if try ~= 'n' or mode == 'X' then return wait_reply() end
   if mode == 'M' then
@@ -321,7 +351,7 @@ if n > 0 then
     for _, o in pairs(hs) do used = used + o.p end
     if used > limit then return wait_reply() end
   end
-elseif try ~= 'n' then
+elseif n == 0 and try ~= 'n' then
   return wait_reply()
 end
 
@@ -349,8 +379,7 @@ if n == 0 then redis.call('HSET', lock, 'kind', mode, 'limit', limit) end
 local r = {t = token, c = 1, p = permits, e = clock() + tonumber(ttl)}
 remember_in(r, 1)
 save(lock, owner, r)
-hs[owner] = r
-expire_at_last(lock, hs)
+extend_to(lock, ttl)
 return granted(token, 1)
 )lua";
 
@@ -387,11 +416,11 @@ local function remember_freed()
   end
 end
 if not h[1] and h[7] then
-  local hs, n = holders(lock, true)
-  local r = hs[owner]
+  local r = own(lock, owner)
   if not r then
     if arid ~= '' then return {2, 0} end
     if rid ~= '' and redis.call('HGET', freed, owner) == rid then return {1, 0} end
+    local _, n = holders(lock, true)
     return {n == 0 and -1 or -2, 0}
   end
   if arid ~= '' then
@@ -412,8 +441,8 @@ if not h[1] and h[7] then
   end
   if arid == '' then remember_freed() end
   redis.call('HDEL', lock, 'h:' .. owner)
-  hs[owner] = nil
-  if n == 1 then redis.call('DEL', lock) else expire_at_last(lock, hs) end
+  -- kind and limit left, no record: the lock is free
+  if redis.call('HLEN', lock) <= 2 then redis.call('DEL', lock) end
   redis.call('PUBLISH', ARGV[4], 'w')
   return {1, 0}
 end
@@ -457,13 +486,15 @@ return free()
 inline constexpr char kRenewScript[] = R"lua(
 local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'kind')
 if not h[1] and h[3] then
-  local hs, n = holders(KEYS[1], true)
-  local r = hs[ARGV[1]]
-  if not r then return {n == 0 and -1 or -2, ''} end
+  local r = own(KEYS[1], ARGV[1])
+  if not r then
+    local _, n = holders(KEYS[1], true)
+    return {n == 0 and -1 or -2, ''}
+  end
   if ARGV[4] ~= '0' and r.t ~= ARGV[4] then return {-3, ''} end
   r.e = clock() + tonumber(ARGV[2])
   save(KEYS[1], ARGV[1], r)
-  expire_at_last(KEYS[1], hs)
+  extend_to(KEYS[1], ARGV[2])
   if ARGV[3] == '0' then
     redis.call('PERSIST', KEYS[2])
   elseif redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then
