@@ -347,8 +347,8 @@ bool SessionReactor::InFlight(uint64_t op_id) {
   return true;
 }
 
-// Registers the operation; false (and answered RESOURCE_EXHAUSTED) when the
-// session has too many in flight.
+// Registers the operation; false (and answered) when the session has too
+// many in flight (RESOURCE_EXHAUSTED) or is ending (CANCELLED).
 bool SessionReactor::StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel) {
   bool ending;
   {

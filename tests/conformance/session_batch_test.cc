@@ -114,9 +114,10 @@ TEST_P(SessionBatchRules, ACancelAfterAWaitingAcquireInTheSameBatchEndsIt) {
   ASSERT_TRUE(WaitFor([&] { return Describe("cx").waiters() == 0; }, kLong));
   v1::ReleaseResponse rel;
   ASSERT_TRUE(Release("cx", "bob", &rel, "", "", Stub(1)).ok());
-  EXPECT_TRUE(EventuallyFree("cx"));
-  absl::SleepFor(kWindow);
-  EXPECT_FALSE(Describe("cx").held()) << "the cancelled acquire was granted the lock";
+  // Nothing of the cancelled acquire is left: the session's next acquire
+  // is a first grant, not a reentrant one.
+  ASSERT_TRUE(s->Acquire(2, "cx", kLong));
+  EXPECT_EQ(GrantOf(*s, 2).hold_count(), 1u);
 }
 
 TEST_P(SessionBatchRules, AcquireAndReleaseOfOneLockInOneBatchAreEachAnswered) {
@@ -289,7 +290,9 @@ TEST_P(SessionBatchRules, AnOpIdReusedInABatchEndsTheStreamAfterTheOpsBeforeIt) 
   // The acquire before the bad op was handled (then given up with the
   // stream); the bad one and nothing after it was.
   std::optional<v1::SessionResult> free = s->WaitResult(8, absl::ZeroDuration());
-  if (free.has_value()) EXPECT_EQ(free->status().code(), kOk) << free->DebugString();
+  if (free.has_value()) {  // granted, or given back as the stream ended
+    EXPECT_THAT(free->status().code(), ::testing::AnyOf(kOk, kCancelled)) << free->DebugString();
+  }
   EXPECT_FALSE(Describe("other", "", Stub(1)).held());
   EXPECT_TRUE(WaitFor([&] { return !Describe("free", "", Stub(1)).held(); }, kLong));
   EXPECT_TRUE(HeldBy("busy", "bob"));
