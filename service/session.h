@@ -16,8 +16,16 @@
 //  * Reading: one read outstanding, re-armed once a request is handled.
 //    After `open`, reading pauses until `opened` is queued (resumed holds
 //    are checked first), so `opened` is always the first response.
+//  * Batches (docs/api.md "Batches on a Session"): a `batch` is checked
+//    whole first: more than kMaxBatchOps ops, or an `open`, a nested
+//    `batch` or an empty entry among them, is a protocol error, and none of
+//    its ops is handled. Otherwise each op is handled exactly as if it had
+//    come alone, in order (an op_id reused while in flight still ends the
+//    stream there, after the ops before it).
 //  * Writing: responses go through a queue with one write outstanding; no
-//    gRPC thread ever waits for the client.
+//    gRPC thread ever waits for the client. Results and `lost` queued while
+//    a write is in flight leave together as one response batch, once the
+//    client has sent a batch (service/session_writer.h has the rules).
 //  * Operations: an acquire or release is the unary call's backend call with
 //    the session's owner, namespace default and lease; several run at once
 //    and each answers with one `result`. A waiting acquire is parked in the
@@ -101,6 +109,9 @@ inline constexpr absl::Duration kBreakGrace = absl::Milliseconds(200);
 // At most this many operations in flight on one session; more get
 // RESOURCE_EXHAUSTED in their result.
 inline constexpr size_t kMaxSessionOps = 10000;
+
+// At most this many ops in one SessionBatch; more is a protocol error.
+inline constexpr int kMaxBatchOps = 1000;
 
 class SessionHub {
  public:

@@ -114,24 +114,16 @@ void SessionReactor::OnReadDone(bool ok) {
     return;
   }
   if (req.kind_case() == v1::SessionRequest::KIND_NOT_SET) {
-    ProtocolError("a SessionRequest must set one of open, acquire, release, cancel, acquire_all");
+    ProtocolError(
+        "a SessionRequest must set one of open, acquire, release, cancel, acquire_all, batch");
     return;
   }
   SessionHolds* holds = RequireOpen();
   if (holds == nullptr) return;
-  switch (req.kind_case()) {
-    case v1::SessionRequest::kAcquire:
-      HandleAcquire(holds, *req.mutable_acquire());
-      break;
-    case v1::SessionRequest::kRelease:
-      HandleRelease(holds, *req.mutable_release());
-      break;
-    case v1::SessionRequest::kAcquireAll:
-      HandleAcquireAll(holds, *req.mutable_acquire_all());
-      break;
-    default:
-      HandleCancel(req.cancel().op_id());
-      break;
+  if (req.kind_case() == v1::SessionRequest::kBatch) {
+    HandleBatch(holds, *req.mutable_batch());
+  } else {
+    HandleOp(holds, req);
   }
   Read();
 }
@@ -273,6 +265,62 @@ void SessionReactor::SendOpened(const SessionParams& params, std::vector<v1::Loc
 
 // --- Operations -----------------------------------------------------------
 
+void SessionReactor::HandleOp(SessionHolds* holds, v1::SessionRequest& req) {
+  switch (req.kind_case()) {
+    case v1::SessionRequest::kAcquire:
+      HandleAcquire(holds, *req.mutable_acquire());
+      break;
+    case v1::SessionRequest::kRelease:
+      HandleRelease(holds, *req.mutable_release());
+      break;
+    case v1::SessionRequest::kAcquireAll:
+      HandleAcquireAll(holds, *req.mutable_acquire_all());
+      break;
+    case v1::SessionRequest::kCancel:
+      HandleCancel(req.cancel().op_id());
+      break;
+    default:  // open, batch and none are the reader's (OnReadDone, HandleBatch)
+      break;
+  }
+}
+
+void SessionReactor::HandleBatch(SessionHolds* holds, v1::SessionBatch& batch) {
+  if (batch.ops_size() > kMaxBatchOps) {
+    ProtocolError(absl::StrCat("batch.ops: ", batch.ops_size(), " ops, at most ", kMaxBatchOps,
+                               " in one batch"));
+    return;
+  }
+  for (int i = 0; i < batch.ops_size(); ++i) {
+    const char* wrong = nullptr;
+    switch (batch.ops(i).kind_case()) {
+      case v1::SessionRequest::kOpen:
+        wrong = "`open` may not be in a batch";
+        break;
+      case v1::SessionRequest::kBatch:
+        wrong = "a batch may not be nested in a batch";
+        break;
+      case v1::SessionRequest::KIND_NOT_SET:
+        wrong = "must set one of acquire, release, cancel, acquire_all";
+        break;
+      default:
+        break;
+    }
+    if (wrong != nullptr) {
+      ProtocolError(absl::StrCat("batch.ops[", i, "]: ", wrong));
+      return;
+    }
+  }
+  // The client reads response batches, since it sends them.
+  writer_.EnableBatches();
+  for (v1::SessionRequest& op : *batch.mutable_ops()) {
+    {
+      absl::MutexLock l(&mu_);
+      if (phase_ >= Phase::kEnding) return;  // an op ended the stream (op_id reused)
+    }
+    HandleOp(holds, op);
+  }
+}
+
 bool SessionReactor::CheckOwnerAndNamespace(const SessionParams& params, uint64_t op_id,
                                             std::string* owner, std::string* ns) {
   if (!owner->empty() && *owner != params.owner) {
@@ -299,15 +347,24 @@ bool SessionReactor::InFlight(uint64_t op_id) {
   return true;
 }
 
-// Registers the operation; false (and answered RESOURCE_EXHAUSTED) when the
-// session has too many in flight.
+// Registers the operation; false (and answered) when the session has too
+// many in flight (RESOURCE_EXHAUSTED) or is ending (CANCELLED).
 bool SessionReactor::StartOp(uint64_t op_id, std::shared_ptr<CancelSignal> cancel) {
+  bool ending;
   {
     absl::MutexLock l(&mu_);
-    if (ops_.size() < kMaxSessionOps) {
+    // An op read just before the stream began to end (a batch's ops take a
+    // while to start) would not see the end's cancel: it does not start.
+    ending = phase_ >= Phase::kEnding;
+    if (!ending && ops_.size() < kMaxSessionOps) {
       ops_.emplace(op_id, std::move(cancel));
       return true;
     }
+  }
+  if (ending) {
+    writer_.Send(
+        ErrorResult(op_id, grpc::Status(grpc::StatusCode::CANCELLED, "the session is ending")));
+    return false;
   }
   writer_.Send(ErrorResult(op_id, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                                absl::StrCat("too many operations in flight on "

@@ -132,6 +132,12 @@ class SessionReactor final
   void SendOpened(const SessionParams& params, std::vector<v1::LockInfo> resumed);
 
   // Operations.
+  // Handles one acquire, release, cancel or acquire_all (protocol errors
+  // end the stream).
+  void HandleOp(SessionHolds* holds, v1::SessionRequest& req);
+  // A batch's ops, each as if it had come alone, in order; the whole batch
+  // is checked first, so that a bad one (a protocol error) handles none.
+  void HandleBatch(SessionHolds* holds, v1::SessionBatch& batch);
   // `ns` may be null (an acquire_all's namespaces are per lock).
   bool CheckOwnerAndNamespace(const SessionParams& params, uint64_t op_id, std::string* owner,
                               std::string* ns);
@@ -170,7 +176,7 @@ class SessionReactor final
   Backend* const backend_;
   grpc::CallbackServerContext* const ctx_;
   std::atomic<int> refs_{1};  // gRPC's
-  SessionWriter writer_{this};
+  SessionWriter writer_{[this](const v1::SessionResponse* resp) { StartWrite(resp); }};
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kAwaitOpen;

@@ -23,21 +23,8 @@ void SessionClient::ReadLoop() {
   v1::SessionResponse resp;
   while (stream_->Read(&resp)) {
     absl::MutexLock l(&mu_);
-    if (responses_++ == 0) opened_first_ = resp.has_opened();
-    switch (resp.kind_case()) {
-      case v1::SessionResponse::kOpened:
-        opened_ = resp.opened();
-        break;
-      case v1::SessionResponse::kResult:
-        results_.emplace(resp.result().op_id(), resp.result());
-        break;
-      case v1::SessionResponse::kLost:
-        lost_.push_back(resp.lost());
-        ++lost_count_;
-        break;
-      default:
-        break;
-    }
+    if (responses_ == 0) opened_first_ = resp.has_opened();
+    File(resp);
   }
   // Finish is serialised with writes: the sync API allows one reader and
   // one writer at a time, and no write may follow it.
@@ -50,6 +37,29 @@ void SessionClient::ReadLoop() {
   absl::MutexLock l(&mu_);
   final_ = status;
   ended_ = true;
+}
+
+void SessionClient::File(const v1::SessionResponse& resp) {
+  ++responses_;
+  switch (resp.kind_case()) {
+    case v1::SessionResponse::kOpened:
+      opened_ = resp.opened();
+      break;
+    case v1::SessionResponse::kResult:
+      results_.emplace(resp.result().op_id(), resp.result());
+      ++result_count_;
+      break;
+    case v1::SessionResponse::kLost:
+      lost_.push_back(resp.lost());
+      ++lost_count_;
+      break;
+    case v1::SessionResponse::kBatch:
+      ++response_batches_;
+      for (const v1::SessionResponse& item : resp.batch().items()) File(item);
+      break;
+    default:
+      break;
+  }
 }
 
 bool SessionClient::Send(const v1::SessionRequest& req) {
@@ -74,8 +84,8 @@ std::optional<v1::SessionOpened> SessionClient::Open(const Opening& o, absl::Dur
   return WaitOpened(timeout);
 }
 
-bool SessionClient::Acquire(uint64_t op_id, const std::string& name, absl::Duration wait,
-                            const std::string& owner, const std::string& ns) {
+v1::SessionRequest AcquireOp(uint64_t op_id, const std::string& name, absl::Duration wait,
+                             const std::string& owner, const std::string& ns) {
   v1::SessionRequest req;
   req.mutable_acquire()->set_op_id(op_id);
   v1::AcquireRequest* a = req.mutable_acquire()->mutable_request();
@@ -83,25 +93,43 @@ bool SessionClient::Acquire(uint64_t op_id, const std::string& name, absl::Durat
   a->set_name(name);
   a->set_owner(owner);
   if (wait != absl::ZeroDuration()) *a->mutable_wait_timeout() = ToProtoDuration(wait);
-  return Send(req);
+  return req;
 }
 
-bool SessionClient::Release(uint64_t op_id, const std::string& name, const std::string& owner,
-                            const std::string& ns) {
+v1::SessionRequest ReleaseOp(uint64_t op_id, const std::string& name, const std::string& owner,
+                             const std::string& ns) {
   v1::SessionRequest req;
   req.mutable_release()->set_op_id(op_id);
   v1::ReleaseRequest* r = req.mutable_release()->mutable_request();
   r->set_namespace_(ns);
   r->set_name(name);
   r->set_owner(owner);
-  return Send(req);
+  return req;
 }
 
-bool SessionClient::Cancel(uint64_t op_id) {
+v1::SessionRequest CancelOp(uint64_t op_id) {
   v1::SessionRequest req;
   req.mutable_cancel()->set_op_id(op_id);
-  return Send(req);
+  return req;
 }
+
+v1::SessionRequest Batch(std::vector<v1::SessionRequest> ops) {
+  v1::SessionRequest req;
+  for (v1::SessionRequest& op : ops) *req.mutable_batch()->add_ops() = std::move(op);
+  return req;
+}
+
+bool SessionClient::Acquire(uint64_t op_id, const std::string& name, absl::Duration wait,
+                            const std::string& owner, const std::string& ns) {
+  return Send(AcquireOp(op_id, name, wait, owner, ns));
+}
+
+bool SessionClient::Release(uint64_t op_id, const std::string& name, const std::string& owner,
+                            const std::string& ns) {
+  return Send(ReleaseOp(op_id, name, owner, ns));
+}
+
+bool SessionClient::Cancel(uint64_t op_id) { return Send(CancelOp(op_id)); }
 
 std::optional<v1::SessionOpened> SessionClient::WaitOpened(absl::Duration timeout) {
   absl::MutexLock l(&mu_);
@@ -146,6 +174,16 @@ std::optional<v1::LockLost> SessionClient::WaitLost(absl::Duration timeout) {
 int SessionClient::LostCount() {
   absl::MutexLock l(&mu_);
   return lost_count_;
+}
+
+int SessionClient::ResultCount() {
+  absl::MutexLock l(&mu_);
+  return result_count_;
+}
+
+int SessionClient::ResponseBatches() {
+  absl::MutexLock l(&mu_);
+  return response_batches_;
 }
 
 bool SessionClient::Ended() {

@@ -1,6 +1,7 @@
 // A synchronous test client for LockService.Session (docs/api.md
 // "Sessions"): one bidi stream, a reader thread that files every
-// SessionResponse (the `opened`, results by op_id, `lost` in arrival order),
+// SessionResponse (the `opened`, results by op_id, `lost` in arrival order;
+// the items of a response batch one by one),
 // and blocking helpers that wait for them with a timeout.
 //
 //   SessionClient s(stub);
@@ -44,6 +45,17 @@ struct Opening {
   std::string ns;
 };
 
+// Requests, to Send alone or put in a Batch (wait_timeout absent when
+// `wait` is zero).
+v1::SessionRequest AcquireOp(uint64_t op_id, const std::string& name,
+                             absl::Duration wait = absl::ZeroDuration(),
+                             const std::string& owner = "", const std::string& ns = "");
+v1::SessionRequest ReleaseOp(uint64_t op_id, const std::string& name, const std::string& owner = "",
+                             const std::string& ns = "");
+v1::SessionRequest CancelOp(uint64_t op_id);
+// A `batch` of `ops` (docs/api.md "Batches on a Session").
+v1::SessionRequest Batch(std::vector<v1::SessionRequest> ops);
+
 class SessionClient {
  public:
   // Starts the stream on `stub` (which must outlive this) and its reader;
@@ -85,6 +97,11 @@ class SessionClient {
   std::optional<v1::LockLost> WaitLost(absl::Duration timeout);
   // Number of `lost` received so far (taken or not).
   int LostCount();
+  // Number of results received so far (taken or not).
+  int ResultCount();
+  // Number of response batches received so far (their items are filed as
+  // if each had come alone).
+  int ResponseBatches();
 
   // True once the server ended the stream (the reader saw its end).
   bool Ended();
@@ -99,6 +116,7 @@ class SessionClient {
 
  private:
   void ReadLoop();
+  void File(const v1::SessionResponse& resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   grpc::ClientContext ctx_;
@@ -115,6 +133,8 @@ class SessionClient {
   std::map<uint64_t, v1::SessionResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::LockLost> lost_ ABSL_GUARDED_BY(mu_);
   int lost_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int result_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int response_batches_ ABSL_GUARDED_BY(mu_) = 0;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> final_ ABSL_GUARDED_BY(mu_);
 };

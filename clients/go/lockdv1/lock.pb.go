@@ -109,6 +109,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Release
 	//	*SessionRequest_Cancel
 	//	*SessionRequest_AcquireAll
+	//	*SessionRequest_Batch
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -196,6 +197,15 @@ func (x *SessionRequest) GetAcquireAll() *SessionAcquireAll {
 	return nil
 }
 
+func (x *SessionRequest) GetBatch() *SessionBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -220,6 +230,11 @@ type SessionRequest_AcquireAll struct {
 	AcquireAll *SessionAcquireAll `protobuf:"bytes,5,opt,name=acquire_all,json=acquireAll,proto3,oneof"`
 }
 
+type SessionRequest_Batch struct {
+	// Several operations in one message (docs/api.md "Batches on a Session").
+	Batch *SessionBatch `protobuf:"bytes,6,opt,name=batch,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Acquire) isSessionRequest_Kind() {}
@@ -229,6 +244,58 @@ func (*SessionRequest_Release) isSessionRequest_Kind() {}
 func (*SessionRequest_Cancel) isSessionRequest_Kind() {}
 
 func (*SessionRequest_AcquireAll) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Batch) isSessionRequest_Kind() {}
+
+// An envelope of operations: each is handled exactly as if it had come in its
+// own SessionRequest, in order, and answered by its own `result`. Only
+// acquire, release, cancel and acquire_all; at most 1,000 of them. An `open`,
+// a nested `batch`, an empty entry or more than 1,000 ops is a protocol
+// error (the stream ends with INVALID_ARGUMENT, as a broken stream does, and
+// no op of the batch is handled).
+type SessionBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*SessionRequest      `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionBatch) Reset() {
+	*x = SessionBatch{}
+	mi := &file_lockd_v1_lock_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionBatch) ProtoMessage() {}
+
+func (x *SessionBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_lockd_v1_lock_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionBatch.ProtoReflect.Descriptor instead.
+func (*SessionBatch) Descriptor() ([]byte, []int) {
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SessionBatch) GetOps() []*SessionRequest {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
 
 type SessionOpen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -251,7 +318,7 @@ type SessionOpen struct {
 
 func (x *SessionOpen) Reset() {
 	*x = SessionOpen{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[1]
+	mi := &file_lockd_v1_lock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +330,7 @@ func (x *SessionOpen) String() string {
 func (*SessionOpen) ProtoMessage() {}
 
 func (x *SessionOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[1]
+	mi := &file_lockd_v1_lock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +343,7 @@ func (x *SessionOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpen.ProtoReflect.Descriptor instead.
 func (*SessionOpen) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{1}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SessionOpen) GetNamespace() string {
@@ -327,7 +394,7 @@ type LockRef struct {
 
 func (x *LockRef) Reset() {
 	*x = LockRef{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[2]
+	mi := &file_lockd_v1_lock_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +406,7 @@ func (x *LockRef) String() string {
 func (*LockRef) ProtoMessage() {}
 
 func (x *LockRef) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[2]
+	mi := &file_lockd_v1_lock_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +419,7 @@ func (x *LockRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRef.ProtoReflect.Descriptor instead.
 func (*LockRef) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{2}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LockRef) GetNamespace() string {
@@ -389,7 +456,7 @@ type SessionAcquire struct {
 
 func (x *SessionAcquire) Reset() {
 	*x = SessionAcquire{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[3]
+	mi := &file_lockd_v1_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +468,7 @@ func (x *SessionAcquire) String() string {
 func (*SessionAcquire) ProtoMessage() {}
 
 func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[3]
+	mi := &file_lockd_v1_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +481,7 @@ func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAcquire.ProtoReflect.Descriptor instead.
 func (*SessionAcquire) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{3}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SessionAcquire) GetOpId() uint64 {
@@ -445,7 +512,7 @@ type SessionAcquireAll struct {
 
 func (x *SessionAcquireAll) Reset() {
 	*x = SessionAcquireAll{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[4]
+	mi := &file_lockd_v1_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +524,7 @@ func (x *SessionAcquireAll) String() string {
 func (*SessionAcquireAll) ProtoMessage() {}
 
 func (x *SessionAcquireAll) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[4]
+	mi := &file_lockd_v1_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +537,7 @@ func (x *SessionAcquireAll) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAcquireAll.ProtoReflect.Descriptor instead.
 func (*SessionAcquireAll) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{4}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionAcquireAll) GetOpId() uint64 {
@@ -498,7 +565,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[5]
+	mi := &file_lockd_v1_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +577,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[5]
+	mi := &file_lockd_v1_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +590,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{5}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionRelease) GetOpId() uint64 {
@@ -551,7 +618,7 @@ type SessionCancel struct {
 
 func (x *SessionCancel) Reset() {
 	*x = SessionCancel{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[6]
+	mi := &file_lockd_v1_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +630,7 @@ func (x *SessionCancel) String() string {
 func (*SessionCancel) ProtoMessage() {}
 
 func (x *SessionCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[6]
+	mi := &file_lockd_v1_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +643,7 @@ func (x *SessionCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCancel.ProtoReflect.Descriptor instead.
 func (*SessionCancel) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{6}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionCancel) GetOpId() uint64 {
@@ -593,6 +660,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Opened
 	//	*SessionResponse_Result
 	//	*SessionResponse_Lost
+	//	*SessionResponse_Batch
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -600,7 +668,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[7]
+	mi := &file_lockd_v1_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +680,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[7]
+	mi := &file_lockd_v1_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +693,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{7}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionResponse) GetKind() isSessionResponse_Kind {
@@ -662,6 +730,15 @@ func (x *SessionResponse) GetLost() *LockLost {
 	return nil
 }
 
+func (x *SessionResponse) GetBatch() *SessionResponseBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -678,11 +755,65 @@ type SessionResponse_Lost struct {
 	Lost *LockLost `protobuf:"bytes,3,opt,name=lost,proto3,oneof"`
 }
 
+type SessionResponse_Batch struct {
+	// Results and `lost` that became ready while the server's previous
+	// write was in flight, sent together (only on a session whose client
+	// has sent a `batch`).
+	Batch *SessionResponseBatch `protobuf:"bytes,4,opt,name=batch,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Kind() {}
 
 func (*SessionResponse_Result) isSessionResponse_Kind() {}
 
 func (*SessionResponse_Lost) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Batch) isSessionResponse_Kind() {}
+
+// `result` and `lost` responses, each to be read as if it had come alone.
+type SessionResponseBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*SessionResponse     `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponseBatch) Reset() {
+	*x = SessionResponseBatch{}
+	mi := &file_lockd_v1_lock_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponseBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponseBatch) ProtoMessage() {}
+
+func (x *SessionResponseBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_lockd_v1_lock_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponseBatch.ProtoReflect.Descriptor instead.
+func (*SessionResponseBatch) Descriptor() ([]byte, []int) {
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SessionResponseBatch) GetItems() []*SessionResponse {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
 
 type SessionOpened struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -699,7 +830,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[8]
+	mi := &file_lockd_v1_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +842,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[8]
+	mi := &file_lockd_v1_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +855,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{8}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionOpened) GetOwner() string {
@@ -766,7 +897,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[9]
+	mi := &file_lockd_v1_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +909,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[9]
+	mi := &file_lockd_v1_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +922,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{9}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionResult) GetOpId() uint64 {
@@ -879,7 +1010,7 @@ type LockLost struct {
 
 func (x *LockLost) Reset() {
 	*x = LockLost{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[10]
+	mi := &file_lockd_v1_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1022,7 @@ func (x *LockLost) String() string {
 func (*LockLost) ProtoMessage() {}
 
 func (x *LockLost) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[10]
+	mi := &file_lockd_v1_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1035,7 @@ func (x *LockLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockLost.ProtoReflect.Descriptor instead.
 func (*LockLost) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{10}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LockLost) GetNamespace() string {
@@ -979,7 +1110,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[11]
+	mi := &file_lockd_v1_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1122,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[11]
+	mi := &file_lockd_v1_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1135,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{11}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireRequest) GetNamespace() string {
@@ -1094,7 +1225,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[12]
+	mi := &file_lockd_v1_lock_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1237,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[12]
+	mi := &file_lockd_v1_lock_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1250,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{12}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireResponse) GetAcquired() bool {
@@ -1195,7 +1326,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[13]
+	mi := &file_lockd_v1_lock_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1338,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[13]
+	mi := &file_lockd_v1_lock_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1351,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{13}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetNamespace() string {
@@ -1277,7 +1408,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[14]
+	mi := &file_lockd_v1_lock_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1420,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[14]
+	mi := &file_lockd_v1_lock_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1433,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{14}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseResponse) GetReleased() bool {
@@ -1338,7 +1469,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[15]
+	mi := &file_lockd_v1_lock_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1481,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[15]
+	mi := &file_lockd_v1_lock_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1494,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{15}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewRequest) GetNamespace() string {
@@ -1413,7 +1544,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[16]
+	mi := &file_lockd_v1_lock_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1556,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[16]
+	mi := &file_lockd_v1_lock_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1569,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{16}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewResponse) GetLeaseTtl() *durationpb.Duration {
@@ -1465,7 +1596,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[17]
+	mi := &file_lockd_v1_lock_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1608,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[17]
+	mi := &file_lockd_v1_lock_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1621,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{17}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeRequest) GetNamespace() string {
@@ -1540,7 +1671,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[18]
+	mi := &file_lockd_v1_lock_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1683,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[18]
+	mi := &file_lockd_v1_lock_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1696,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{18}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LockInfo) GetNamespace() string {
@@ -1669,7 +1800,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[19]
+	mi := &file_lockd_v1_lock_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1812,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[19]
+	mi := &file_lockd_v1_lock_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1825,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{19}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Holder) GetOwner() string {
@@ -1754,7 +1885,7 @@ type LockSpec struct {
 
 func (x *LockSpec) Reset() {
 	*x = LockSpec{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[20]
+	mi := &file_lockd_v1_lock_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1897,7 @@ func (x *LockSpec) String() string {
 func (*LockSpec) ProtoMessage() {}
 
 func (x *LockSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[20]
+	mi := &file_lockd_v1_lock_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1910,7 @@ func (x *LockSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSpec.ProtoReflect.Descriptor instead.
 func (*LockSpec) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{20}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LockSpec) GetNamespace() string {
@@ -1836,7 +1967,7 @@ type AcquireAllRequest struct {
 
 func (x *AcquireAllRequest) Reset() {
 	*x = AcquireAllRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[21]
+	mi := &file_lockd_v1_lock_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1979,7 @@ func (x *AcquireAllRequest) String() string {
 func (*AcquireAllRequest) ProtoMessage() {}
 
 func (x *AcquireAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[21]
+	mi := &file_lockd_v1_lock_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1992,7 @@ func (x *AcquireAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAllRequest.ProtoReflect.Descriptor instead.
 func (*AcquireAllRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{21}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireAllRequest) GetLocks() []*LockSpec {
@@ -1914,7 +2045,7 @@ type AcquireAllResponse struct {
 
 func (x *AcquireAllResponse) Reset() {
 	*x = AcquireAllResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[22]
+	mi := &file_lockd_v1_lock_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2057,7 @@ func (x *AcquireAllResponse) String() string {
 func (*AcquireAllResponse) ProtoMessage() {}
 
 func (x *AcquireAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[22]
+	mi := &file_lockd_v1_lock_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2070,7 @@ func (x *AcquireAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAllResponse.ProtoReflect.Descriptor instead.
 func (*AcquireAllResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{22}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcquireAllResponse) GetAcquired() bool {
@@ -1986,7 +2117,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[23]
+	mi := &file_lockd_v1_lock_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2129,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[23]
+	mi := &file_lockd_v1_lock_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2142,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{23}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRequest) GetNamespace() string {
@@ -2054,7 +2185,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[24]
+	mi := &file_lockd_v1_lock_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2197,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[24]
+	mi := &file_lockd_v1_lock_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2210,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{24}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -2112,7 +2243,7 @@ type ForceReleaseRequest struct {
 
 func (x *ForceReleaseRequest) Reset() {
 	*x = ForceReleaseRequest{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[25]
+	mi := &file_lockd_v1_lock_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2255,7 @@ func (x *ForceReleaseRequest) String() string {
 func (*ForceReleaseRequest) ProtoMessage() {}
 
 func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[25]
+	mi := &file_lockd_v1_lock_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2268,7 @@ func (x *ForceReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ForceReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{25}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ForceReleaseRequest) GetNamespace() string {
@@ -2180,7 +2311,7 @@ type ForceReleaseResponse struct {
 
 func (x *ForceReleaseResponse) Reset() {
 	*x = ForceReleaseResponse{}
-	mi := &file_lockd_v1_lock_proto_msgTypes[26]
+	mi := &file_lockd_v1_lock_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2323,7 @@ func (x *ForceReleaseResponse) String() string {
 func (*ForceReleaseResponse) ProtoMessage() {}
 
 func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockd_v1_lock_proto_msgTypes[26]
+	mi := &file_lockd_v1_lock_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2336,7 @@ func (x *ForceReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ForceReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{26}
+	return file_lockd_v1_lock_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ForceReleaseResponse) GetReleased() bool {
@@ -2226,15 +2357,18 @@ var File_lockd_v1_lock_proto protoreflect.FileDescriptor
 
 const file_lockd_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x13lockd/v1/lock.proto\x12\blockd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17google/rpc/status.proto\"\xa4\x02\n" +
+	"\x13lockd/v1/lock.proto\x12\blockd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17google/rpc/status.proto\"\xd4\x02\n" +
 	"\x0eSessionRequest\x12+\n" +
 	"\x04open\x18\x01 \x01(\v2\x15.lockd.v1.SessionOpenH\x00R\x04open\x124\n" +
 	"\aacquire\x18\x02 \x01(\v2\x18.lockd.v1.SessionAcquireH\x00R\aacquire\x124\n" +
 	"\arelease\x18\x03 \x01(\v2\x18.lockd.v1.SessionReleaseH\x00R\arelease\x121\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x17.lockd.v1.SessionCancelH\x00R\x06cancel\x12>\n" +
 	"\vacquire_all\x18\x05 \x01(\v2\x1b.lockd.v1.SessionAcquireAllH\x00R\n" +
-	"acquireAllB\x06\n" +
-	"\x04kind\"\xd2\x01\n" +
+	"acquireAll\x12.\n" +
+	"\x05batch\x18\x06 \x01(\v2\x16.lockd.v1.SessionBatchH\x00R\x05batchB\x06\n" +
+	"\x04kind\":\n" +
+	"\fSessionBatch\x12*\n" +
+	"\x03ops\x18\x01 \x03(\v2\x18.lockd.v1.SessionRequestR\x03ops\"\xd2\x01\n" +
 	"\vSessionOpen\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
@@ -2255,12 +2389,15 @@ const file_lockd_v1_lock_proto_rawDesc = "" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x122\n" +
 	"\arequest\x18\x02 \x01(\v2\x18.lockd.v1.ReleaseRequestR\arequest\"$\n" +
 	"\rSessionCancel\x12\x13\n" +
-	"\x05op_id\x18\x01 \x01(\x04R\x04opId\"\xa9\x01\n" +
+	"\x05op_id\x18\x01 \x01(\x04R\x04opId\"\xe1\x01\n" +
 	"\x0fSessionResponse\x121\n" +
 	"\x06opened\x18\x01 \x01(\v2\x17.lockd.v1.SessionOpenedH\x00R\x06opened\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.lockd.v1.SessionResultH\x00R\x06result\x12(\n" +
-	"\x04lost\x18\x03 \x01(\v2\x12.lockd.v1.LockLostH\x00R\x04lostB\x06\n" +
-	"\x04kind\"\x8b\x01\n" +
+	"\x04lost\x18\x03 \x01(\v2\x12.lockd.v1.LockLostH\x00R\x04lost\x126\n" +
+	"\x05batch\x18\x04 \x01(\v2\x1e.lockd.v1.SessionResponseBatchH\x00R\x05batchB\x06\n" +
+	"\x04kind\"G\n" +
+	"\x14SessionResponseBatch\x12/\n" +
+	"\x05items\x18\x01 \x03(\v2\x19.lockd.v1.SessionResponseR\x05items\"\x8b\x01\n" +
 	"\rSessionOpened\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x126\n" +
 	"\tlease_ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12,\n" +
@@ -2408,100 +2545,106 @@ func file_lockd_v1_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_lockd_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockd_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_lockd_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_lockd_v1_lock_proto_goTypes = []any{
 	(LockMode)(0),                // 0: lockd.v1.LockMode
 	(*SessionRequest)(nil),       // 1: lockd.v1.SessionRequest
-	(*SessionOpen)(nil),          // 2: lockd.v1.SessionOpen
-	(*LockRef)(nil),              // 3: lockd.v1.LockRef
-	(*SessionAcquire)(nil),       // 4: lockd.v1.SessionAcquire
-	(*SessionAcquireAll)(nil),    // 5: lockd.v1.SessionAcquireAll
-	(*SessionRelease)(nil),       // 6: lockd.v1.SessionRelease
-	(*SessionCancel)(nil),        // 7: lockd.v1.SessionCancel
-	(*SessionResponse)(nil),      // 8: lockd.v1.SessionResponse
-	(*SessionOpened)(nil),        // 9: lockd.v1.SessionOpened
-	(*SessionResult)(nil),        // 10: lockd.v1.SessionResult
-	(*LockLost)(nil),             // 11: lockd.v1.LockLost
-	(*AcquireRequest)(nil),       // 12: lockd.v1.AcquireRequest
-	(*AcquireResponse)(nil),      // 13: lockd.v1.AcquireResponse
-	(*ReleaseRequest)(nil),       // 14: lockd.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),      // 15: lockd.v1.ReleaseResponse
-	(*RenewRequest)(nil),         // 16: lockd.v1.RenewRequest
-	(*RenewResponse)(nil),        // 17: lockd.v1.RenewResponse
-	(*DescribeRequest)(nil),      // 18: lockd.v1.DescribeRequest
-	(*LockInfo)(nil),             // 19: lockd.v1.LockInfo
-	(*Holder)(nil),               // 20: lockd.v1.Holder
-	(*LockSpec)(nil),             // 21: lockd.v1.LockSpec
-	(*AcquireAllRequest)(nil),    // 22: lockd.v1.AcquireAllRequest
-	(*AcquireAllResponse)(nil),   // 23: lockd.v1.AcquireAllResponse
-	(*ListRequest)(nil),          // 24: lockd.v1.ListRequest
-	(*ListResponse)(nil),         // 25: lockd.v1.ListResponse
-	(*ForceReleaseRequest)(nil),  // 26: lockd.v1.ForceReleaseRequest
-	(*ForceReleaseResponse)(nil), // 27: lockd.v1.ForceReleaseResponse
-	(*durationpb.Duration)(nil),  // 28: google.protobuf.Duration
-	(*status.Status)(nil),        // 29: google.rpc.Status
+	(*SessionBatch)(nil),         // 2: lockd.v1.SessionBatch
+	(*SessionOpen)(nil),          // 3: lockd.v1.SessionOpen
+	(*LockRef)(nil),              // 4: lockd.v1.LockRef
+	(*SessionAcquire)(nil),       // 5: lockd.v1.SessionAcquire
+	(*SessionAcquireAll)(nil),    // 6: lockd.v1.SessionAcquireAll
+	(*SessionRelease)(nil),       // 7: lockd.v1.SessionRelease
+	(*SessionCancel)(nil),        // 8: lockd.v1.SessionCancel
+	(*SessionResponse)(nil),      // 9: lockd.v1.SessionResponse
+	(*SessionResponseBatch)(nil), // 10: lockd.v1.SessionResponseBatch
+	(*SessionOpened)(nil),        // 11: lockd.v1.SessionOpened
+	(*SessionResult)(nil),        // 12: lockd.v1.SessionResult
+	(*LockLost)(nil),             // 13: lockd.v1.LockLost
+	(*AcquireRequest)(nil),       // 14: lockd.v1.AcquireRequest
+	(*AcquireResponse)(nil),      // 15: lockd.v1.AcquireResponse
+	(*ReleaseRequest)(nil),       // 16: lockd.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),      // 17: lockd.v1.ReleaseResponse
+	(*RenewRequest)(nil),         // 18: lockd.v1.RenewRequest
+	(*RenewResponse)(nil),        // 19: lockd.v1.RenewResponse
+	(*DescribeRequest)(nil),      // 20: lockd.v1.DescribeRequest
+	(*LockInfo)(nil),             // 21: lockd.v1.LockInfo
+	(*Holder)(nil),               // 22: lockd.v1.Holder
+	(*LockSpec)(nil),             // 23: lockd.v1.LockSpec
+	(*AcquireAllRequest)(nil),    // 24: lockd.v1.AcquireAllRequest
+	(*AcquireAllResponse)(nil),   // 25: lockd.v1.AcquireAllResponse
+	(*ListRequest)(nil),          // 26: lockd.v1.ListRequest
+	(*ListResponse)(nil),         // 27: lockd.v1.ListResponse
+	(*ForceReleaseRequest)(nil),  // 28: lockd.v1.ForceReleaseRequest
+	(*ForceReleaseResponse)(nil), // 29: lockd.v1.ForceReleaseResponse
+	(*durationpb.Duration)(nil),  // 30: google.protobuf.Duration
+	(*status.Status)(nil),        // 31: google.rpc.Status
 }
 var file_lockd_v1_lock_proto_depIdxs = []int32{
-	2,  // 0: lockd.v1.SessionRequest.open:type_name -> lockd.v1.SessionOpen
-	4,  // 1: lockd.v1.SessionRequest.acquire:type_name -> lockd.v1.SessionAcquire
-	6,  // 2: lockd.v1.SessionRequest.release:type_name -> lockd.v1.SessionRelease
-	7,  // 3: lockd.v1.SessionRequest.cancel:type_name -> lockd.v1.SessionCancel
-	5,  // 4: lockd.v1.SessionRequest.acquire_all:type_name -> lockd.v1.SessionAcquireAll
-	28, // 5: lockd.v1.SessionOpen.lease_ttl:type_name -> google.protobuf.Duration
-	3,  // 6: lockd.v1.SessionOpen.resume:type_name -> lockd.v1.LockRef
-	12, // 7: lockd.v1.SessionAcquire.request:type_name -> lockd.v1.AcquireRequest
-	22, // 8: lockd.v1.SessionAcquireAll.request:type_name -> lockd.v1.AcquireAllRequest
-	14, // 9: lockd.v1.SessionRelease.request:type_name -> lockd.v1.ReleaseRequest
-	9,  // 10: lockd.v1.SessionResponse.opened:type_name -> lockd.v1.SessionOpened
-	10, // 11: lockd.v1.SessionResponse.result:type_name -> lockd.v1.SessionResult
-	11, // 12: lockd.v1.SessionResponse.lost:type_name -> lockd.v1.LockLost
-	28, // 13: lockd.v1.SessionOpened.lease_ttl:type_name -> google.protobuf.Duration
-	19, // 14: lockd.v1.SessionOpened.resumed:type_name -> lockd.v1.LockInfo
-	29, // 15: lockd.v1.SessionResult.status:type_name -> google.rpc.Status
-	13, // 16: lockd.v1.SessionResult.acquire:type_name -> lockd.v1.AcquireResponse
-	15, // 17: lockd.v1.SessionResult.release:type_name -> lockd.v1.ReleaseResponse
-	23, // 18: lockd.v1.SessionResult.acquire_all:type_name -> lockd.v1.AcquireAllResponse
-	28, // 19: lockd.v1.AcquireRequest.lease_ttl:type_name -> google.protobuf.Duration
-	28, // 20: lockd.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	0,  // 21: lockd.v1.AcquireRequest.mode:type_name -> lockd.v1.LockMode
-	28, // 22: lockd.v1.AcquireResponse.lease_ttl:type_name -> google.protobuf.Duration
-	19, // 23: lockd.v1.AcquireResponse.current:type_name -> lockd.v1.LockInfo
-	28, // 24: lockd.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
-	28, // 25: lockd.v1.RenewResponse.lease_ttl:type_name -> google.protobuf.Duration
-	28, // 26: lockd.v1.LockInfo.ttl_remaining:type_name -> google.protobuf.Duration
-	0,  // 27: lockd.v1.LockInfo.mode:type_name -> lockd.v1.LockMode
-	20, // 28: lockd.v1.LockInfo.holders:type_name -> lockd.v1.Holder
-	0,  // 29: lockd.v1.Holder.mode:type_name -> lockd.v1.LockMode
-	28, // 30: lockd.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
-	0,  // 31: lockd.v1.LockSpec.mode:type_name -> lockd.v1.LockMode
-	21, // 32: lockd.v1.AcquireAllRequest.locks:type_name -> lockd.v1.LockSpec
-	28, // 33: lockd.v1.AcquireAllRequest.lease_ttl:type_name -> google.protobuf.Duration
-	28, // 34: lockd.v1.AcquireAllRequest.wait_timeout:type_name -> google.protobuf.Duration
-	13, // 35: lockd.v1.AcquireAllResponse.locks:type_name -> lockd.v1.AcquireResponse
-	19, // 36: lockd.v1.AcquireAllResponse.blocked_on:type_name -> lockd.v1.LockInfo
-	19, // 37: lockd.v1.ListResponse.locks:type_name -> lockd.v1.LockInfo
-	19, // 38: lockd.v1.ForceReleaseResponse.previous:type_name -> lockd.v1.LockInfo
-	12, // 39: lockd.v1.LockService.Acquire:input_type -> lockd.v1.AcquireRequest
-	14, // 40: lockd.v1.LockService.Release:input_type -> lockd.v1.ReleaseRequest
-	16, // 41: lockd.v1.LockService.Renew:input_type -> lockd.v1.RenewRequest
-	18, // 42: lockd.v1.LockService.Describe:input_type -> lockd.v1.DescribeRequest
-	24, // 43: lockd.v1.LockService.List:input_type -> lockd.v1.ListRequest
-	26, // 44: lockd.v1.LockService.ForceRelease:input_type -> lockd.v1.ForceReleaseRequest
-	1,  // 45: lockd.v1.LockService.Session:input_type -> lockd.v1.SessionRequest
-	22, // 46: lockd.v1.LockService.AcquireAll:input_type -> lockd.v1.AcquireAllRequest
-	13, // 47: lockd.v1.LockService.Acquire:output_type -> lockd.v1.AcquireResponse
-	15, // 48: lockd.v1.LockService.Release:output_type -> lockd.v1.ReleaseResponse
-	17, // 49: lockd.v1.LockService.Renew:output_type -> lockd.v1.RenewResponse
-	19, // 50: lockd.v1.LockService.Describe:output_type -> lockd.v1.LockInfo
-	25, // 51: lockd.v1.LockService.List:output_type -> lockd.v1.ListResponse
-	27, // 52: lockd.v1.LockService.ForceRelease:output_type -> lockd.v1.ForceReleaseResponse
-	8,  // 53: lockd.v1.LockService.Session:output_type -> lockd.v1.SessionResponse
-	23, // 54: lockd.v1.LockService.AcquireAll:output_type -> lockd.v1.AcquireAllResponse
-	47, // [47:55] is the sub-list for method output_type
-	39, // [39:47] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	3,  // 0: lockd.v1.SessionRequest.open:type_name -> lockd.v1.SessionOpen
+	5,  // 1: lockd.v1.SessionRequest.acquire:type_name -> lockd.v1.SessionAcquire
+	7,  // 2: lockd.v1.SessionRequest.release:type_name -> lockd.v1.SessionRelease
+	8,  // 3: lockd.v1.SessionRequest.cancel:type_name -> lockd.v1.SessionCancel
+	6,  // 4: lockd.v1.SessionRequest.acquire_all:type_name -> lockd.v1.SessionAcquireAll
+	2,  // 5: lockd.v1.SessionRequest.batch:type_name -> lockd.v1.SessionBatch
+	1,  // 6: lockd.v1.SessionBatch.ops:type_name -> lockd.v1.SessionRequest
+	30, // 7: lockd.v1.SessionOpen.lease_ttl:type_name -> google.protobuf.Duration
+	4,  // 8: lockd.v1.SessionOpen.resume:type_name -> lockd.v1.LockRef
+	14, // 9: lockd.v1.SessionAcquire.request:type_name -> lockd.v1.AcquireRequest
+	24, // 10: lockd.v1.SessionAcquireAll.request:type_name -> lockd.v1.AcquireAllRequest
+	16, // 11: lockd.v1.SessionRelease.request:type_name -> lockd.v1.ReleaseRequest
+	11, // 12: lockd.v1.SessionResponse.opened:type_name -> lockd.v1.SessionOpened
+	12, // 13: lockd.v1.SessionResponse.result:type_name -> lockd.v1.SessionResult
+	13, // 14: lockd.v1.SessionResponse.lost:type_name -> lockd.v1.LockLost
+	10, // 15: lockd.v1.SessionResponse.batch:type_name -> lockd.v1.SessionResponseBatch
+	9,  // 16: lockd.v1.SessionResponseBatch.items:type_name -> lockd.v1.SessionResponse
+	30, // 17: lockd.v1.SessionOpened.lease_ttl:type_name -> google.protobuf.Duration
+	21, // 18: lockd.v1.SessionOpened.resumed:type_name -> lockd.v1.LockInfo
+	31, // 19: lockd.v1.SessionResult.status:type_name -> google.rpc.Status
+	15, // 20: lockd.v1.SessionResult.acquire:type_name -> lockd.v1.AcquireResponse
+	17, // 21: lockd.v1.SessionResult.release:type_name -> lockd.v1.ReleaseResponse
+	25, // 22: lockd.v1.SessionResult.acquire_all:type_name -> lockd.v1.AcquireAllResponse
+	30, // 23: lockd.v1.AcquireRequest.lease_ttl:type_name -> google.protobuf.Duration
+	30, // 24: lockd.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	0,  // 25: lockd.v1.AcquireRequest.mode:type_name -> lockd.v1.LockMode
+	30, // 26: lockd.v1.AcquireResponse.lease_ttl:type_name -> google.protobuf.Duration
+	21, // 27: lockd.v1.AcquireResponse.current:type_name -> lockd.v1.LockInfo
+	30, // 28: lockd.v1.RenewRequest.lease_ttl:type_name -> google.protobuf.Duration
+	30, // 29: lockd.v1.RenewResponse.lease_ttl:type_name -> google.protobuf.Duration
+	30, // 30: lockd.v1.LockInfo.ttl_remaining:type_name -> google.protobuf.Duration
+	0,  // 31: lockd.v1.LockInfo.mode:type_name -> lockd.v1.LockMode
+	22, // 32: lockd.v1.LockInfo.holders:type_name -> lockd.v1.Holder
+	0,  // 33: lockd.v1.Holder.mode:type_name -> lockd.v1.LockMode
+	30, // 34: lockd.v1.Holder.ttl_remaining:type_name -> google.protobuf.Duration
+	0,  // 35: lockd.v1.LockSpec.mode:type_name -> lockd.v1.LockMode
+	23, // 36: lockd.v1.AcquireAllRequest.locks:type_name -> lockd.v1.LockSpec
+	30, // 37: lockd.v1.AcquireAllRequest.lease_ttl:type_name -> google.protobuf.Duration
+	30, // 38: lockd.v1.AcquireAllRequest.wait_timeout:type_name -> google.protobuf.Duration
+	15, // 39: lockd.v1.AcquireAllResponse.locks:type_name -> lockd.v1.AcquireResponse
+	21, // 40: lockd.v1.AcquireAllResponse.blocked_on:type_name -> lockd.v1.LockInfo
+	21, // 41: lockd.v1.ListResponse.locks:type_name -> lockd.v1.LockInfo
+	21, // 42: lockd.v1.ForceReleaseResponse.previous:type_name -> lockd.v1.LockInfo
+	14, // 43: lockd.v1.LockService.Acquire:input_type -> lockd.v1.AcquireRequest
+	16, // 44: lockd.v1.LockService.Release:input_type -> lockd.v1.ReleaseRequest
+	18, // 45: lockd.v1.LockService.Renew:input_type -> lockd.v1.RenewRequest
+	20, // 46: lockd.v1.LockService.Describe:input_type -> lockd.v1.DescribeRequest
+	26, // 47: lockd.v1.LockService.List:input_type -> lockd.v1.ListRequest
+	28, // 48: lockd.v1.LockService.ForceRelease:input_type -> lockd.v1.ForceReleaseRequest
+	1,  // 49: lockd.v1.LockService.Session:input_type -> lockd.v1.SessionRequest
+	24, // 50: lockd.v1.LockService.AcquireAll:input_type -> lockd.v1.AcquireAllRequest
+	15, // 51: lockd.v1.LockService.Acquire:output_type -> lockd.v1.AcquireResponse
+	17, // 52: lockd.v1.LockService.Release:output_type -> lockd.v1.ReleaseResponse
+	19, // 53: lockd.v1.LockService.Renew:output_type -> lockd.v1.RenewResponse
+	21, // 54: lockd.v1.LockService.Describe:output_type -> lockd.v1.LockInfo
+	27, // 55: lockd.v1.LockService.List:output_type -> lockd.v1.ListResponse
+	29, // 56: lockd.v1.LockService.ForceRelease:output_type -> lockd.v1.ForceReleaseResponse
+	9,  // 57: lockd.v1.LockService.Session:output_type -> lockd.v1.SessionResponse
+	25, // 58: lockd.v1.LockService.AcquireAll:output_type -> lockd.v1.AcquireAllResponse
+	51, // [51:59] is the sub-list for method output_type
+	43, // [43:51] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_lockd_v1_lock_proto_init() }
@@ -2515,13 +2658,15 @@ func file_lockd_v1_lock_proto_init() {
 		(*SessionRequest_Release)(nil),
 		(*SessionRequest_Cancel)(nil),
 		(*SessionRequest_AcquireAll)(nil),
+		(*SessionRequest_Batch)(nil),
 	}
-	file_lockd_v1_lock_proto_msgTypes[7].OneofWrappers = []any{
+	file_lockd_v1_lock_proto_msgTypes[8].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_Result)(nil),
 		(*SessionResponse_Lost)(nil),
+		(*SessionResponse_Batch)(nil),
 	}
-	file_lockd_v1_lock_proto_msgTypes[9].OneofWrappers = []any{
+	file_lockd_v1_lock_proto_msgTypes[11].OneofWrappers = []any{
 		(*SessionResult_Acquire)(nil),
 		(*SessionResult_Release)(nil),
 		(*SessionResult_AcquireAll)(nil),
@@ -2532,7 +2677,7 @@ func file_lockd_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockd_v1_lock_proto_rawDesc), len(file_lockd_v1_lock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -116,10 +116,11 @@ type LockServiceClient interface {
 	// Stream break: every hold is released at once, unless
 	// `open.keep_on_disconnect` (then holds live to their lease and a new
 	// session of the same owner, on any replica, takes them over with
-	// `open.resume`). Protocol errors (first message not `open`, an op_id
-	// reused while in flight, a second `open`) end the stream with
-	// INVALID_ARGUMENT. Server shutdown ends streams with UNAVAILABLE and keeps
-	// holds to their lease.
+	// `open.resume`). Several operations may come in one `batch`, and results
+	// may come back in one (docs/api.md "Batches on a Session"). Protocol
+	// errors (first message not `open`, an op_id reused while in flight, a
+	// second `open`, a bad batch) end the stream with INVALID_ARGUMENT. Server
+	// shutdown ends streams with UNAVAILABLE and keeps holds to their lease.
 	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 	// Takes every lock of `locks` for one owner, all or nothing (docs/api.md
 	// "AcquireAll"): the server takes them in (namespace, name) order within
@@ -280,10 +281,11 @@ type LockServiceServer interface {
 	// Stream break: every hold is released at once, unless
 	// `open.keep_on_disconnect` (then holds live to their lease and a new
 	// session of the same owner, on any replica, takes them over with
-	// `open.resume`). Protocol errors (first message not `open`, an op_id
-	// reused while in flight, a second `open`) end the stream with
-	// INVALID_ARGUMENT. Server shutdown ends streams with UNAVAILABLE and keeps
-	// holds to their lease.
+	// `open.resume`). Several operations may come in one `batch`, and results
+	// may come back in one (docs/api.md "Batches on a Session"). Protocol
+	// errors (first message not `open`, an op_id reused while in flight, a
+	// second `open`, a bad batch) end the stream with INVALID_ARGUMENT. Server
+	// shutdown ends streams with UNAVAILABLE and keeps holds to their lease.
 	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	// Takes every lock of `locks` for one owner, all or nothing (docs/api.md
 	// "AcquireAll"): the server takes them in (namespace, name) order within
