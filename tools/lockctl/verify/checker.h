@@ -17,15 +17,21 @@
 // The checks, in report order (CheckResult::name):
 //   1. "exclusion": per lock, holds compared in time. Two holds, one of them
 //      exclusive, certain at the same moment: a violation. Overlapping only
-//      after one's certain lease: an "expired overlap", counted apart (not a
-//      failure: fencing must catch it). Shared holds overlapping: counted
+//      after one's certain lease: an "expired overlap" (a holder still inside
+//      the critical section after its lease ended while another held the
+//      lock), counted apart and a failure too: a correct deployment with
+//      clients that check their lease before acting never shows one (the
+//      workers do; only a paused client, or a lease lost under its holder,
+//      does). As context, the fenced writes holds made after their certain
+//      lease (late_writes) and how many the fenced counter rejected
+//      (late_writes_rejected). Shared holds overlapping: counted
 //      (reader_overlaps); a lock whose readers never overlapped although at
 //      least CheckConfig::min_reader_chances shared acquires arrived while
 //      only readers held it and no exclusive acquire was pending fails
 //      (a read-write lock that serializes readers). Semaphores: at the start
 //      of every hold, the permits of the certain holds at that moment above
 //      the limit is a violation; above it only counting expired holds, an
-//      expired overlap.
+//      expired overlap (a failure, as above).
 //   2. "fencing": per lock, first grants' tokens never repeat, and a grant
 //      whose invoke came after another's ok has the larger token. Writes to
 //      the fenced counter, replayed in history order: a write accepted with a

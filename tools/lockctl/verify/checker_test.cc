@@ -188,19 +188,65 @@ TEST(CheckTest, OverlapInsideBothCertainLeasesIsAnExclusionViolation) {
   EXPECT_EQ(ExitCodeFor(report), kVerifyFailed);
 }
 
-TEST(CheckTest, OverlapAfterTheLeaseIsAnExpiredOverlapNotAViolation) {
+TEST(CheckTest, OverlapAfterTheLeaseIsAnExpiredOverlapThatFailsExclusion) {
   // p1's lease (ttl 100 ms from its invoke at 0) ended before p2's grant at
   // 300 ms, but p1 left its critical section only at 500 ms (a paused holder).
   History h;
   h.Acquire({1, "m", 0, 1, 1, 100}).Acquire({2, "m", 50, 300, 2}).Release(1, "m", 500, 99);
   h.Release(2, "m", 600);
-  CheckResult c = *Check(h.events(), CheckConfig()).Find("exclusion");
-  EXPECT_TRUE(c.passed) << c.failure;
+  CheckReport report = Check(h.events(), CheckConfig());
+  const CheckResult& c = *report.Find("exclusion");
+  EXPECT_FALSE(c.passed);
   EXPECT_EQ(c.Count("violations"), 0);
   EXPECT_EQ(c.Count("expired_overlaps"), 1);
-  EXPECT_THAT(c.note, HasSubstr("fenced counter must have rejected"));
+  EXPECT_EQ(c.failure, "1 expired overlaps (a holder still inside after its lease ended)");
   ASSERT_EQ(c.examples.size(), 1u);
   EXPECT_THAT(c.examples[0].text, HasSubstr("expired overlap: p1"));
+  EXPECT_EQ(ExitCodeFor(report), kVerifyFailed);
+}
+
+TEST(CheckTest, LateWritesOfAnExpiredHolderAreCountedWithWhatFencingRejected) {
+  // p1 (lease until 100 ms) read 0 and wrote at 450 ms, after p2 (token 2)
+  // had read 0 and written 1: the fenced counter rejected p1's write, the
+  // unfenced one took it and lost p2's update.
+  History h;
+  h.Acquire({1, "m", 0, 1, 1, 100}).Acquire({2, "m", 50, 300, 2});
+  h.Write(2, "m", 310, Counter::kFenced, 2, 0).Write(2, "m", 311, Counter::kUnfenced, 2, 0);
+  h.Release(2, "m", 320);
+  h.Write(1, "m", 450, Counter::kFenced, 1, 0, /*accepted=*/false);
+  h.Write(1, "m", 451, Counter::kUnfenced, 1, 0);
+  h.Release(1, "m", 500);
+  CheckReport report = Check(h.events(), CheckConfig());
+  const CheckResult& exclusion = *report.Find("exclusion");
+  EXPECT_FALSE(exclusion.passed);
+  EXPECT_EQ(exclusion.Count("expired_overlaps"), 1);
+  EXPECT_EQ(exclusion.Count("late_writes"), 1);
+  EXPECT_EQ(exclusion.Count("late_writes_rejected"), 1);
+  EXPECT_THAT(exclusion.note,
+              HasSubstr("holders wrote 1 times after their lease ended; fencing rejected 1"));
+  const CheckResult& fencing = *report.Find("fencing");
+  EXPECT_TRUE(fencing.passed) << fencing.failure;
+  EXPECT_EQ(fencing.Count("stale_writes_rejected"), 1);
+  const CheckResult& lost = *report.Find("lost-updates");
+  EXPECT_TRUE(lost.passed) << lost.failure;
+  EXPECT_EQ(lost.Count("fenced_lost"), 0);
+  EXPECT_EQ(lost.Count("unfenced_lost"), 1);
+  std::ostringstream text;
+  PrintReportText(report, text);
+  EXPECT_THAT(text.str(), EndsWith("verify: FAILED (exclusion)\n"));
+}
+
+TEST(CheckTest, AHolderThatLeavesBeforeItsLeaseEndsHasNoExpiredOverlap) {
+  // p1's lease ends at 100 ms; it wrote at 60 ms and left at 90 ms; p2 was
+  // granted at 300 ms.
+  History h;
+  h.Acquire({1, "m", 0, 1, 1, 100}).Write(1, "m", 60, Counter::kFenced, 1, 0);
+  h.Release(1, "m", 90).Acquire({2, "m", 50, 300, 2}).Release(2, "m", 400);
+  CheckResult c = *Check(h.events(), CheckConfig()).Find("exclusion");
+  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_EQ(c.Count("expired_overlaps"), 0);
+  EXPECT_EQ(c.Count("late_writes"), 0);
+  EXPECT_EQ(c.note, "");
 }
 
 TEST(CheckTest, AClientBoundReportedOnTheHoldExtendsItsCertainLease) {
@@ -320,9 +366,10 @@ TEST(CheckTest, ASemaphoreOverItsLimitOnlyWithExpiredLeasesIsAnExpiredOverlap) {
   h.Acquire({2, "sem", 150, 200, 2, 10'000, LockKind::kSemaphore, 1, 2});
   h.Release(1, "sem", 300).Release(2, "sem", 310);
   CheckResult c = *Check(h.events(), CheckConfig()).Find("exclusion");
-  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_FALSE(c.passed);
   EXPECT_EQ(c.Count("expired_overlaps"), 1);
   EXPECT_EQ(c.Count("semaphore_over_limit"), 0);
+  EXPECT_THAT(c.failure, HasSubstr("1 expired overlaps"));
 }
 
 TEST(CheckTest, ARepeatedTokenFailsFencing) {
@@ -641,6 +688,25 @@ TEST_F(RunVerifyCheckTest, AnEditedHistoryFailsNamingEachCheck) {
   EXPECT_THAT(json.str(), HasSubstr(R"("name":"exclusion","passed":false)"));
   EXPECT_THAT(json.str(), HasSubstr(R"("name":"fencing","passed":false)"));
   EXPECT_THAT(json.str(), HasSubstr(R"("name":"lost-updates","passed":true)"));
+}
+
+TEST_F(RunVerifyCheckTest, AnEditedHistoryWithAHolderPastItsLeaseFailsExclusion) {
+  std::string text = Lines(CleanHistory().events());
+  // p0's first hold gets a 5 ms lease and leaves at 13 ms, after p1's grant
+  // at 12 ms.
+  Edit(text, R"("time_ns":0,"process":0,"type":"invoke","f":"acquire")", R"("ttl_ns":10000000000)",
+       R"("ttl_ns":5000000)");
+  Edit(text, R"("time_ns":8000000,"process":0,"type":"invoke","f":"release")",
+       R"("time_ns":8000000)", R"("time_ns":13000000)");
+  Edit(text, R"("time_ns":9000000,"process":0,"type":"ok","f":"release")", R"("time_ns":9000000)",
+       R"("time_ns":14000000)");
+  Save(text);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunVerifyCheck(path_, ReportFormat::kText, out, err), kVerifyFailed) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("expired_overlaps=1"));
+  EXPECT_THAT(out.str(), HasSubstr("violations=0"));
+  EXPECT_THAT(out.str(), HasSubstr("failed: 1 expired overlaps"));
+  EXPECT_THAT(out.str(), EndsWith("verify: FAILED (exclusion)\n"));
 }
 
 TEST_F(RunVerifyCheckTest, AMalformedOrMissingHistoryIsExit2NamingPathAndLine) {
