@@ -55,10 +55,15 @@
 //      acquires), errors of acquires and releases by code (fail and info),
 //      and FIFO violations among the waiters of one replica (acquires with
 //      the same lock and replica, both granted, A invoked more than
-//      CheckConfig::fifo_slack before B and granted more than fifo_slack after
-//      it; A not its process's first acquire, which may have waited for the
-//      worker's connection before it left). A FIFO violation is a failure;
-//      acquires without a replica are not compared.
+//      CheckConfig::fifo_slack before B, and B granted first: B's fencing
+//      token below A's, since tokens grow with every grant of a lock; A not
+//      its process's first acquire, which may have waited for the worker's
+//      connection before it left). The ok stamps do not order grants: a
+//      worker reports its grant after its client's own work (a unary client
+//      renews a lease it waited for before it returns), so readers or
+//      semaphore holders granted together are stamped in either order. A
+//      FIFO violation is a failure; acquires without a replica are not
+//      compared.
 //
 // Counts are named snake_case; a count whose name ends in `_ns` is a
 // duration (printed as one in text). Every check reports its counts even
@@ -98,10 +103,11 @@ struct CheckConfig {
   // within its ttl plus the grace.
   absl::Duration session_liveness_bound = absl::Seconds(2);
   absl::Duration unary_liveness_grace = absl::Seconds(2);
-  // FIFO: invokes and grants closer than this are not ordered: the worker's
-  // stamp is taken before its request reaches the replica (a first acquire,
-  // not compared, was seen arriving 60 ms late while its worker connected;
-  // the rest is room for a loaded machine's scheduling).
+  // FIFO: invokes closer than this are not ordered: the worker's stamp is
+  // taken before its request reaches the replica (a first acquire, not
+  // compared, was seen arriving 60 ms late while its worker connected; the
+  // rest is room for a loaded machine's scheduling). Grants are ordered by
+  // their tokens, exactly.
   absl::Duration fifo_slack = absl::Milliseconds(100);
   // Exclusion: shared acquires arriving while only readers held the lock
   // needed before "readers never overlapped" is a failure.

@@ -569,6 +569,35 @@ TEST(CheckTest, FifoIgnoresOrderWithinTheSlack) {
   EXPECT_FALSE(Check(h.events(), tight).Find("fairness")->passed);
 }
 
+TEST(CheckTest, FifoOrdersGrantsByTokenNotByWhenWorkersReportedThem) {
+  // Semaphore "sem" (limit 3): p1 holds 3 permits until 500 ms; p2 (1
+  // permit) waits from 20 ms, p3 (2 permits) from 200 ms. Both are granted
+  // at 500 ms in arrival order (tokens 2, 3), but p2's unary client renewed
+  // its lease before returning: p2 reported its grant 150 ms after p3.
+  History h = WarmedUp({1, 2, 3});
+  h.Acquire({1, "sem", 0, 1, 1, 10'000, LockKind::kSemaphore, 3, 3, Api::kSession, "r1"});
+  h.Acquire({2, "sem", 20, 655, 2, 10'000, LockKind::kSemaphore, 1, 3, Api::kUnary, "r1"});
+  h.Acquire({3, "sem", 200, 505, 3, 10'000, LockKind::kSemaphore, 2, 3, Api::kSession, "r1"});
+  h.Release(1, "sem", 500).Release(3, "sem", 700).Release(2, "sem", 710);
+  CheckResult c = *Check(h.events(), CheckConfig()).Find("fairness");
+  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_EQ(c.Count("fifo_violations"), 0);
+
+  // Had the server granted p3 first (the smaller token), it would be one.
+  std::vector<Event> events = h.events();
+  for (Event& e : events) {
+    if (e.lock != "sem" || e.type != EventType::kOk || e.f != Op::kAcquire) continue;
+    if (e.process == 2) e.token = 3;
+    if (e.process == 3) e.token = 2;
+  }
+  CheckResult swapped = *Check(events, CheckConfig()).Find("fairness");
+  EXPECT_FALSE(swapped.passed);
+  EXPECT_EQ(swapped.Count("fifo_violations"), 1);
+  ASSERT_EQ(swapped.examples.size(), 1u);
+  EXPECT_THAT(swapped.examples[0].text,
+              HasSubstr("p3 invoked at 0.200s was granted token 2 (at 0.505s) before p2"));
+}
+
 TEST(CheckTest, FairnessCountsWaitsAndErrorsByCode) {
   History h;
   h.Acquire({1, "m", 0, 4, 1}).Release(1, "m", 10);
