@@ -27,6 +27,9 @@ struct Acquire {
   // The process's first acquire: its request may have waited for the
   // worker's connection (and session) to open before it left.
   bool first_of_process = false;
+  // Acquires of one process in flight together (AcquireAll: one per lock)
+  // share a group.
+  int64_t group = 0;
 };
 
 struct Hold {
@@ -67,6 +70,7 @@ struct Grant {  // a first grant
   int64_t process = 0;
   std::string owner;
   uint64_t token = 0;
+  int64_t group = 0;  // its acquire's (Acquire::group)
   int64_t invoke_ns = 0;
   int64_t ok_ns = 0;
 };
@@ -76,8 +80,9 @@ struct Model {
   std::map<std::string, std::vector<Grant>> grants;  // per lock, by ok
   std::vector<Acquire> acquires;                     // by invoke
   std::map<std::string, std::vector<const Acquire*>> acquires_by_lock;
-  std::vector<const Event*> writes;       // in the referee's order
-  std::map<std::string, int64_t> errors;  // acquire/release by code
+  std::vector<const Event*> writes;                         // in the referee's order
+  std::map<std::string, int64_t> errors;                    // acquire/release by code
+  std::map<int64_t, std::vector<std::string>> group_locks;  // Acquire::group -> its locks
   int64_t nemesis_events = 0;
   int64_t not_acquired = 0;
 };
@@ -97,6 +102,15 @@ Model BuildModel(const std::vector<Event>& history) {
   std::map<OpKey, const Event*> pending_releases;
   std::map<std::pair<int64_t, std::string>, size_t> open;  // (process, lock) -> index in holds
   std::set<int64_t> acquiring_processes;
+  std::map<int64_t, int64_t> process_group;  // of the process's acquires in flight
+  // A new group unless the process has other acquires in flight (called
+  // before its new one is added to pending_acquires).
+  auto group_of = [&](int64_t process) {
+    auto it = pending_acquires.lower_bound({process, Op::kAcquire, ""});
+    const bool alone = it == pending_acquires.end() || std::get<0>(it->first) != process;
+    if (alone) process_group[process] = static_cast<int64_t>(m.group_locks.size()) + 1;
+    return process_group[process];
+  };
 
   auto extend = [](Hold& h, const Event& e) {
     if (e.valid_until_ns) h.certain_until_ns = std::max(h.certain_until_ns, *e.valid_until_ns);
@@ -142,9 +156,12 @@ Model BuildModel(const std::vector<Event>& history) {
     OpKey key{e.process, e.f, e.lock};
     auto hold_key = std::make_pair(e.process, e.lock);
     if (e.f == Op::kAcquire && e.type == EventType::kInvoke) {
+      const int64_t group = group_of(e.process);
       pending_acquires[key] = m.acquires.size();
       m.acquires.push_back(Acquire{ev});
       m.acquires.back().first_of_process = acquiring_processes.insert(e.process).second;
+      m.acquires.back().group = group;
+      m.group_locks[group].push_back(e.lock);
       continue;
     }
     if (e.f == Op::kAcquire) {
@@ -192,7 +209,8 @@ Model BuildModel(const std::vector<Event>& history) {
         open[hold_key] = holds.size();
         holds.push_back(std::move(h));
       }
-      m.grants[e.lock].push_back(Grant{e.process, inv.owner, e.token, inv.time_ns, e.time_ns});
+      m.grants[e.lock].push_back(
+          Grant{e.process, inv.owner, e.token, a.group, inv.time_ns, e.time_ns});
       continue;
     }
     // Release.
@@ -541,20 +559,45 @@ CheckResult LostUpdates(const Model& m, const CheckConfig& config) {
   return r;
 }
 
+// The first grant of `lock` after `t`, or null.
+const Grant* NextGrant(const Model& m, const std::string& lock, int64_t t) {
+  const std::vector<Grant>& grants = m.grants.at(lock);
+  auto next = std::upper_bound(grants.begin(), grants.end(), t,
+                               [](int64_t time, const Grant& g) { return time < g.ok_ns; });
+  return next == grants.end() ? nullptr : &*next;
+}
+
+// Whether `next`, the first grant of `lock` after a strike at `t`, also took
+// (AcquireAll) another lock whose holder was struck later than t and which
+// it was the first grant of since: its wait then measures that strike.
+bool MeasuresALaterStrike(const Model& m, const std::string& lock, int64_t t, const Grant& next) {
+  for (const std::string& other : m.group_locks.at(next.group)) {
+    if (other == lock) continue;
+    for (const Hold& k : m.holds.at(other)) {
+      if (k.ended_by == nullptr || k.end_ns <= t || k.end_ns >= next.ok_ns) continue;
+      const Grant* after = NextGrant(m, other, k.end_ns);
+      if (after != nullptr && after->group == next.group) return true;
+    }
+  }
+  return false;
+}
+
 CheckResult Liveness(const Model& m, const CheckConfig& config) {
   Examples examples(config.max_examples);
-  int64_t ended = 0, unmeasured = 0, over = 0;
+  int64_t ended = 0, unmeasured = 0, over = 0, shadowed = 0;
   std::vector<int64_t> delays;
   for (const auto& [lock, list] : m.holds) {
-    const std::vector<Grant>& grants = m.grants.at(lock);
     for (const Hold& h : list) {
       if (h.ended_by == nullptr) continue;
       ++ended;
       const int64_t t = h.end_ns;
-      auto next = std::upper_bound(grants.begin(), grants.end(), t,
-                                   [](int64_t time, const Grant& g) { return time < g.ok_ns; });
-      if (next == grants.end()) {
+      const Grant* next = NextGrant(m, lock, t);
+      if (next == nullptr) {
         ++unmeasured;
+        continue;
+      }
+      if (MeasuresALaterStrike(m, lock, t, *next)) {
+        ++shadowed;
         continue;
       }
       const int64_t delay = next->ok_ns - t;
@@ -577,6 +620,7 @@ CheckResult Liveness(const Model& m, const CheckConfig& config) {
               {"holds_ended", ended},
               {"measured", static_cast<int64_t>(delays.size())},
               {"unmeasured", unmeasured},
+              {"shadowed", shadowed},
               {"over_bound", over},
               {"regrant_p50_ns", Percentile(delays, 50)},
               {"regrant_max_ns", delays.empty() ? 0 : delays.back()}};

@@ -50,7 +50,13 @@
 //      event to the lock's next grant to anyone (the workload keeps its locks
 //      wanted). Bound: CheckConfig::session_liveness_bound for a hold taken
 //      with api session, else the hold's ttl_ns + unary_liveness_grace. Over
-//      the bound: a failure. No later grant before the end: unmeasured.
+//      the bound: a failure. No later grant before the end: unmeasured. A
+//      next grant that also took (AcquireAll) another lock whose holder was
+//      struck later, and was that lock's first grant since, waited for that
+//      strike too: "shadowed", measured for the later strike only (a run
+//      with unary holds on AcquireAll's locks saw a lock come back 20 s after
+//      its strike, 10 s after its lease ended, because every acquire of it
+//      also needed a lock struck 10 s later).
 //   5. "fairness": acquires, grants, wait percentiles (ok - invoke of granted
 //      acquires), errors of acquires and releases by code (fail and info),
 //      and FIFO violations among the waiters of one replica (acquires with

@@ -502,6 +502,42 @@ TEST(CheckTest, LivenessMeasuresTheNextGrantAfterAHoldersDeath) {
   EXPECT_TRUE(Check(h.events(), config).Find("liveness")->passed);
 }
 
+TEST(CheckTest, AnAcquireAllThatAlsoWaitedForALaterStrikeMeasuresThatOne) {
+  // p1 holds "a" (unary, ttl 1 s) and is killed at 100 ms; p2 holds "b" and
+  // is killed at 1000 ms. p3's AcquireAll of both is granted at 2100 ms:
+  // 1.1 s after p2's strike, 2.0 s after p1's, which it measures no more
+  // than b's holder let it.
+  History h;
+  h.Acquire({1, "a", 0, 10, 1, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Nemesis(Op::kKill, 1, 100);
+  h.Acquire({2, "b", 500, 510, 1, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Nemesis(Op::kKill, 2, 1000);
+  h.Acquire({3, "a", 1200, 2100, 2, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Acquire({3, "b", 1200, 2101, 2, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Release(3, "a", 2200).Release(3, "b", 2201);
+  // The checker orders events by time: p3's two invokes, then its two oks
+  // (an AcquireAll).
+  const std::vector<Event>& events = h.events();
+  CheckConfig config;
+  config.unary_liveness_grace = absl::Milliseconds(500);  // bound: 1.5 s
+  CheckResult c = *Check(events, config).Find("liveness");
+  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_EQ(c.Count("holds_ended"), 2);
+  EXPECT_EQ(c.Count("measured"), 1);
+  EXPECT_EQ(c.Count("shadowed"), 1);
+  EXPECT_EQ(c.Count("regrant_max_ns"), 1101 * kMs);
+
+  // Taken alone, "a" came back 2.0 s after its strike: over the bound.
+  std::vector<Event> alone;
+  for (const Event& e : events) {
+    if (e.process != 3 || e.lock != "b") alone.push_back(e);
+  }
+  CheckResult single = *Check(alone, config).Find("liveness");
+  EXPECT_FALSE(single.passed);
+  EXPECT_EQ(single.Count("shadowed"), 0);
+  EXPECT_EQ(single.Count("over_bound"), 1);
+}
+
 TEST(CheckTest, LivenessWithoutALaterGrantIsUnmeasured) {
   History h;
   h.Acquire({1, "m", 0, 1, 1}).Nemesis(Op::kKill, 1, 10);
