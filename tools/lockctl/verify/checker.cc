@@ -425,11 +425,8 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
              {serialized, "read-write locks whose readers never overlapped"}});
   if (late > 0) {
     r.note = absl::StrCat("holders wrote ", late,
-                          " times after their lease ended; fencing "
-                          "rejected ",
-                          late_rejected,
-                          " of those writes (see lost-updates for "
-                          "what the unfenced counter lost)");
+                          " times after their lease ended; fencing rejected ", late_rejected,
+                          " of those writes (see lost-updates for what the unfenced counter lost)");
   }
   return r;
 }
