@@ -3,7 +3,8 @@ two replicas, its Deployment, ConfigMap and Secret run as real pods by
 `podman kube play`, beside a Redis pod with a password (which reaches lockd
 only through the chart's Secret, mounted as a file). The lockd Python client
 takes and releases locks through each pod; then one pod's container is
-killed and the other keeps serving, with the lock's state intact.
+killed and the other keeps serving, with the lock's state intact; last, the
+chart's `helm test` Pod (lockctl verify) runs against the release and passes.
 
 Pods live on a podman network made for the run; the test reaches them at
 their addresses on it, as a Service would.
@@ -43,6 +44,21 @@ def render(release, values, strings=()):
         args += ["--set-string", v]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return [d for d in yaml.safe_load_all(out) if d and d["kind"] in KINDS]
+
+
+def render_test_pod(release, values, strings=()):
+    """The chart's `helm test` hook (templates/tests/verify-pod.yaml), rendered
+    with the same values: the Pod object."""
+    import yaml
+    args = [ARGS.helm, "template", release, ARGS.chart,
+            "--show-only", "templates/tests/verify-pod.yaml"]
+    for v in values:
+        args += ["--set", v]
+    for v in strings:
+        args += ["--set-string", v]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    (pod,) = [d for d in yaml.safe_load_all(out) if d]
+    return pod
 
 
 def documented_grpcurl_calls():
@@ -96,12 +112,15 @@ class KubePlayTest(unittest.TestCase):
         redis_ip = cls.address(redis, run)
 
         repository, tag = ARGS.image.split("/", 1)[1].rsplit(":", 1)
-        objects = render(release, [
+        cls.release, cls.network, cls.tmp = release, run, tmp
+        cls.values = [
             "backend=redis", "replicaCount=2",
             "redis.addresses={%s:6379}" % redis_ip, "redis.auth.password=" + password,
             "image.registry=localhost", "image.repository=" + repository,
             "image.pullPolicy=Never",
-        ], strings=["image.tag=" + tag])
+        ]
+        cls.strings = ["image.tag=" + tag]
+        objects = render(release, cls.values, strings=cls.strings)
         if password in json.dumps([o for o in objects if o["kind"] != "Secret"]):
             raise AssertionError("the Redis password is outside the Secret")
         kube_file = os.path.join(tmp, "lockd.yaml")
@@ -197,6 +216,43 @@ class KubePlayTest(unittest.TestCase):
         with lockd.Client(second, owner="next") as b:
             with b.lock("e2e/orders", ttl=30) as again:
                 self.assertGreater(again.fencing_token, lease.fencing_token)
+
+    def test_3_helm_test_pod_verifies_the_release(self):
+        # `helm test`: the chart's test hook Pod (lockctl verify, mutex, no
+        # nemesis), run as kube play runs a Pod, against this release. podman
+        # has no Services: the Service's DNS name in the Pod's --server is
+        # given to the second lockd pod (the first was killed above) by a
+        # hostAlias, as the cluster's DNS would resolve it to a pod behind
+        # the Service. A short run keeps the test near a minute.
+        import yaml
+        pod = render_test_pod(self.release, self.values + ["tests.verify.duration=5s"],
+                              self.strings)
+        self.assertEqual(pod["metadata"]["annotations"]["helm.sh/hook"], "test")
+        (container,) = pod["spec"]["containers"]
+        (server,) = [a.split("=", 1)[1] for a in container["args"]
+                     if a.startswith("--server=")]
+        host = server.rsplit(":", 1)[0]
+        self.assertEqual(host, "%s-lockd.default.svc" % self.release)
+        pod["spec"]["hostAliases"] = [{"ip": self.targets[1].rsplit(":", 1)[0],
+                                       "hostnames": [host]}]
+        kube_file = os.path.join(self.tmp, "verify.yaml")
+        with open(kube_file, "w") as f:
+            yaml.safe_dump(pod, f)
+        self.addCleanup(podman, "kube", "down", kube_file, check=False)
+        podman("kube", "play", "--network", self.network, kube_file)
+        # kube play names a Pod's containers <pod>-<container>.
+        name = "%s-%s" % (pod["metadata"]["name"], container["name"])
+        code = int(podman("wait", name, timeout=120).strip())
+        logs = podman("logs", name, with_stderr=True)
+        sys.stdout.write(logs)
+        self.assertEqual(code, 0, logs)  # helm test passes on exit 0
+        self.assertIn("exclusion     PASS", logs)
+        self.assertIn("verify: PASSED", logs)
+        # It cleaned up: nothing of its namespace is left held.
+        import lockd
+        with lockd.Client(self.targets[1], owner="e2e-after-verify") as client:
+            held = list(client.list(namespace="lockd-verify"))
+            self.assertEqual(held, [])
 
 
 if __name__ == "__main__":

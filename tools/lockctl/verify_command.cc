@@ -140,8 +140,8 @@ unless --force); it takes at most --rate acquires per second, stops after
                           holds a lock (it is replaced), and measure how soon the
                           lock is granted again; abandon: a holder exits without
                           releasing; pause-holders: SIGSTOP a holder between its
-                          read and its write for twice --ttl (no lock service
-                          can prevent what follows: it shows what fencing catches)
+                          lease check and its write for twice --ttl (a broken
+                          client: exclusion fails; it shows what fencing catches)
   --nemesis-interval DUR  time between strikes [2s]
   --seed N                the random seed of the ops and the nemesis [random]
   --force                 run in a namespace that holds others' locks

@@ -3,9 +3,10 @@
 // replicas; mysql; zookeeper; with holders killed or abandoning) and fails,
 // naming the check, against broken ones: two independent memory lockds given
 // as one address list (split brain: exclusion and fencing), and a holder
-// paused past a short lease (expired overlaps; the unfenced counter loses
-// updates, the fenced one none). It refuses a namespace holding others'
-// locks, cleans up after itself, and re-checks its saved history offline.
+// paused past a short lease (exclusion: expired overlaps; the fenced counter
+// rejects its late write, the unfenced one loses updates). It refuses a
+// namespace holding others' locks, cleans up after itself, and re-checks its
+// saved history offline.
 //
 // $LOCKD_VERIFY_DURATION (e.g. 60s) lengthens the runs that pass on each
 // backend, and $LOCKD_VERIFY_FLAGS adds flags to them (e.g. "--nemesis
@@ -232,21 +233,29 @@ TEST_F(LockctlVerifyTest, SplitBrainFailsExclusionAndFencing) {
   EXPECT_THAT(r.output, ::testing::ContainsRegex("repeated_tokens=[1-9]|token_regressions=[1-9]"));
 }
 
-TEST_F(LockctlVerifyTest, PausedHolderPastAShortLeaseIsCaughtByFencingOnly) {
+TEST_F(LockctlVerifyTest, APausedHolderPastItsLeaseFailsExclusionAndFencingRejectsItsWrite) {
   std::unique_ptr<LockdProcess> lockd = StartLockd({});
   ASSERT_NE(lockd, nullptr);
   Result r = Verify({"--server", lockd->address(), "--duration", "7s", "--workers", "4",
                      "--workload", "mutex", "--api", "unary", "--ttl", "1s", "--nemesis",
                      "pause-holders", "--nemesis-interval", "2s", "--output", "json"});
+  EXPECT_EQ(r.code, kFailed) << r.output;
   Report report = ParseReport(r.output);
   ASSERT_TRUE(report.parsed) << r.output;
-  // The paused holder's lease ran out and others held the lock meanwhile...
+  // The paused holder was still inside after its lease ran out and others
+  // held the lock meanwhile: exclusion fails, with no overlap of two valid
+  // leases.
+  EXPECT_FALSE(report.check_passed["exclusion"]);
   EXPECT_GT(report.Count("exclusion", "expired_overlaps"), 0) << r.output;
   EXPECT_EQ(report.Count("exclusion", "violations"), 0) << r.output;
-  // ...its late write was rejected by the fenced counter and taken by the
+  EXPECT_GT(report.Count("exclusion", "late_writes"), 0) << r.output;
+  // Its late write was rejected by the fenced counter and taken by the
   // unfenced one, which lost the updates made meanwhile.
+  EXPECT_TRUE(report.check_passed["fencing"]);
+  EXPECT_GT(report.Count("exclusion", "late_writes_rejected"), 0) << r.output;
   EXPECT_GT(report.Count("fencing", "stale_writes_rejected"), 0) << r.output;
   EXPECT_EQ(report.Count("fencing", "stale_writes_accepted"), 0);
+  EXPECT_TRUE(report.check_passed["lost-updates"]);
   EXPECT_EQ(report.Count("lost-updates", "fenced_lost"), 0);
   EXPECT_GT(report.Count("lost-updates", "unfenced_lost"), 0) << r.output;
 }

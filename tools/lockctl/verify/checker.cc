@@ -23,9 +23,13 @@ struct Acquire {
   const Event* invoke = nullptr;           // lock, kind, owner, ttl, api, replica
   EventType outcome = EventType::kInvoke;  // kInvoke: never completed
   int64_t done_ns = 0;
+  uint64_t token = 0;  // of an ok
   // The process's first acquire: its request may have waited for the
   // worker's connection (and session) to open before it left.
   bool first_of_process = false;
+  // Acquires of one process in flight together (AcquireAll: one per lock)
+  // share a group.
+  int64_t group = 0;
 };
 
 struct Hold {
@@ -43,7 +47,20 @@ struct Hold {
   // the worker's client reported on this hold.
   int64_t certain_until_ns = 0;
   int hold_count = 1;
-  const Event* ended_by = nullptr;  // the nemesis event that ended it
+  const Event* ended_by = nullptr;          // the nemesis event that ended it
+  std::vector<const Event*> fenced_writes;  // its writes to the fenced counter
+
+  // Fenced writes made after the certain lease ended, and how many of them
+  // the fenced counter rejected.
+  std::pair<int64_t, int64_t> late_writes() const {
+    int64_t late = 0, rejected = 0;
+    for (const Event* w : fenced_writes) {
+      if (w->time_ns < certain_until_ns) continue;
+      ++late;
+      if (w->type != EventType::kOk) ++rejected;
+    }
+    return {late, rejected};
+  }
 
   int64_t certain_end_ns() const { return std::min(end_ns, certain_until_ns); }
   bool certain_at(int64_t t) const { return start_ns <= t && t < certain_end_ns(); }
@@ -53,6 +70,7 @@ struct Grant {  // a first grant
   int64_t process = 0;
   std::string owner;
   uint64_t token = 0;
+  int64_t group = 0;  // its acquire's (Acquire::group)
   int64_t invoke_ns = 0;
   int64_t ok_ns = 0;
 };
@@ -62,8 +80,9 @@ struct Model {
   std::map<std::string, std::vector<Grant>> grants;  // per lock, by ok
   std::vector<Acquire> acquires;                     // by invoke
   std::map<std::string, std::vector<const Acquire*>> acquires_by_lock;
-  std::vector<const Event*> writes;       // in the referee's order
-  std::map<std::string, int64_t> errors;  // acquire/release by code
+  std::vector<const Event*> writes;                         // in the referee's order
+  std::map<std::string, int64_t> errors;                    // acquire/release by code
+  std::map<int64_t, std::vector<std::string>> group_locks;  // Acquire::group -> its locks
   int64_t nemesis_events = 0;
   int64_t not_acquired = 0;
 };
@@ -83,6 +102,15 @@ Model BuildModel(const std::vector<Event>& history) {
   std::map<OpKey, const Event*> pending_releases;
   std::map<std::pair<int64_t, std::string>, size_t> open;  // (process, lock) -> index in holds
   std::set<int64_t> acquiring_processes;
+  std::map<int64_t, int64_t> process_group;  // of the process's acquires in flight
+  // A new group unless the process has other acquires in flight (called
+  // before its new one is added to pending_acquires).
+  auto group_of = [&](int64_t process) {
+    auto it = pending_acquires.lower_bound({process, Op::kAcquire, ""});
+    const bool alone = it == pending_acquires.end() || std::get<0>(it->first) != process;
+    if (alone) process_group[process] = static_cast<int64_t>(m.group_locks.size()) + 1;
+    return process_group[process];
+  };
 
   auto extend = [](Hold& h, const Event& e) {
     if (e.valid_until_ns) h.certain_until_ns = std::max(h.certain_until_ns, *e.valid_until_ns);
@@ -99,6 +127,10 @@ Model BuildModel(const std::vector<Event>& history) {
     const Event& e = *ev;
     if (e.f == Op::kWrite) {
       m.writes.push_back(ev);
+      auto o = open.find({e.process, e.lock});
+      if (o != open.end() && e.counter == Counter::kFenced) {
+        m.holds[e.lock][o->second].fenced_writes.push_back(ev);
+      }
       continue;
     }
     if (e.f == Op::kKill || e.f == Op::kAbandon) {
@@ -124,9 +156,12 @@ Model BuildModel(const std::vector<Event>& history) {
     OpKey key{e.process, e.f, e.lock};
     auto hold_key = std::make_pair(e.process, e.lock);
     if (e.f == Op::kAcquire && e.type == EventType::kInvoke) {
+      const int64_t group = group_of(e.process);
       pending_acquires[key] = m.acquires.size();
       m.acquires.push_back(Acquire{ev});
       m.acquires.back().first_of_process = acquiring_processes.insert(e.process).second;
+      m.acquires.back().group = group;
+      m.group_locks[group].push_back(e.lock);
       continue;
     }
     if (e.f == Op::kAcquire) {
@@ -136,6 +171,7 @@ Model BuildModel(const std::vector<Event>& history) {
       pending_acquires.erase(p);
       a.outcome = e.type;
       a.done_ns = e.time_ns;
+      a.token = e.token;
       if (e.type != EventType::kOk) {
         if (e.type == EventType::kFail && e.error == "NOT_ACQUIRED") {
           ++m.not_acquired;
@@ -173,7 +209,8 @@ Model BuildModel(const std::vector<Event>& history) {
         open[hold_key] = holds.size();
         holds.push_back(std::move(h));
       }
-      m.grants[e.lock].push_back(Grant{e.process, inv.owner, e.token, inv.time_ns, e.time_ns});
+      m.grants[e.lock].push_back(
+          Grant{e.process, inv.owner, e.token, a.group, inv.time_ns, e.time_ns});
       continue;
     }
     // Release.
@@ -267,9 +304,14 @@ void Finish(CheckResult& r, const std::vector<std::pair<int64_t, std::string>>& 
 CheckResult Exclusion(const Model& m, const CheckConfig& config) {
   Examples examples(config.max_examples);
   int64_t holds = 0, violations = 0, expired = 0, reader_overlaps = 0, over_limit = 0;
-  int64_t max_permits = 0, chances_total = 0, serialized = 0;
+  int64_t max_permits = 0, chances_total = 0, serialized = 0, late = 0, late_rejected = 0;
   for (const auto& [lock, list] : m.holds) {
     holds += static_cast<int64_t>(list.size());
+    for (const Hold& h : list) {
+      auto [l, r] = h.late_writes();
+      late += l;
+      late_rejected += r;
+    }
     int64_t lock_reader_overlaps = 0;
     std::vector<const Hold*> active;  // holds not yet ended at the current start
     for (const Hold& h : list) {
@@ -369,6 +411,8 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
   r.counts = {{"holds", holds},
               {"violations", violations},
               {"expired_overlaps", expired},
+              {"late_writes", late},
+              {"late_writes_rejected", late_rejected},
               {"reader_overlaps", reader_overlaps},
               {"reader_chances", chances_total},
               {"serialized_reader_locks", serialized},
@@ -377,11 +421,12 @@ CheckResult Exclusion(const Model& m, const CheckConfig& config) {
   r.examples = examples.Take();
   Finish(r, {{violations, "overlaps inside both certain leases"},
              {over_limit, "times a semaphore held more permits than its limit"},
+             {expired, "expired overlaps (a holder still inside after its lease ended)"},
              {serialized, "read-write locks whose readers never overlapped"}});
-  if (expired > 0) {
-    r.note = absl::StrCat(expired,
-                          " overlaps after a lease's certain end: the fenced counter must have "
-                          "rejected the late holder's writes (see fencing)");
+  if (late > 0) {
+    r.note = absl::StrCat("holders wrote ", late,
+                          " times after their lease ended; fencing rejected ", late_rejected,
+                          " of those writes (see lost-updates for what the unfenced counter lost)");
   }
   return r;
 }
@@ -511,20 +556,45 @@ CheckResult LostUpdates(const Model& m, const CheckConfig& config) {
   return r;
 }
 
+// The first grant of `lock` after `t`, or null.
+const Grant* NextGrant(const Model& m, const std::string& lock, int64_t t) {
+  const std::vector<Grant>& grants = m.grants.at(lock);
+  auto next = std::upper_bound(grants.begin(), grants.end(), t,
+                               [](int64_t time, const Grant& g) { return time < g.ok_ns; });
+  return next == grants.end() ? nullptr : &*next;
+}
+
+// Whether `next`, the first grant of `lock` after a strike at `t`, also took
+// (AcquireAll) another lock whose holder was struck later than t and which
+// it was the first grant of since: its wait then measures that strike.
+bool MeasuresALaterStrike(const Model& m, const std::string& lock, int64_t t, const Grant& next) {
+  for (const std::string& other : m.group_locks.at(next.group)) {
+    if (other == lock) continue;
+    for (const Hold& k : m.holds.at(other)) {
+      if (k.ended_by == nullptr || k.end_ns <= t || k.end_ns >= next.ok_ns) continue;
+      const Grant* after = NextGrant(m, other, k.end_ns);
+      if (after != nullptr && after->group == next.group) return true;
+    }
+  }
+  return false;
+}
+
 CheckResult Liveness(const Model& m, const CheckConfig& config) {
   Examples examples(config.max_examples);
-  int64_t ended = 0, unmeasured = 0, over = 0;
+  int64_t ended = 0, unmeasured = 0, over = 0, shadowed = 0;
   std::vector<int64_t> delays;
   for (const auto& [lock, list] : m.holds) {
-    const std::vector<Grant>& grants = m.grants.at(lock);
     for (const Hold& h : list) {
       if (h.ended_by == nullptr) continue;
       ++ended;
       const int64_t t = h.end_ns;
-      auto next = std::upper_bound(grants.begin(), grants.end(), t,
-                                   [](int64_t time, const Grant& g) { return time < g.ok_ns; });
-      if (next == grants.end()) {
+      const Grant* next = NextGrant(m, lock, t);
+      if (next == nullptr) {
         ++unmeasured;
+        continue;
+      }
+      if (MeasuresALaterStrike(m, lock, t, *next)) {
+        ++shadowed;
         continue;
       }
       const int64_t delay = next->ok_ns - t;
@@ -547,6 +617,7 @@ CheckResult Liveness(const Model& m, const CheckConfig& config) {
               {"holds_ended", ended},
               {"measured", static_cast<int64_t>(delays.size())},
               {"unmeasured", unmeasured},
+              {"shadowed", shadowed},
               {"over_bound", over},
               {"regrant_p50_ns", Percentile(delays, 50)},
               {"regrant_max_ns", delays.empty() ? 0 : delays.back()}};
@@ -577,13 +648,19 @@ CheckResult Fairness(const Model& m, const CheckConfig& config) {
       for (const Acquire* a : waiting) {
         // A first acquire may have reached the replica long after its stamp.
         if (a->first_of_process) continue;
-        if (a->invoke->time_ns + slack >= b_invoke || b->done_ns + slack >= a->done_ns) continue;
+        // Who was granted first is told by the tokens, not by the ok stamps:
+        // a worker reports its grant after its client's own work (a unary
+        // client renews a lease it waited for before it returns), so two
+        // grants that hold together (readers, permits) may be stamped in
+        // either order.
+        if (a->invoke->time_ns + slack >= b_invoke || b->token >= a->token) continue;
         ++violations;
-        examples.Add(true, b->done_ns, key.first,
-                     absl::StrCat("on ", key.second, ": p", b->invoke->process, " invoked at ",
-                                  Secs(b_invoke), " and was granted at ", Secs(b->done_ns),
-                                  " before p", a->invoke->process, " invoked at ",
-                                  Secs(a->invoke->time_ns), " and granted at ", Secs(a->done_ns)));
+        examples.Add(
+            true, b->done_ns, key.first,
+            absl::StrCat("on ", key.second, ": p", b->invoke->process, " invoked at ",
+                         Secs(b_invoke), " was granted token ", b->token, " (at ", Secs(b->done_ns),
+                         ") before p", a->invoke->process, " invoked at ", Secs(a->invoke->time_ns),
+                         " (token ", a->token, " at ", Secs(a->done_ns), ")"));
       }
       waiting.push_back(b);
     }

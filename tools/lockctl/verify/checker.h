@@ -17,15 +17,21 @@
 // The checks, in report order (CheckResult::name):
 //   1. "exclusion": per lock, holds compared in time. Two holds, one of them
 //      exclusive, certain at the same moment: a violation. Overlapping only
-//      after one's certain lease: an "expired overlap", counted apart (not a
-//      failure: fencing must catch it). Shared holds overlapping: counted
+//      after one's certain lease: an "expired overlap" (a holder still inside
+//      the critical section after its lease ended while another held the
+//      lock), counted apart and a failure too: a correct deployment with
+//      clients that check their lease before acting never shows one (the
+//      workers do; only a paused client, or a lease lost under its holder,
+//      does). As context, the fenced writes holds made after their certain
+//      lease (late_writes) and how many the fenced counter rejected
+//      (late_writes_rejected). Shared holds overlapping: counted
 //      (reader_overlaps); a lock whose readers never overlapped although at
 //      least CheckConfig::min_reader_chances shared acquires arrived while
 //      only readers held it and no exclusive acquire was pending fails
 //      (a read-write lock that serializes readers). Semaphores: at the start
 //      of every hold, the permits of the certain holds at that moment above
 //      the limit is a violation; above it only counting expired holds, an
-//      expired overlap.
+//      expired overlap (a failure, as above).
 //   2. "fencing": per lock, first grants' tokens never repeat, and a grant
 //      whose invoke came after another's ok has the larger token. Writes to
 //      the fenced counter, replayed in history order: a write accepted with a
@@ -44,15 +50,26 @@
 //      event to the lock's next grant to anyone (the workload keeps its locks
 //      wanted). Bound: CheckConfig::session_liveness_bound for a hold taken
 //      with api session, else the hold's ttl_ns + unary_liveness_grace. Over
-//      the bound: a failure. No later grant before the end: unmeasured.
+//      the bound: a failure. No later grant before the end: unmeasured. A
+//      next grant that also took (AcquireAll) another lock whose holder was
+//      struck later, and was that lock's first grant since, waited for that
+//      strike too: "shadowed", measured for the later strike only (a run
+//      with unary holds on AcquireAll's locks saw a lock come back 20 s after
+//      its strike, 10 s after its lease ended, because every acquire of it
+//      also needed a lock struck 10 s later).
 //   5. "fairness": acquires, grants, wait percentiles (ok - invoke of granted
 //      acquires), errors of acquires and releases by code (fail and info),
 //      and FIFO violations among the waiters of one replica (acquires with
 //      the same lock and replica, both granted, A invoked more than
-//      CheckConfig::fifo_slack before B and granted more than fifo_slack after
-//      it; A not its process's first acquire, which may have waited for the
-//      worker's connection before it left). A FIFO violation is a failure;
-//      acquires without a replica are not compared.
+//      CheckConfig::fifo_slack before B, and B granted first: B's fencing
+//      token below A's, since tokens grow with every grant of a lock; A not
+//      its process's first acquire, which may have waited for the worker's
+//      connection before it left). The ok stamps do not order grants: a
+//      worker reports its grant after its client's own work (a unary client
+//      renews a lease it waited for before it returns), so readers or
+//      semaphore holders granted together are stamped in either order. A
+//      FIFO violation is a failure; acquires without a replica are not
+//      compared.
 //
 // Counts are named snake_case; a count whose name ends in `_ns` is a
 // duration (printed as one in text). Every check reports its counts even
@@ -92,10 +109,11 @@ struct CheckConfig {
   // within its ttl plus the grace.
   absl::Duration session_liveness_bound = absl::Seconds(2);
   absl::Duration unary_liveness_grace = absl::Seconds(2);
-  // FIFO: invokes and grants closer than this are not ordered: the worker's
-  // stamp is taken before its request reaches the replica (a first acquire,
-  // not compared, was seen arriving 60 ms late while its worker connected;
-  // the rest is room for a loaded machine's scheduling).
+  // FIFO: invokes closer than this are not ordered: the worker's stamp is
+  // taken before its request reaches the replica (a first acquire, not
+  // compared, was seen arriving 60 ms late while its worker connected; the
+  // rest is room for a loaded machine's scheduling). Grants are ordered by
+  // their tokens, exactly.
   absl::Duration fifo_slack = absl::Milliseconds(100);
   // Exclusion: shared acquires arriving while only readers held the lock
   // needed before "readers never overlapped" is a failure.

@@ -188,19 +188,65 @@ TEST(CheckTest, OverlapInsideBothCertainLeasesIsAnExclusionViolation) {
   EXPECT_EQ(ExitCodeFor(report), kVerifyFailed);
 }
 
-TEST(CheckTest, OverlapAfterTheLeaseIsAnExpiredOverlapNotAViolation) {
+TEST(CheckTest, OverlapAfterTheLeaseIsAnExpiredOverlapThatFailsExclusion) {
   // p1's lease (ttl 100 ms from its invoke at 0) ended before p2's grant at
   // 300 ms, but p1 left its critical section only at 500 ms (a paused holder).
   History h;
   h.Acquire({1, "m", 0, 1, 1, 100}).Acquire({2, "m", 50, 300, 2}).Release(1, "m", 500, 99);
   h.Release(2, "m", 600);
-  CheckResult c = *Check(h.events(), CheckConfig()).Find("exclusion");
-  EXPECT_TRUE(c.passed) << c.failure;
+  CheckReport report = Check(h.events(), CheckConfig());
+  const CheckResult& c = *report.Find("exclusion");
+  EXPECT_FALSE(c.passed);
   EXPECT_EQ(c.Count("violations"), 0);
   EXPECT_EQ(c.Count("expired_overlaps"), 1);
-  EXPECT_THAT(c.note, HasSubstr("fenced counter must have rejected"));
+  EXPECT_EQ(c.failure, "1 expired overlaps (a holder still inside after its lease ended)");
   ASSERT_EQ(c.examples.size(), 1u);
   EXPECT_THAT(c.examples[0].text, HasSubstr("expired overlap: p1"));
+  EXPECT_EQ(ExitCodeFor(report), kVerifyFailed);
+}
+
+TEST(CheckTest, LateWritesOfAnExpiredHolderAreCountedWithWhatFencingRejected) {
+  // p1 (lease until 100 ms) read 0 and wrote at 450 ms, after p2 (token 2)
+  // had read 0 and written 1: the fenced counter rejected p1's write, the
+  // unfenced one took it and lost p2's update.
+  History h;
+  h.Acquire({1, "m", 0, 1, 1, 100}).Acquire({2, "m", 50, 300, 2});
+  h.Write(2, "m", 310, Counter::kFenced, 2, 0).Write(2, "m", 311, Counter::kUnfenced, 2, 0);
+  h.Release(2, "m", 320);
+  h.Write(1, "m", 450, Counter::kFenced, 1, 0, /*accepted=*/false);
+  h.Write(1, "m", 451, Counter::kUnfenced, 1, 0);
+  h.Release(1, "m", 500);
+  CheckReport report = Check(h.events(), CheckConfig());
+  const CheckResult& exclusion = *report.Find("exclusion");
+  EXPECT_FALSE(exclusion.passed);
+  EXPECT_EQ(exclusion.Count("expired_overlaps"), 1);
+  EXPECT_EQ(exclusion.Count("late_writes"), 1);
+  EXPECT_EQ(exclusion.Count("late_writes_rejected"), 1);
+  EXPECT_THAT(exclusion.note,
+              HasSubstr("holders wrote 1 times after their lease ended; fencing rejected 1"));
+  const CheckResult& fencing = *report.Find("fencing");
+  EXPECT_TRUE(fencing.passed) << fencing.failure;
+  EXPECT_EQ(fencing.Count("stale_writes_rejected"), 1);
+  const CheckResult& lost = *report.Find("lost-updates");
+  EXPECT_TRUE(lost.passed) << lost.failure;
+  EXPECT_EQ(lost.Count("fenced_lost"), 0);
+  EXPECT_EQ(lost.Count("unfenced_lost"), 1);
+  std::ostringstream text;
+  PrintReportText(report, text);
+  EXPECT_THAT(text.str(), EndsWith("verify: FAILED (exclusion)\n"));
+}
+
+TEST(CheckTest, AHolderThatLeavesBeforeItsLeaseEndsHasNoExpiredOverlap) {
+  // p1's lease ends at 100 ms; it wrote at 60 ms and left at 90 ms; p2 was
+  // granted at 300 ms.
+  History h;
+  h.Acquire({1, "m", 0, 1, 1, 100}).Write(1, "m", 60, Counter::kFenced, 1, 0);
+  h.Release(1, "m", 90).Acquire({2, "m", 50, 300, 2}).Release(2, "m", 400);
+  CheckResult c = *Check(h.events(), CheckConfig()).Find("exclusion");
+  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_EQ(c.Count("expired_overlaps"), 0);
+  EXPECT_EQ(c.Count("late_writes"), 0);
+  EXPECT_EQ(c.note, "");
 }
 
 TEST(CheckTest, AClientBoundReportedOnTheHoldExtendsItsCertainLease) {
@@ -320,9 +366,10 @@ TEST(CheckTest, ASemaphoreOverItsLimitOnlyWithExpiredLeasesIsAnExpiredOverlap) {
   h.Acquire({2, "sem", 150, 200, 2, 10'000, LockKind::kSemaphore, 1, 2});
   h.Release(1, "sem", 300).Release(2, "sem", 310);
   CheckResult c = *Check(h.events(), CheckConfig()).Find("exclusion");
-  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_FALSE(c.passed);
   EXPECT_EQ(c.Count("expired_overlaps"), 1);
   EXPECT_EQ(c.Count("semaphore_over_limit"), 0);
+  EXPECT_THAT(c.failure, HasSubstr("1 expired overlaps"));
 }
 
 TEST(CheckTest, ARepeatedTokenFailsFencing) {
@@ -455,6 +502,42 @@ TEST(CheckTest, LivenessMeasuresTheNextGrantAfterAHoldersDeath) {
   EXPECT_TRUE(Check(h.events(), config).Find("liveness")->passed);
 }
 
+TEST(CheckTest, AnAcquireAllThatAlsoWaitedForALaterStrikeMeasuresThatOne) {
+  // p1 holds "a" (unary, ttl 1 s) and is killed at 100 ms; p2 holds "b" and
+  // is killed at 1000 ms. p3's AcquireAll of both is granted at 2100 ms:
+  // 1.1 s after p2's strike, 2.0 s after p1's, which it measures no more
+  // than b's holder let it.
+  History h;
+  h.Acquire({1, "a", 0, 10, 1, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Nemesis(Op::kKill, 1, 100);
+  h.Acquire({2, "b", 500, 510, 1, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Nemesis(Op::kKill, 2, 1000);
+  h.Acquire({3, "a", 1200, 2100, 2, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Acquire({3, "b", 1200, 2101, 2, 1'000, LockKind::kExclusive, 0, 0, Api::kUnary});
+  h.Release(3, "a", 2200).Release(3, "b", 2201);
+  // The checker orders events by time: p3's two invokes, then its two oks
+  // (an AcquireAll).
+  const std::vector<Event>& events = h.events();
+  CheckConfig config;
+  config.unary_liveness_grace = absl::Milliseconds(500);  // bound: 1.5 s
+  CheckResult c = *Check(events, config).Find("liveness");
+  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_EQ(c.Count("holds_ended"), 2);
+  EXPECT_EQ(c.Count("measured"), 1);
+  EXPECT_EQ(c.Count("shadowed"), 1);
+  EXPECT_EQ(c.Count("regrant_max_ns"), 1101 * kMs);
+
+  // Taken alone, "a" came back 2.0 s after its strike: over the bound.
+  std::vector<Event> alone;
+  for (const Event& e : events) {
+    if (e.process != 3 || e.lock != "b") alone.push_back(e);
+  }
+  CheckResult single = *Check(alone, config).Find("liveness");
+  EXPECT_FALSE(single.passed);
+  EXPECT_EQ(single.Count("shadowed"), 0);
+  EXPECT_EQ(single.Count("over_bound"), 1);
+}
+
 TEST(CheckTest, LivenessWithoutALaterGrantIsUnmeasured) {
   History h;
   h.Acquire({1, "m", 0, 1, 1}).Nemesis(Op::kKill, 1, 10);
@@ -520,6 +603,35 @@ TEST(CheckTest, FifoIgnoresOrderWithinTheSlack) {
   CheckConfig tight;
   tight.fifo_slack = absl::Milliseconds(50);
   EXPECT_FALSE(Check(h.events(), tight).Find("fairness")->passed);
+}
+
+TEST(CheckTest, FifoOrdersGrantsByTokenNotByWhenWorkersReportedThem) {
+  // Semaphore "sem" (limit 3): p1 holds 3 permits until 500 ms; p2 (1
+  // permit) waits from 20 ms, p3 (2 permits) from 200 ms. Both are granted
+  // at 500 ms in arrival order (tokens 2, 3), but p2's unary client renewed
+  // its lease before returning: p2 reported its grant 150 ms after p3.
+  History h = WarmedUp({1, 2, 3});
+  h.Acquire({1, "sem", 0, 1, 1, 10'000, LockKind::kSemaphore, 3, 3, Api::kSession, "r1"});
+  h.Acquire({2, "sem", 20, 655, 2, 10'000, LockKind::kSemaphore, 1, 3, Api::kUnary, "r1"});
+  h.Acquire({3, "sem", 200, 505, 3, 10'000, LockKind::kSemaphore, 2, 3, Api::kSession, "r1"});
+  h.Release(1, "sem", 500).Release(3, "sem", 700).Release(2, "sem", 710);
+  CheckResult c = *Check(h.events(), CheckConfig()).Find("fairness");
+  EXPECT_TRUE(c.passed) << c.failure;
+  EXPECT_EQ(c.Count("fifo_violations"), 0);
+
+  // Had the server granted p3 first (the smaller token), it would be one.
+  std::vector<Event> events = h.events();
+  for (Event& e : events) {
+    if (e.lock != "sem" || e.type != EventType::kOk || e.f != Op::kAcquire) continue;
+    if (e.process == 2) e.token = 3;
+    if (e.process == 3) e.token = 2;
+  }
+  CheckResult swapped = *Check(events, CheckConfig()).Find("fairness");
+  EXPECT_FALSE(swapped.passed);
+  EXPECT_EQ(swapped.Count("fifo_violations"), 1);
+  ASSERT_EQ(swapped.examples.size(), 1u);
+  EXPECT_THAT(swapped.examples[0].text,
+              HasSubstr("p3 invoked at 0.200s was granted token 2 (at 0.505s) before p2"));
 }
 
 TEST(CheckTest, FairnessCountsWaitsAndErrorsByCode) {
@@ -641,6 +753,25 @@ TEST_F(RunVerifyCheckTest, AnEditedHistoryFailsNamingEachCheck) {
   EXPECT_THAT(json.str(), HasSubstr(R"("name":"exclusion","passed":false)"));
   EXPECT_THAT(json.str(), HasSubstr(R"("name":"fencing","passed":false)"));
   EXPECT_THAT(json.str(), HasSubstr(R"("name":"lost-updates","passed":true)"));
+}
+
+TEST_F(RunVerifyCheckTest, AnEditedHistoryWithAHolderPastItsLeaseFailsExclusion) {
+  std::string text = Lines(CleanHistory().events());
+  // p0's first hold gets a 5 ms lease and leaves at 13 ms, after p1's grant
+  // at 12 ms.
+  Edit(text, R"("time_ns":0,"process":0,"type":"invoke","f":"acquire")", R"("ttl_ns":10000000000)",
+       R"("ttl_ns":5000000)");
+  Edit(text, R"("time_ns":8000000,"process":0,"type":"invoke","f":"release")",
+       R"("time_ns":8000000)", R"("time_ns":13000000)");
+  Edit(text, R"("time_ns":9000000,"process":0,"type":"ok","f":"release")", R"("time_ns":9000000)",
+       R"("time_ns":14000000)");
+  Save(text);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunVerifyCheck(path_, ReportFormat::kText, out, err), kVerifyFailed) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("expired_overlaps=1"));
+  EXPECT_THAT(out.str(), HasSubstr("violations=0"));
+  EXPECT_THAT(out.str(), HasSubstr("failed: 1 expired overlaps"));
+  EXPECT_THAT(out.str(), EndsWith("verify: FAILED (exclusion)\n"));
 }
 
 TEST_F(RunVerifyCheckTest, AMalformedOrMissingHistoryIsExit2NamingPathAndLine) {

@@ -32,7 +32,9 @@
 //                   looked: acquire ok, release invoke. A client with no finite
 //                   bound (a session hold while its stream is up) is recorded
 //                   as valid at the moment it looked (HistoryRecorder::
-//                   LeaseBoundNs)
+//                   LeaseBoundNs). Left out at the release of a hold the
+//                   nemesis paused: a client that was stopped cannot vouch
+//                   for its lease
 //   counter         fenced | unfenced: which of the referee's counters a write
 //                   went to (write, required there)
 //   read, wrote     the counter's value the worker read, and the value it

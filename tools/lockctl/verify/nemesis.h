@@ -10,13 +10,14 @@
 //    without releasing (its stream or connection drops unclosed); measured
 //    like a kill.
 //  * kPauseHolders: SIGSTOP a worker that writes the referee between its
-//    read and its write (the runner stops it as it serves the read) for
-//    twice the lease, then SIGCONT: the lease runs out under a holder that
-//    goes on writing. Not a fault lockd can
-//    prevent (no lock service can stop a paused process): it shows what the
-//    fenced resource catches and the unfenced one loses, so a run with it
-//    is expected to report expired overlaps (and usually lost unfenced
-//    updates), never a stale write the fenced counter accepted.
+//    lease check and its write (the runner stops it as its write arrives,
+//    and applies the write when it resumes) for twice the lease, then
+//    SIGCONT: the lease runs out under a holder that goes on writing. A
+//    deliberately broken client, not a fault lockd can prevent (no lock
+//    service can stop a paused process): a run with it fails exclusion
+//    (expired overlaps) every time, and shows what the fenced resource
+//    caught (its late writes rejected) and the unfenced one lost, never a
+//    stale write the fenced counter accepted.
 //
 // Thread-safety: NemesisPolicy is not thread-safe (the runner calls it under
 // its mutex).
@@ -44,7 +45,7 @@ absl::StatusOr<NemesisKind> ParseNemesis(absl::string_view text);
 // When to strike and whom: at most one strike per `interval`, the first one
 // `interval` after Start, on a candidate picked at random (the runner
 // passes the workers that can be struck now: holders, or for kPauseHolders
-// writers acquiring, to be stopped at their read). A strike due while there is no candidate
+// writers acquiring, to be stopped at their write). A strike due while there is no candidate
 // waits for one.
 class NemesisPolicy {
  public:

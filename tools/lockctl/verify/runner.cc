@@ -125,7 +125,8 @@ struct Slot {
   State state = State::kIdle;
   Task task;                     // the current task (kAcquiring .. kReleasing)
   std::vector<uint64_t> tokens;  // of the task's locks, once granted
-  bool pause_at_read = false;    // the nemesis stops it at its next read
+  bool pause_at_write = false;   // the nemesis stops it at its next write
+  bool paused_hold = false;      // its current hold was paused (no bound at release)
   bool killed = false;           // SIGKILLed (or killed at the time box): ignore it
   bool abandon = false;          // told to abandon at its next release
   bool paused = false;
@@ -450,17 +451,22 @@ std::vector<std::string> Run::Handle(int process, const std::vector<std::string>
   }
   if (what == "read" && req.size() == 3) {
     Referee::Counters c = referee_.Read(req[1], u64(2));
-    if (s.pause_at_read) {
-      // Stopped before it gets the value: it writes only after its lease
-      // ran out and the lock went on to others.
-      s.pause_at_read = false;
-      ::kill(s.pid, SIGSTOP);
-      s.paused = true;
-      s.resume_at = absl::Now() + 2 * o_.ttl + absl::Milliseconds(500);
-    }
     return {"value", absl::StrCat(c.fenced), absl::StrCat(c.unfenced)};
   }
   if (what == "write" && req.size() == 5) {
+    if (s.pause_at_write) {
+      // The worker checked its lease and sent the write: stopped now, its
+      // write lands when it resumes, after its lease ran out and the lock
+      // went on to others (a process paused between its check and its write).
+      s.pause_at_write = false;
+      ::kill(s.pid, SIGSTOP);
+      s.paused = true;
+      s.paused_hold = true;
+      s.resume_at = absl::Now() + 2 * o_.ttl + absl::Milliseconds(500);
+      mu_.Await(absl::Condition(
+          +[](Slot* slot) { return !slot->paused || slot->killed; }, &s));
+      if (s.killed) return {};
+    }
     const uint64_t token = u64(2);
     const int64_t fenced = i64(3), unfenced = i64(4);
     const bool accepted = referee_.Write(req[1], token, fenced, unfenced);
@@ -489,7 +495,11 @@ std::vector<std::string> Run::Handle(int process, const std::vector<std::string>
       return {"abandon"};
     }
     s.state = Slot::State::kReleasing;
-    const int64_t bound = history_->LeaseBoundNs(SteadyPoint(i64(2)));
+    // A client that was stopped cannot vouch for its lease after it
+    // resumes (a session's stream may have ended unseen): no bound.
+    std::optional<int64_t> bound;
+    if (!s.paused_hold) bound = history_->LeaseBoundNs(SteadyPoint(i64(2)));
+    s.paused_hold = false;
     RecordPerLock(s, EventType::kInvoke, Op::kRelease, [&](size_t i, Event& e) {
       e.token = i < s.tokens.size() ? s.tokens[i] : 0;
       e.valid_until_ns = bound;
@@ -526,9 +536,9 @@ void Run::Strike(Slot& s) {
       s.abandon = true;  // at its release (Handle)
       break;
     case NemesisKind::kPauseHolders:
-      // Past the lease (and the unary client's validity), at its read
-      // (Handle), so that the lock goes to others while it means to write.
-      s.pause_at_read = true;
+      // At its next write (Handle), for past its lease: the lock goes to
+      // others while its write is on the way.
+      s.pause_at_write = true;
       break;
     case NemesisKind::kNone:
       break;
@@ -550,9 +560,9 @@ void Run::NemesisLoop() {
     if (stopping_) continue;
     std::vector<int> candidates;
     for (auto& [process, s] : slots_) {
-      if (s.gone || s.killed || s.abandon || s.paused || s.pause_at_read) continue;
+      if (s.gone || s.killed || s.abandon || s.paused || s.pause_at_write) continue;
       if (o_.nemesis == NemesisKind::kPauseHolders) {
-        // A writer about to read (or to be granted): it will stop at its read.
+        // A writer acquiring: it will stop at its write.
         if (s.state != Slot::State::kAcquiring || !TaskWrites(s.task)) continue;
       } else if (s.state != Slot::State::kHolding) {
         continue;

@@ -231,6 +231,9 @@ bool DoTask(const Task& task, const WorkerConfig& config, Client& client, LineCh
   absl::SleepFor(task.hold);
   if (TaskWrites(task)) {
     for (size_t i = 0; i < leases.size(); ++i) {
+      // As a careful client does: no write on a lease its client no longer
+      // vouches for (it leaves, and releases, without it).
+      if (!leases[i].valid()) continue;
       if (!pipe.Call({"write", leases[i].name(), absl::StrCat(leases[i].fencing_token()),
                       absl::StrCat(values[i].first + 1), absl::StrCat(values[i].second + 1)})) {
         return false;

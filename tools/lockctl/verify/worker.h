@@ -19,9 +19,11 @@
 // says `granted` (tokens in the task's lock order) or `failed`; for each lock
 // it holds exclusive it reads the referee's two counters, sleeps HOLD_US (a
 // reader or a semaphore holder just sleeps), writes both plus one, then
-// releases. It never checks its lease between the read and the write: it is
-// the client that pauses at the wrong moment, and the referee's fencing is
-// what must catch it. On `abandon` it exits without releasing (_exit: its
+// releases. Just before each write it checks its lease (Lease::valid()) and
+// skips the write on one its client no longer vouches for, so that a worker
+// never writes after its own lease bound unless it is stopped between that
+// check and the write (the pause-holders nemesis: then the referee's fencing
+// must catch it). On `abandon` it exits without releasing (_exit: its
 // stream or connection drops). The parent stamps every event when the
 // request arrives: `next` is answered before the acquire is sent and
 // `release` before the release is. VALID_UNTIL_NS is Lease::valid_until() as
