@@ -75,6 +75,15 @@ touch "$OUT/commands.txt" "$OUT/lockbench.stderr"
 echo "# bench/service.sh $ARGS_USED ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(git -C "$ROOT" rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg))" >>"$OUT/commands.txt"
 
 service=(service --threads="$THREADS" --duration="$DURATION" --hold="$HOLD")
+# service_runs REP KIND [FLAGS...]: the service run of each API against the
+# server on LOCKD_PORT, labelled API-KIND.
+service_runs() {
+  local rep=$1 kind=$2 api; shift 2
+  for api in unary session; do
+    bench_json "$RESULTS" "$api-$kind" "$rep" "${service[@]}" --target="127.0.0.1:$LOCKD_PORT" \
+      --api="$api" "$@"
+  done
+}
 start_redis
 for backend in $BACKENDS; do
   start_servers "$backend"
@@ -91,14 +100,8 @@ for backend in $BACKENDS; do
   done
   log "backend $backend (load $(cut -d' ' -f1-3 /proc/loadavg))"
   for rep in $(seq 1 "$REPS"); do
-    for api in unary session; do
-      bench_json "$RESULTS" "$api-uncontended" "$rep" "${service[@]}" \
-        --target="127.0.0.1:$LOCKD_PORT" --api="$api"
-    done
-    for api in unary session; do
-      bench_json "$RESULTS" "$api-contended" "$rep" "${service[@]}" \
-        --target="127.0.0.1:$LOCKD_PORT" --api="$api" --contended --locks="$LOCKS"
-    done
+    service_runs "$rep" uncontended
+    service_runs "$rep" contended --contended --locks="$LOCKS"
   done
   stop_lockd
   stop_servers "$backend"
@@ -113,10 +116,7 @@ echo "lockbench_null_server 127.0.0.1:$LOCKD_PORT" >>"$OUT/commands.txt"
 CPU_PIDS="lockd=$LOCKD_PID"
 log "gRPC floor (load $(cut -d' ' -f1-3 /proc/loadavg))"
 for rep in $(seq 1 "$REPS"); do
-  for api in unary session; do
-    bench_json "$RESULTS" "$api-uncontended" "$rep" "${service[@]}" \
-      --target="127.0.0.1:$LOCKD_PORT" --api="$api"
-  done
+  service_runs "$rep" uncontended
 done
 stop_lockd
 

@@ -42,6 +42,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def run_json(test, cmd):
+    """Runs lockbench `cmd` (with --json); asserts it exits 0 and returns its
+    report."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    test.assertEqual(p.returncode, 0,
+                     "%s exited %d\nstdout: %s\nstderr: %s" %
+                     (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return json.loads(p.stdout)
+
+
 class LockbenchSmokeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -74,12 +84,8 @@ class LockbenchSmokeTest(unittest.TestCase):
         os.unlink(cls.log.name)
 
     def run_bench(self, *args):
-        cmd = [ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port, "--json"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, 0,
-                         "%s exited %d\nstdout: %s\nstderr: %s" %
-                         (" ".join(cmd), p.returncode, p.stdout, p.stderr))
-        report = json.loads(p.stdout)
+        report = run_json(self, [ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port,
+                                 "--json"])
         self.assertEqual(report["backend"], "memory")
         self.assertIs(report["ok"], True)
         return report
@@ -403,13 +409,8 @@ class LockbenchServiceSmokeTest(unittest.TestCase):
         cls.dir.cleanup()
 
     def run_service(self, port, *args):
-        cmd = [ARGS.lockbench, "service", "--target=127.0.0.1:%d" % port, "--duration=1s",
-               "--json", *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, 0,
-                         "%s exited %d\nstdout: %s\nstderr: %s" %
-                         (" ".join(cmd), p.returncode, p.stdout, p.stderr))
-        r = json.loads(p.stdout)
+        r = run_json(self, [ARGS.lockbench, "service", "--target=127.0.0.1:%d" % port,
+                            "--duration=1s", "--json", *args])
         self.assertEqual(r["scenario"], "service")
         self.assertIs(r["ok"], True)
         self.assertEqual(r["errors"], 0)
