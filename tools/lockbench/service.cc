@@ -44,7 +44,8 @@ struct ThreadFigures {
   std::map<absl::StatusCode, int64_t> errors;
 };
 
-// One contended lock: its Lockable, and what its holders check.
+// One contended lock: its Lockable, and what its holders check. Shared by
+// the threads of the lock: Lockable is thread-safe, the rest are atomics.
 struct ContendedLock {
   ContendedLock(const Client& client, std::string name, AcquireOptions options)
       : lockable(client, std::move(name), std::move(options)) {}
@@ -57,6 +58,8 @@ struct ContendedLock {
   std::atomic<int64_t> token_regressions{0};
 };
 
+// The run's clock. start and deadline are set before the threads are let go
+// (absl::Notification orders them), then only read; end is atomic.
 struct Run {
   int64_t start = 0, deadline = 0;
   std::atomic<int64_t> end{0};  // when the last pair or critical section ended
