@@ -157,25 +157,41 @@ stop_lockd() {
 # against the running lockd; its JSON object, with "label", "rep" and the
 # 1-minute load average before it ("load1_before") added, is appended to
 # RESULTS, its command line to $OUT/commands.txt. A run that printed nothing
-# appends {"label", "rep", "failed": true, "exit"} instead.
+# appends {"label", "rep", "failed": true, "exit"} instead. With CPU_PIDS
+# set ("name=PID ..."), the object also gets the CPU seconds lockbench
+# ("cpu_client_s") and each named process ("cpu_NAME_s") used during the run.
 bench_json() {
   local results=$1 label=$2 rep=$3; shift 3
-  local load out rc=0
+  local load out rc=0 spec cpu="" ticks=()
   load=$(cut -d' ' -f1 /proc/loadavg)
   echo "lockbench $*" >>"$OUT/commands.txt"
-  out=$("$LOCKBENCH" "$@" --json 2>>"$OUT/lockbench.stderr") || rc=$?
+  local timer=()
+  if [[ -n ${CPU_PIDS:-} ]]; then
+    timer=(/usr/bin/time -f "%U %S" -o "$WORK/time.txt")
+    for spec in $CPU_PIDS; do ticks+=("$(cpu_ticks "${spec#*=}")"); done
+  fi
+  out=$("${timer[@]}" "$LOCKBENCH" "$@" --json 2>>"$OUT/lockbench.stderr") || rc=$?
+  if [[ -n ${CPU_PIDS:-} ]]; then
+    local i=0
+    for spec in $CPU_PIDS; do
+      cpu+="$(awk -v n="${spec%%=*}" -v d=$(($(cpu_ticks "${spec#*=}") - ticks[i])) -v t="$TICK" \
+        'BEGIN {printf "\"cpu_%s_s\": %.2f,", n, d / t}') "
+      i=$((i + 1))
+    done
+    cpu+="$(awk '{printf "\"cpu_client_s\": %.2f,", $1 + $2}' "$WORK/time.txt" 2>/dev/null || true) "
+  fi
   if [[ -z $out ]]; then
     log "  $label rep $rep FAILED (exit $rc): $(tail -1 "$OUT/lockbench.stderr")"
     echo "{\"label\": \"$label\", \"rep\": $rep, \"failed\": true, \"exit\": $rc}" >>"$results"
     return 0
   fi
-  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, /" >>"$results"
+  echo "$out" | sed "s/^{/{\"label\": \"$label\", \"rep\": $rep, \"load1_before\": $load, \"exit\": $rc, $cpu/" >>"$results"
   log "  $label rep $rep: $(echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 keys = ["backend", "scenario", "cs_per_s", "pairs_per_s", "acquire_p99_ms", "fairness",
         "max_concurrent_readers", "max_permits_held", "wait_timeouts", "lost_updates",
-        "exclusion_violations", "ok"]
+        "exclusion_violations", "errors", "ok"]
 print(" ".join("%s=%s" % (k, round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keys if k in r))')"
 }
 

@@ -70,6 +70,21 @@ Scenarios:
                timeouts (a deadlock would show here) and violations.
                rw, semaphore and acquire-all: unary calls on event loops
                only (not --api=session, --sync-client or --direct-redis).
+  service      a service process: ONE lockd::Client (the C++ client library)
+               shared by --threads threads, each looping acquire, critical
+               section (--hold), release for --duration, on its own lock or,
+               with --contended, on lock i % --locks through a
+               lockd::Lockable with the Client's owner (the library's way to
+               exclude threads of one process: lockd sees one acquire per
+               lock at a time). --api sets the Client's use_sessions.
+               Reports pairs/s (contended: CS/s), acquire and release
+               latency, fairness (min/max per thread), errors by code
+               (errors_<CODE>) and, contended, lost updates of a per-lock
+               counter and fencing tokens that did not increase; any of
+               these makes exit status 1. Not with --clients,
+               --client-threads, --sync-client or --direct-redis (the
+               direct baseline is `uncontended --direct-redis --clients=N`);
+               bench/service.sh runs it beside its floors.
 
 Common flags:
   --target=HOST:PORT[,HOST:PORT...]  lockd address(es), clients round-robin
@@ -139,6 +154,15 @@ semaphore:
   --permits=K          permits each acquire takes, 1-limit (1)
 acquire-all:
   --names=N            locks the pairs are drawn from (8)
+service:
+  --threads=N          threads sharing the one Client (64)
+  --duration=DUR       how long to run (5s)
+  --hold=DUR           time in each critical section, asleep (0: none)
+  --contended          the threads share --locks locks instead of one each
+  --locks=L            --contended: the locks (8)
+  --wait=DUR           --contended: bound of each waiting acquire (10s)
+  --lease=DUR          every hold's lease (10s); with --api=session at least
+                       7s (the Client holds shorter leases by unary calls)
 
 Exit status: 0 ok, 1 the run failed or found broken exclusion, 2 bad usage.
 )";
@@ -147,6 +171,7 @@ struct Flags {
   std::map<std::string, std::string> values;
   bool json = false;
   bool sync_client = false;
+  bool contended = false;
 };
 
 // --name=value, --name value, or --json. Unknown names are errors.
@@ -171,6 +196,10 @@ absl::StatusOr<Flags> ParseFlags(const std::vector<std::string>& args,
       }
       if (name == "sync-client") {
         f.sync_client = true;
+        continue;
+      }
+      if (name == "contended") {
+        f.contended = true;
         continue;
       }
       if (i + 1 >= args.size()) {
@@ -243,6 +272,8 @@ int Main(int argc, char** argv) {
     known.insert({"duration", "hold", "wait", "limit", "permits"});
   } else if (scenario == "acquire-all") {
     known.insert({"duration", "hold", "wait", "names"});
+  } else if (scenario == "service") {
+    known.insert({"threads", "duration", "hold", "locks", "wait"});
   } else {
     std::cerr << "lockbench: unknown scenario \"" << scenario << "\" (see lockbench --help)\n";
     return 2;
@@ -251,6 +282,26 @@ int Main(int argc, char** argv) {
   if (!flags.ok()) {
     std::cerr << "lockbench: " << flags.status().message() << " (see lockbench --help)\n";
     return 2;
+  }
+
+  if (flags->contended && scenario != "service") {
+    std::cerr << "lockbench: --contended is a flag of the service scenario only\n";
+    return 2;
+  }
+  if (scenario == "service") {
+    for (const char* name : {"clients", "client-threads", "direct-redis", "direct-prefix"}) {
+      if (flags->values.count(name) > 0) {
+        std::cerr << "lockbench: service takes --threads, not --" << name
+                  << " (one lockd::Client shared by the threads; the direct-Redis baseline is "
+                     "`lockbench uncontended --direct-redis=HOST:PORT --clients=N`)\n";
+        return 2;
+      }
+    }
+    if (flags->sync_client) {
+      std::cerr << "lockbench: service runs lockd::Client's blocking calls on its threads "
+                   "already; --sync-client does not apply\n";
+      return 2;
+    }
   }
 
   CommonOptions common;
@@ -302,6 +353,8 @@ int Main(int argc, char** argv) {
   RwOptions rw;
   SemaphoreOptions semaphore;
   AcquireAllOptions acquire_all;
+  ServiceOptions service;
+  service.contended = flags->contended;
   if (scenario == "holders") common.lease = absl::Seconds(2);
   contended.counter_redis = GetString(*flags, "counter-redis", "");
 
@@ -327,6 +380,8 @@ int Main(int argc, char** argv) {
       GetInt(*flags, "limit", &semaphore.limit, 1),
       GetInt(*flags, "permits", &semaphore.permits, 1),
       GetInt(*flags, "names", &acquire_all.names, 2),
+      GetInt(*flags, "threads", &service.threads, 1),
+      GetInt(*flags, "locks", &service.locks, 1),
   };
   if (scenario == "contended") {
     checks.push_back(GetDuration(*flags, "duration", &contended.max_duration));
@@ -334,6 +389,10 @@ int Main(int argc, char** argv) {
   } else if (hold_loop) {
     checks.push_back(GetDuration(*flags, "duration", &loop.duration));
     checks.push_back(GetDuration(*flags, "wait", &loop.wait));
+  } else if (scenario == "service") {
+    checks.push_back(GetDuration(*flags, "duration", &service.duration));
+    checks.push_back(GetDuration(*flags, "hold", &service.hold));
+    checks.push_back(GetDuration(*flags, "wait", &service.wait));
   } else {
     checks.push_back(GetDuration(*flags, "duration", &uncontended.duration));
   }
@@ -371,6 +430,12 @@ int Main(int argc, char** argv) {
               << "), so that the server renews every hold several times\n";
     return 2;
   }
+  if (scenario == "service" && api == "session" && common.lease < kServiceMinSessionLease) {
+    std::cerr << "lockbench: service: --lease must be at least "
+              << absl::FormatDuration(kServiceMinSessionLease)
+              << " with --api=session (lockd::Client holds shorter leases by unary calls)\n";
+    return 2;
+  }
   if (common.targets.empty()) {
     std::cerr << "lockbench: --target is empty\n";
     return 2;
@@ -391,6 +456,8 @@ int Main(int argc, char** argv) {
     report = RunSemaphore(common, semaphore);
   } else if (scenario == "acquire-all") {
     report = RunAcquireAll(common, acquire_all);
+  } else if (scenario == "service") {
+    report = RunService(common, service);
   } else {
     report = RunExpiry(common, expiry);
   }
@@ -407,7 +474,7 @@ int Main(int argc, char** argv) {
   bool passed = ok != nullptr && std::get<bool>(*ok);
   if (!passed)
     std::cerr << "lockbench " << scenario
-              << ": FAILED (see ok/lost_updates/lost/exclusion_violations above)\n";
+              << ": FAILED (see ok/lost_updates/lost/exclusion_violations/errors above)\n";
   return passed ? 0 : 1;
 }
 

@@ -28,6 +28,16 @@
 // the release it is about to send (an interval inside the server's hold),
 // that the holders it sees together are ones the kind allows; any other
 // overlap is counted (exclusion_violations, ok=false).
+//
+// service (service.cc) models a service process: ONE lockd::Client (the
+// client library, clients/cpp) shared by ServiceOptions::threads threads,
+// api = kSession meaning the Client's use_sessions. Each thread loops
+// acquire, critical section, release on its own lock, or, `contended`, on
+// lock i % locks through a lockd::Lockable (the Client's owner; the library's
+// mutex among threads of one process). Errors are counted by code, not
+// returned: any error, lost update or fencing token that did not increase
+// makes ok=false. Not with --direct-redis or --sync-client
+// (INVALID_ARGUMENT); common.clients is replaced by the thread count.
 
 #ifndef LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
 #define LOCKD_TOOLS_LOCKBENCH_SCENARIOS_H_
@@ -125,6 +135,22 @@ struct AcquireAllOptions {
   int names = 8;
 };
 
+// lockd::Client holds a lease on its session only when 2/3 of it, less the
+// drift, outlasts the channel's keepalive (2 s + 2 s by default): about
+// 6.1 s (lockd/client.h "Sessions"); it takes shorter leases by unary
+// calls, so RunService refuses them with api = kSession (INVALID_ARGUMENT).
+inline constexpr absl::Duration kServiceMinSessionLease = absl::Seconds(7);
+
+struct ServiceOptions {
+  int threads = 64;
+  absl::Duration duration = absl::Seconds(5);
+  // Time spent in each critical section (asleep); 0: release at once.
+  absl::Duration hold = absl::ZeroDuration();
+  bool contended = false;  // threads share `locks` locks; else one lock each
+  int locks = 8;
+  absl::Duration wait = absl::Seconds(10);  // contended: each waiting acquire's bound
+};
+
 struct ExpiryOptions {
   int chain = 3;  // clients per lock: one holder, chain-1 waiters; none releases
 };
@@ -138,6 +164,7 @@ absl::StatusOr<Report> RunHolders(const CommonOptions& common, const HoldersOpti
 absl::StatusOr<Report> RunExpiry(const CommonOptions& common, const ExpiryOptions& options);
 absl::StatusOr<Report> RunRw(const CommonOptions& common, const RwOptions& options);
 absl::StatusOr<Report> RunSemaphore(const CommonOptions& common, const SemaphoreOptions& options);
+absl::StatusOr<Report> RunService(const CommonOptions& common, const ServiceOptions& options);
 absl::StatusOr<Report> RunAcquireAll(const CommonOptions& common, const AcquireAllOptions& options);
 
 }  // namespace lockd::bench

@@ -13,6 +13,11 @@ LockbenchDirectRedisSmokeTest does the same for the direct-Redis baseline
 (--direct-redis: the redis backend's Lua scripts sent straight to Redis with
 hiredis, no lockd) against a private redis-server on a free loopback port.
 
+LockbenchServiceSmokeTest runs the `service` scenario (one lockd::Client
+shared by threads, each API, uncontended and contended) against lockd on the
+memory backend and against lockbench_null_server (the floor bench/service.sh
+measures).
+
 Run: python3 smoke_test.py --lockd PATH --lockbench PATH [TestClass ...]
 """
 
@@ -35,6 +40,16 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def run_json(test, cmd):
+    """Runs lockbench `cmd` (with --json); asserts it exits 0 and returns its
+    report."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    test.assertEqual(p.returncode, 0,
+                     "%s exited %d\nstdout: %s\nstderr: %s" %
+                     (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return json.loads(p.stdout)
 
 
 class LockbenchSmokeTest(unittest.TestCase):
@@ -69,12 +84,8 @@ class LockbenchSmokeTest(unittest.TestCase):
         os.unlink(cls.log.name)
 
     def run_bench(self, *args):
-        cmd = [ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port, "--json"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, 0,
-                         "%s exited %d\nstdout: %s\nstderr: %s" %
-                         (" ".join(cmd), p.returncode, p.stdout, p.stderr))
-        report = json.loads(p.stdout)
+        report = run_json(self, [ARGS.lockbench, *args, "--target=127.0.0.1:%d" % self.port,
+                                 "--json"])
         self.assertEqual(report["backend"], "memory")
         self.assertIs(report["ok"], True)
         return report
@@ -360,9 +371,113 @@ class LockbenchDirectRedisSmokeTest(unittest.TestCase):
         self.assertEqual(int(rows["not_acquired"]), 0)
 
 
+def start_server(cmd, log):
+    """Starts `cmd` (lockd or lockbench_null_server) logging to `log`; returns
+    the process once it logs "serving on". Raises if it does not within 30 s."""
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while time.time() < deadline and proc.poll() is None:
+        with open(log.name) as f:
+            if "serving on" in f.read():
+                return proc
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    with open(log.name) as f:
+        raise RuntimeError("%s did not start:\n%s" % (cmd[0], f.read()))
+
+
+class LockbenchServiceSmokeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory(prefix="lockd-lockbench-service-")
+        cls.lockd_log = open(os.path.join(cls.dir.name, "lockd.log"), "w")
+        cls.null_log = open(os.path.join(cls.dir.name, "null.log"), "w")
+        cls.lockd_port, cls.null_port = free_port(), free_port()
+        cls.lockd = start_server([ARGS.lockd, "--listen=127.0.0.1:%d" % cls.lockd_port,
+                                  "--backend=memory"], cls.lockd_log)
+        cls.null = start_server([ARGS.null_server, "127.0.0.1:%d" % cls.null_port],
+                                cls.null_log)
+
+    @classmethod
+    def tearDownClass(cls):
+        for proc in (cls.lockd, cls.null):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        cls.lockd_log.close()
+        cls.null_log.close()
+        cls.dir.cleanup()
+
+    def run_service(self, port, *args):
+        r = run_json(self, [ARGS.lockbench, "service", "--target=127.0.0.1:%d" % port,
+                            "--duration=1s", "--json", *args])
+        self.assertEqual(r["scenario"], "service")
+        self.assertIs(r["ok"], True)
+        self.assertEqual(r["errors"], 0)
+        self.assertEqual([k for k in r if k.startswith("errors_")], [])
+        self.assertLessEqual(r["acquire_p50_ms"], r["acquire_p99_ms"])
+        self.assertGreater(r["fairness"], 0)
+        self.assertLessEqual(r["fairness"], 1)
+        return r
+
+    def test_threads_share_one_client_for_pairs(self):
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                r = self.run_service(self.lockd_port, "--threads=8", "--api=" + api)
+                self.assertEqual(r["backend"], "memory")
+                self.assertEqual(r["api"], api)
+                self.assertEqual(r["threads"], 8)
+                self.assertEqual(r["clients"], 8)
+                self.assertIs(r["contended"], False)
+                self.assertGreater(r["pairs"], 0)
+                self.assertGreater(r["pairs_per_s"], 0)
+                self.assertEqual(r["acquire_samples"], r["pairs"])
+                self.assertEqual(r["release_samples"], r["pairs"])
+                self.assertGreater(r["per_thread_min"], 0)
+
+    def test_contended_threads_exclude_each_other(self):
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                r = self.run_service(self.lockd_port, "--threads=6", "--contended",
+                                     "--locks=2", "--hold=1ms", "--api=" + api)
+                self.assertIs(r["contended"], True)
+                self.assertEqual(r["locks"], 2)
+                self.assertEqual(r["hold_ms"], 1)
+                self.assertGreater(r["critical_sections"], 0)
+                self.assertGreater(r["cs_per_s"], 0)
+                self.assertEqual(r["acquire_samples"], r["critical_sections"])
+                self.assertEqual(r["lost_updates"], 0)
+                self.assertEqual(r["token_regressions"], 0)
+
+    def test_floor_runs_against_the_null_server(self):
+        for api in ("unary", "session"):
+            with self.subTest(api=api):
+                r = self.run_service(self.null_port, "--threads=8", "--api=" + api)
+                self.assertEqual(r["backend"], "grpc-floor")
+                self.assertGreater(r["pairs"], 0)
+
+    def test_usage_errors(self):
+        for args, says in ((["--clients=4"], "--threads"),
+                           (["--direct-redis=127.0.0.1:1"], "--threads"),
+                           (["--sync-client"], "--sync-client"),
+                           (["--api=session", "--lease=2s"], "--lease"),
+                           (["--threads=0"], "--threads")):
+            with self.subTest(args=args):
+                p = subprocess.run([ARGS.lockbench, "service", *args,
+                                    "--target=127.0.0.1:%d" % self.lockd_port],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
+        p = subprocess.run([ARGS.lockbench, "uncontended", "--contended"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--contended", p.stderr)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--lockd", required=True)
     parser.add_argument("--lockbench", required=True)
+    parser.add_argument("--null-server", help="lockbench_null_server (LockbenchServiceSmokeTest)")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
