@@ -228,7 +228,9 @@ local function ahead()
     queued = #all > 0
     for _, m in ipairs(all) do
       if m == me then break end
-      if not (m:sub(1, #rep) == rep and m:sub(#rep + 1, #rep + 2) == 'S|') then out[#out + 1] = m end
+      if not (rep and m:sub(1, #rep) == rep and m:sub(#rep + 1, #rep + 2) == 'S|') then
+        out[#out + 1] = m
+      end
     end
     return out
   end
