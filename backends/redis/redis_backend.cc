@@ -430,12 +430,10 @@ class RedisBackend final : public Backend,
   }
 
   // The acquire script for `p`: a first try or the head of the queue may
-  // take a free lock, as may readers tried together; a waiter behind others
-  // of this process only re-enters or replays (scripts.h: kMayTakeFree,
-  // kJoinReaders, kReenterOnly).
+  // take a free lock; a waiter behind others of this process only re-enters
+  // or replays (scripts.h: kMayTakeFree, kReenterOnly).
   Command AcquireCommand(const AcquireParams& p, TryKind kind) const {
     const char* try_kind = kind == TryKind::kFirst || kind == TryKind::kHead ? redis::kMayTakeFree
-                           : kind == TryKind::kJoin                          ? redis::kJoinReaders
                                                                              : redis::kReenterOnly;
     const char* mode = p.limit > 0 ? "M" : p.mode == LockMode::kShared ? "S" : "X";
     redis::LockKeys k = keys_.KeysFor(p.key);
@@ -503,9 +501,6 @@ class RedisBackend final : public Backend,
     };
     Send(cmd);
   }
-
-  // A burst of readers is admitted in one round of scripts (kJoinReaders).
-  bool TriesReadersTogether() const override { return true; }
 
   // Retries come from release messages; the timer covers what sends none: a
   // lease that ends without a release, a queue entry of another replica that

@@ -25,14 +25,8 @@ namespace lockd::redis {
 // waiters. kReenterOnly ('r'): a waiter behind others of this replica; it
 // must not jump that queue, so it only re-enters a lock its owner holds (or
 // replays a request_id) and leaves a new grant to the head.
-// kJoinReaders ('j'): a SHARED waiter tried beside the others of its replica
-// right after a SHARED grant (WaitEngine's joiners); it may take a place
-// beside the holders, but, as its replica's calls do not come one at a
-// time here, it passes no entry ahead of its own but its replica's SHARED
-// ones (else the next head's attempt, with 'n', admits it).
 inline constexpr char kMayTakeFree[] = "n";
 inline constexpr char kReenterOnly[] = "r";
-inline constexpr char kJoinReaders[] = "j";
 
 // The Lua every script below starts with (Prelude() prepends it): clock()
 // reads TIME once per script (now_ms, and now_us in microseconds); the
@@ -162,7 +156,6 @@ local owner, ttl, rid, try, fttl, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARG
 local mode, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local me, join, life = ARGV[10], ARGV[11], ARGV[12]
 local rep = join == '1' and me:match('^[^|]*|')
-local may_take = try == 'n' or try == 'j'
 local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl',
                      'kind', 'limit')
 local queued = true  -- false once the queue was read empty
@@ -223,17 +216,6 @@ end
 local function mine(m) return m == me or (rep and m:sub(1, #rep) == rep) end
 -- the entries this call waits behind; reads only the first when it is mine
 local function ahead()
-  if try == 'j' then
-    local all, out = redis.call('ZRANGE', queue, 0, -1), {}
-    queued = #all > 0
-    for _, m in ipairs(all) do
-      if m == me then break end
-      if not (rep and m:sub(1, #rep) == rep and m:sub(#rep + 1, #rep + 2) == 'S|') then
-        out[#out + 1] = m
-      end
-    end
-    return out
-  end
   local first = redis.call('ZRANGE', queue, 0, 0)[1]
   queued = first ~= nil
   if not first or mine(first) then return {} end
@@ -332,7 +314,7 @@ if mode == 'S' and h[8] ~= 'M' then
     if rid ~= '' and r.k == 'a' and r.i == rid then return {1, r.n, r.t, r.l} end
     return reenter(r)
   end
-  if not may_take then return wait_reply() end
+  if try ~= 'n' then return wait_reply() end
 elseif h[8] then
   hs, n = holders(lock, true)
 end
@@ -363,13 +345,13 @@ if n > 0 then
     end
     return reenter(r)
   end
-  if not may_take or mode == 'X' then return wait_reply() end
+  if try ~= 'n' or mode == 'X' then return wait_reply() end
   if mode == 'M' then
     local used = permits
     for _, o in pairs(hs) do used = used + o.p end
     if used > limit then return wait_reply() end
   end
-elseif n == 0 and not may_take then
+elseif n == 0 and try ~= 'n' then
   return wait_reply()
 end
 
