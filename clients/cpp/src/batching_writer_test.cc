@@ -1,0 +1,186 @@
+// BatchingWriter: what leaves in which write (docs/api.md "Batches on a
+// Session"), with a write function the test holds in flight.
+
+#include "clients/cpp/src/batching_writer.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace lockd::client_internal {
+namespace {
+
+v1::SessionRequest ReleaseOp(uint64_t op_id, std::string name = "x") {
+  v1::SessionRequest req;
+  req.mutable_release()->set_op_id(op_id);
+  req.mutable_release()->mutable_request()->set_name(std::move(name));
+  return req;
+}
+
+// The op_ids a write carried: one for a lone op, each op's for a batch.
+std::vector<uint64_t> OpIds(const v1::SessionRequest& msg) {
+  std::vector<uint64_t> ids;
+  if (!msg.has_batch()) return {msg.release().op_id()};
+  for (const v1::SessionRequest& op : msg.batch().ops()) ids.push_back(op.release().op_id());
+  return ids;
+}
+
+std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
+  std::vector<uint64_t> ids;
+  for (uint64_t id = first; id <= last; ++id) ids.push_back(id);
+  return ids;
+}
+
+// The stream side: records each write; the first write stays in flight
+// until Release() when Hold() was called.
+class Wire {
+ public:
+  BatchingWriter::WriteFn Fn() {
+    return [this](const v1::SessionRequest& msg) {
+      std::unique_lock<std::mutex> l(mu_);
+      writes_.push_back(msg);
+      ++in_flight_;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return !held_; });
+      --in_flight_;
+      return ok_;
+    };
+  }
+  void Hold() {
+    std::lock_guard<std::mutex> l(mu_);
+    held_ = true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+  void FailWrites() {
+    std::lock_guard<std::mutex> l(mu_);
+    ok_ = false;
+  }
+  // Waits until a write is in flight (held).
+  bool AwaitInFlight() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(10), [&] { return in_flight_ > 0; });
+  }
+  std::vector<v1::SessionRequest> writes() {
+    std::lock_guard<std::mutex> l(mu_);
+    return writes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<v1::SessionRequest> writes_;
+  int in_flight_ = 0;
+  bool held_ = false;
+  bool ok_ = true;
+};
+
+TEST(BatchingWriterTest, LoneOpIsWrittenAtOnceAloneByItsCaller) {
+  Wire wire;
+  BatchingWriter writer(wire.Fn());
+  writer.Send(ReleaseOp(1));
+  // Written before Send returned, on this thread, as a plain request.
+  std::vector<v1::SessionRequest> writes = wire.writes();
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_TRUE(writes[0].has_release());
+  EXPECT_EQ(writes[0].release().op_id(), 1u);
+  // Idle again: the next lone op goes at once, alone, too.
+  writer.Send(ReleaseOp(2));
+  writes = wire.writes();
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_FALSE(writes[1].has_batch());
+  EXPECT_EQ(writes[1].release().op_id(), 2u);
+}
+
+TEST(BatchingWriterTest, OpsQueuedDuringAWriteLeaveAsOneBatchInOrder) {
+  Wire wire;
+  BatchingWriter writer(wire.Fn());
+  wire.Hold();
+  std::thread first([&] { writer.Send(ReleaseOp(1)); });
+  ASSERT_TRUE(wire.AwaitInFlight());
+  for (uint64_t id = 2; id <= 10; ++id) {
+    EXPECT_FALSE(writer.Queue(ReleaseOp(id))) << "a write is in flight: its writer sends op " << id;
+  }
+  wire.Release();
+  first.join();  // the writer of op 1 wrote the batch too
+  std::vector<v1::SessionRequest> writes = wire.writes();
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_FALSE(writes[0].has_batch());
+  EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
+  ASSERT_TRUE(writes[1].has_batch());
+  EXPECT_EQ(OpIds(writes[1]), Range(2, 10));
+}
+
+TEST(BatchingWriterTest, MoreThanAThousandQueuedOpsAreSplitAcrossWrites) {
+  Wire wire;
+  BatchingWriter writer(wire.Fn());
+  wire.Hold();
+  std::thread first([&] { writer.Send(ReleaseOp(1)); });
+  ASSERT_TRUE(wire.AwaitInFlight());
+  for (uint64_t id = 2; id <= 2501; ++id) ASSERT_FALSE(writer.Queue(ReleaseOp(id)));
+  wire.Release();
+  first.join();
+  std::vector<v1::SessionRequest> writes = wire.writes();
+  ASSERT_EQ(writes.size(), 4u);
+  EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
+  EXPECT_EQ(OpIds(writes[1]), Range(2, 1001));
+  EXPECT_EQ(OpIds(writes[2]), Range(1002, 2001));
+  EXPECT_EQ(OpIds(writes[3]), Range(2002, 2501));
+}
+
+// Large ops (an acquire_all of many long names) stop a batch before it
+// passes kMaxBatchBytes; one larger than that still goes, alone.
+TEST(BatchingWriterTest, BatchesStayWithinTheByteBound) {
+  Wire wire;
+  BatchingWriter writer(wire.Fn());
+  wire.Hold();
+  std::thread first([&] { writer.Send(ReleaseOp(1)); });
+  ASSERT_TRUE(wire.AwaitInFlight());
+  const std::string big(BatchingWriter::kMaxBatchBytes * 2 / 5, 'n');  // two fit, not three
+  for (uint64_t id = 2; id <= 6; ++id) ASSERT_FALSE(writer.Queue(ReleaseOp(id, big)));
+  ASSERT_FALSE(writer.Queue(ReleaseOp(7, std::string(BatchingWriter::kMaxBatchBytes + 1, 'n'))));
+  ASSERT_FALSE(writer.Queue(ReleaseOp(8)));
+  wire.Release();
+  first.join();
+  std::vector<v1::SessionRequest> writes = wire.writes();
+  ASSERT_EQ(writes.size(), 6u);
+  EXPECT_EQ(OpIds(writes[1]), Range(2, 3));
+  EXPECT_EQ(OpIds(writes[2]), Range(4, 5));
+  EXPECT_EQ(OpIds(writes[3]), Range(6, 6));  // 7 would pass the bound
+  EXPECT_EQ(OpIds(writes[4]), Range(7, 7));
+  EXPECT_FALSE(writes[4].has_batch());
+  EXPECT_EQ(OpIds(writes[5]), Range(8, 8));
+  for (const v1::SessionRequest& w : writes) {
+    if (w.has_batch()) EXPECT_LE(w.ByteSizeLong(), BatchingWriter::kMaxBatchBytes + 64);
+  }
+}
+
+// A failed write means a broken stream: what is queued, and what comes
+// later, is dropped (the reader settles those ops when it sees the end).
+TEST(BatchingWriterTest, AfterAFailedWriteNothingMoreIsWritten) {
+  Wire wire;
+  BatchingWriter writer(wire.Fn());
+  wire.Hold();
+  wire.FailWrites();
+  std::thread first([&] { writer.Send(ReleaseOp(1)); });
+  ASSERT_TRUE(wire.AwaitInFlight());
+  ASSERT_FALSE(writer.Queue(ReleaseOp(2)));
+  wire.Release();
+  first.join();
+  EXPECT_FALSE(writer.Queue(ReleaseOp(3)));  // nobody is to flush it
+  writer.Send(ReleaseOp(4));
+  std::vector<v1::SessionRequest> writes = wire.writes();
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
+}
+
+}  // namespace
+}  // namespace lockd::client_internal
