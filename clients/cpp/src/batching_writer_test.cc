@@ -159,7 +159,9 @@ TEST(BatchingWriterTest, BatchesStayWithinTheByteBound) {
   EXPECT_FALSE(writes[4].has_batch());
   EXPECT_EQ(OpIds(writes[5]), Range(8, 8));
   for (const v1::SessionRequest& w : writes) {
-    if (w.has_batch()) EXPECT_LE(w.ByteSizeLong(), BatchingWriter::kMaxBatchBytes + 64);
+    if (w.has_batch()) {
+      EXPECT_LE(w.ByteSizeLong(), BatchingWriter::kMaxBatchBytes + 64);
+    }
   }
 }
 
