@@ -5,14 +5,12 @@
 
 namespace lockd::client_internal {
 
-bool BatchingWriter::Queue(v1::SessionRequest req) {
+uint64_t BatchingWriter::Queue(v1::SessionRequest req) {
   const size_t bytes = req.ByteSizeLong();  // outside mu_
   absl::MutexLock l(&mu_);
-  if (failed_) return false;
+  if (failed_) return 0;
   queued_.push_back(Queued{std::move(req), bytes});
-  if (writing_) return false;
-  writing_ = true;
-  return true;
+  return ++last_queued_;
 }
 
 std::vector<BatchingWriter::Queued> BatchingWriter::TakeNext() {
@@ -31,18 +29,18 @@ std::vector<BatchingWriter::Queued> BatchingWriter::TakeNext() {
                 std::make_move_iterator(queued_.begin() + n));
     queued_.erase(queued_.begin(), queued_.begin() + n);
   }
+  taken_ += n;
   return next;
 }
 
-void BatchingWriter::Flush() {
+void BatchingWriter::Flush(uint64_t ticket) {
+  if (ticket == 0) return;
+  absl::MutexLock w(&write_mu_);
   while (true) {
     std::vector<Queued> next;
     {
       absl::MutexLock l(&mu_);
-      if (failed_ || queued_.empty()) {
-        writing_ = false;
-        return;
-      }
+      if (failed_ || taken_ >= ticket) return;  // written (or dropped)
       next = TakeNext();
     }
     v1::SessionRequest batch;
@@ -56,7 +54,6 @@ void BatchingWriter::Flush() {
     if (!write_(*msg)) {
       absl::MutexLock l(&mu_);
       failed_ = true;
-      writing_ = false;
       queued_.clear();
       return;
     }

@@ -8,36 +8,34 @@
 //     that queued it: nothing waits on a timer, so a lone op pays no
 //     latency.
 //  3. Requests queued while a write is in flight are written, when it
-//     completes, by the same writer as ONE SessionBatch, in the order they
-//     were queued: at most kMaxBatchOps ops and, unless one op alone is
-//     larger, kMaxBatchBytes; the rest go in the writes after. A lone
-//     queued request goes alone.
-//  4. The writer keeps writing until the queue is empty, so under steady
-//     load one caller may write other callers' requests for a while (each
-//     write takes everything queued, so each round is short).
+//     completes, as ONE SessionBatch in the order they were queued, by the
+//     first of their callers to get the writer's turn: at most kMaxBatchOps
+//     ops and, unless one op alone is larger, kMaxBatchBytes; the rest go in
+//     the writes after. A lone queued request goes alone.
+//  4. Each caller writes until its own request has left, not longer: its
+//     write carries whatever queued before it, and a caller whose request
+//     left in another's batch returns without writing. So no caller keeps
+//     writing for the others under steady load.
 //  5. After a write fails (the stream broke) every request queued then or
 //     later is dropped: the stream's reader sees its end and settles the
 //     operations.
 //
-// States (under mu_):
+// A request's life: Queue() gives it a ticket; Flush(ticket) waits for the
+// writer's turn (write_mu_), then either finds it taken by an earlier
+// writer and returns, or takes it with everything queued before it and
+// writes. The caller sends `open` first and alone (nothing else is queued
+// before it is written), so `open` is never in a batch.
 //
-//   idle    ──Queue (returns true)──▶ writing ──queue empty after a write──▶ idle
-//   writing ──Queue (returns false)──▶ writing (the request waits its turn)
-//   writing ──a write fails──▶ failed (queue dropped; Queue drops and returns false)
-//
-// The caller sends `open` first and alone (nothing else is queued before
-// it is written); `open` and `batch` are never put in a batch by this class
-// because callers never queue them after ops.
-//
-// Thread-safe: state behind mu_; `write` runs on one thread at a time, with
-// mu_ not held. Lock order: a caller may hold its own lock while calling
-// Queue (SessionStream does, to queue in op_id order), never while calling
-// Flush.
+// Thread-safe: the queue behind mu_, the stream's writes behind write_mu_.
+// Lock order: write_mu_, then mu_; a caller may hold its own lock while
+// calling Queue (SessionStream does, to queue in op_id order), never while
+// calling Flush.
 
 #ifndef LOCKD_CLIENTS_CPP_SRC_BATCHING_WRITER_H_
 #define LOCKD_CLIENTS_CPP_SRC_BATCHING_WRITER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -64,18 +62,20 @@ class BatchingWriter {
   BatchingWriter(const BatchingWriter&) = delete;
   BatchingWriter& operator=(const BatchingWriter&) = delete;
 
-  // Queues `req` (open, acquire, release, cancel or acquire_all). Returns
-  // true when no write was in flight: the caller is now the writer and must
-  // call Flush(). Never blocks on a write.
-  [[nodiscard]] bool Queue(v1::SessionRequest req) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `req` (open, acquire, release, cancel or acquire_all) and
+  // returns its ticket for Flush; 0 when the stream has failed (dropped).
+  // Never blocks on a write.
+  [[nodiscard]] uint64_t Queue(v1::SessionRequest req) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // REQUIRES: the last Queue() of this thread returned true. Writes what is
-  // queued (rules 2-4) until the queue is empty or a write fails.
-  void Flush() ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns once the request of `ticket` (and everything queued before it)
+  // has been written, by this thread or an earlier writer (rules 2-4), or
+  // dropped (rule 5). Blocks while another caller's write is in flight.
+  // Does nothing for ticket 0.
+  void Flush(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
 
-  // Queue(req), then Flush() if this thread became the writer.
-  void Send(v1::SessionRequest req) ABSL_LOCKS_EXCLUDED(mu_) {
-    if (Queue(std::move(req))) Flush();
+  // Flush(Queue(req)).
+  void Send(v1::SessionRequest req) ABSL_LOCKS_EXCLUDED(mu_, write_mu_) {
+    Flush(Queue(std::move(req)));
   }
 
  private:
@@ -89,9 +89,12 @@ class BatchingWriter {
 
   const WriteFn write_;
 
+  // Held for a write; the one who holds it is the writer.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   std::vector<Queued> queued_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t last_queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets are 1, 2, ...
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;        // tickets taken for a write
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

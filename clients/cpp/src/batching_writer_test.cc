@@ -1,5 +1,5 @@
-// BatchingWriter: what leaves in which write (docs/api.md "Batches on a
-// Session"), with a write function the test holds in flight.
+// BatchingWriter: what leaves in which write, with a write function the
+// test holds in flight (docs/api.md "Batches on a Session").
 
 #include "clients/cpp/src/batching_writer.h"
 
@@ -106,34 +106,76 @@ TEST(BatchingWriterTest, OpsQueuedDuringAWriteLeaveAsOneBatchInOrder) {
   wire.Hold();
   std::thread first([&] { writer.Send(ReleaseOp(1)); });
   ASSERT_TRUE(wire.AwaitInFlight());
-  for (uint64_t id = 2; id <= 10; ++id) {
-    EXPECT_FALSE(writer.Queue(ReleaseOp(id))) << "a write is in flight: its writer sends op " << id;
-  }
+  std::vector<uint64_t> tickets;
+  for (uint64_t id = 2; id <= 10; ++id) tickets.push_back(writer.Queue(ReleaseOp(id)));
+  EXPECT_EQ(wire.writes().size(), 1u) << "queued ops wait for the write in flight";
   wire.Release();
-  first.join();  // the writer of op 1 wrote the batch too
+  first.join();
+  // The first of their callers to get the turn writes them all.
+  writer.Flush(tickets.front());
   std::vector<v1::SessionRequest> writes = wire.writes();
   ASSERT_EQ(writes.size(), 2u);
   EXPECT_FALSE(writes[0].has_batch());
   EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
   ASSERT_TRUE(writes[1].has_batch());
   EXPECT_EQ(OpIds(writes[1]), Range(2, 10));
+  // The others find theirs gone and write nothing.
+  for (uint64_t ticket : tickets) writer.Flush(ticket);
+  EXPECT_EQ(wire.writes().size(), 2u);
 }
 
+// More than 1,000 queued: 1,000 per write. A caller writes until its own op
+// has left, not longer.
 TEST(BatchingWriterTest, MoreThanAThousandQueuedOpsAreSplitAcrossWrites) {
   Wire wire;
   BatchingWriter writer(wire.Fn());
   wire.Hold();
   std::thread first([&] { writer.Send(ReleaseOp(1)); });
   ASSERT_TRUE(wire.AwaitInFlight());
-  for (uint64_t id = 2; id <= 2501; ++id) ASSERT_FALSE(writer.Queue(ReleaseOp(id)));
+  std::vector<uint64_t> tickets;
+  for (uint64_t id = 2; id <= 2501; ++id) tickets.push_back(writer.Queue(ReleaseOp(id)));
   wire.Release();
   first.join();
+  writer.Flush(tickets.front());  // op 2's caller
+  EXPECT_EQ(wire.writes().size(), 2u);
+  writer.Flush(tickets.back());  // op 2501's caller
   std::vector<v1::SessionRequest> writes = wire.writes();
   ASSERT_EQ(writes.size(), 4u);
   EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
   EXPECT_EQ(OpIds(writes[1]), Range(2, 1001));
   EXPECT_EQ(OpIds(writes[2]), Range(1002, 2001));
   EXPECT_EQ(OpIds(writes[3]), Range(2002, 2501));
+}
+
+// Callers on their own threads, as SessionStream's are: each queued op
+// leaves once, in order, and never more than kMaxBatchOps at a time.
+TEST(BatchingWriterTest, ConcurrentCallersEachOpLeavesOnceInOrder) {
+  Wire wire;
+  BatchingWriter writer(wire.Fn());
+  std::vector<std::thread> callers;
+  std::mutex order_mu;  // queue in op_id order, as SessionStream does under its mutex
+  uint64_t next_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        uint64_t ticket;
+        {
+          std::lock_guard<std::mutex> l(order_mu);
+          ticket = writer.Queue(ReleaseOp(next_id++));
+        }
+        writer.Flush(ticket);
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  std::vector<uint64_t> all;
+  for (const v1::SessionRequest& w : wire.writes()) {
+    std::vector<uint64_t> ids = OpIds(w);
+    EXPECT_LE(ids.size(), BatchingWriter::kMaxBatchOps);
+    EXPECT_EQ(w.has_batch(), ids.size() > 1);
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  EXPECT_EQ(all, Range(1, 1600));
 }
 
 // Large ops (an acquire_all of many long names) stop a batch before it
@@ -145,11 +187,12 @@ TEST(BatchingWriterTest, BatchesStayWithinTheByteBound) {
   std::thread first([&] { writer.Send(ReleaseOp(1)); });
   ASSERT_TRUE(wire.AwaitInFlight());
   const std::string big(BatchingWriter::kMaxBatchBytes * 2 / 5, 'n');  // two fit, not three
-  for (uint64_t id = 2; id <= 6; ++id) ASSERT_FALSE(writer.Queue(ReleaseOp(id, big)));
-  ASSERT_FALSE(writer.Queue(ReleaseOp(7, std::string(BatchingWriter::kMaxBatchBytes + 1, 'n'))));
-  ASSERT_FALSE(writer.Queue(ReleaseOp(8)));
+  for (uint64_t id = 2; id <= 6; ++id) ASSERT_NE(writer.Queue(ReleaseOp(id, big)), 0u);
+  ASSERT_NE(writer.Queue(ReleaseOp(7, std::string(BatchingWriter::kMaxBatchBytes + 1, 'n'))), 0u);
+  const uint64_t last = writer.Queue(ReleaseOp(8));
   wire.Release();
   first.join();
+  writer.Flush(last);
   std::vector<v1::SessionRequest> writes = wire.writes();
   ASSERT_EQ(writes.size(), 6u);
   EXPECT_EQ(OpIds(writes[1]), Range(2, 3));
@@ -174,10 +217,11 @@ TEST(BatchingWriterTest, AfterAFailedWriteNothingMoreIsWritten) {
   wire.FailWrites();
   std::thread first([&] { writer.Send(ReleaseOp(1)); });
   ASSERT_TRUE(wire.AwaitInFlight());
-  ASSERT_FALSE(writer.Queue(ReleaseOp(2)));
+  const uint64_t queued = writer.Queue(ReleaseOp(2));
   wire.Release();
   first.join();
-  EXPECT_FALSE(writer.Queue(ReleaseOp(3)));  // nobody is to flush it
+  writer.Flush(queued);                       // returns: dropped
+  EXPECT_EQ(writer.Queue(ReleaseOp(3)), 0u);  // dropped at once
   writer.Send(ReleaseOp(4));
   std::vector<v1::SessionRequest> writes = wire.writes();
   ASSERT_EQ(writes.size(), 1u);

@@ -1,6 +1,6 @@
-// Batches on the Client's one Session stream (docs/api.md "Batches on a
-// Session"), against a scripted stream: what the threads of one Client
-// write, and how a response batch is read. The rules of what leaves in
+// Batches on the Client's one Session stream, against a scripted stream:
+// what the threads of one Client write, and how a response batch is read
+// (docs/api.md "Batches on a Session"). The rules of what leaves in
 // which write are unit-tested in batching_writer_test.cc; a real lockd
 // answers batches in tests/integration/clients/client_session_test.cc.
 

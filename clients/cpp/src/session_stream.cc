@@ -103,7 +103,7 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
                                                          std::vector<LeaseState::Params> grants) {
   auto op = std::make_shared<Op>();
   std::shared_ptr<Stream> s;
-  bool writer = false;  // this thread must flush s's writer
+  uint64_t ticket = 0;  // for s's writer
   {
     std::lock_guard<std::mutex> l(mu_);
     op->id = next_op_id_++;
@@ -134,13 +134,13 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
       // Queued under mu_, so that ops leave in op_id order.
       s = stream_;
       op->sent = true;
-      writer = s->writer.Queue(op->req);
+      ticket = s->writer.Queue(op->req);
     }
   }
   // Only Run waits for a new op (to open a stream); with one open, waking
   // every waiting caller would be wasted.
   if (s == nullptr) cv_.notify_all();
-  if (writer) s->writer.Flush();  // a failed write shows as the stream's end
+  if (s != nullptr) s->writer.Flush(ticket);  // a failed write shows as the stream's end
   return op;
 }
 
@@ -154,7 +154,7 @@ void SessionStream::Cancel(const std::shared_ptr<Op>& op) {
   v1::SessionRequest cancel;
   cancel.mutable_cancel()->set_op_id(op->id);
   std::shared_ptr<Stream> s;
-  bool writer = false;
+  uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (op->done) return;
@@ -167,10 +167,10 @@ void SessionStream::Cancel(const std::shared_ptr<Op>& op) {
     }
     if (open_) {
       s = stream_;
-      writer = s->writer.Queue(std::move(cancel));
+      ticket = s->writer.Queue(std::move(cancel));
     }
   }
-  if (writer) s->writer.Flush();
+  if (s != nullptr) s->writer.Flush(ticket);
 }
 
 void SessionStream::Abandon(Op& op) {
@@ -474,16 +474,12 @@ bool SessionStream::RunStream() {
       OnOpened(s, resp.opened());
       while (s->rw->Read(&resp)) {
         // A response batch's items are handled one by one, as if each had
-        // come alone; the callers they finish are woken once.
-        bool finished = false;
+        // come alone.
         if (resp.has_batch()) {
-          for (const v1::SessionResponse& item : resp.batch().items()) {
-            finished = HandleResponse(s, item) || finished;
-          }
+          for (const v1::SessionResponse& item : resp.batch().items()) HandleResponse(s, item);
         } else {
-          finished = HandleResponse(s, resp);
+          HandleResponse(s, resp);
         }
-        if (finished) cv_.notify_all();
       }
     } else {
       s->ctx.TryCancel();  // not the protocol
@@ -498,7 +494,7 @@ bool SessionStream::RunStream() {
 
 void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened) {
   std::vector<std::shared_ptr<LeaseState>> not_resumed;
-  bool writer = false;
+  uint64_t ticket = 0;  // the last op's
   {
     std::lock_guard<std::mutex> l(mu_);
     granted_ttl_ = FromProtoDuration(opened.lease_ttl());
@@ -527,7 +523,7 @@ void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::Session
               [](const Op* a, const Op* b) { return a->id < b->id; });
     for (Op* op : waiting) {
       op->sent = true;
-      writer = s->writer.Queue(op->req) || writer;
+      ticket = std::max(ticket, s->writer.Queue(op->req));
     }
   }
   for (const auto& lease : not_resumed) {
@@ -537,17 +533,19 @@ void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::Session
                      " lost: after the session stream broke, the new session did not get it "
                      "back (the hold had ended or changed hands)")));
   }
-  if (writer) s->writer.Flush();
+  s->writer.Flush(ticket);
 }
 
-bool SessionStream::HandleResponse(const std::shared_ptr<Stream>& s,
+void SessionStream::HandleResponse(const std::shared_ptr<Stream>& s,
                                    const v1::SessionResponse& resp) {
-  if (resp.has_result()) return HandleResult(s, resp.result());
-  if (resp.has_lost()) HandleLost(resp.lost());
-  return false;
+  if (resp.has_result()) {
+    HandleResult(s, resp.result());
+  } else if (resp.has_lost()) {
+    HandleLost(resp.lost());
+  }
 }
 
-bool SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
+void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
                                  const v1::SessionResult& result) {
   const bool granted = result.status().code() == 0 &&
                        ((result.has_acquire() && result.acquire().acquired()) ||
@@ -560,17 +558,17 @@ bool SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
   }
   std::unique_lock<std::mutex> l(mu_);
   auto it = ops_.find(result.op_id());
-  if (it == ops_.end()) return false;
+  if (it == ops_.end()) return;
   std::shared_ptr<Op> op = std::move(it->second);
   ops_.erase(it);
   if (op->abandoned) {
-    if (!granted || responses.size() != op->grants.size()) return false;
+    if (!granted || responses.size() != op->grants.size()) return;
     // docs/api.md acquire_request_id: gives back exactly this grant (its token),
     // and is a no-op if the caller's undo already did. Its result is ignored.
     const std::string& request_id = op->req.has_acquire()
                                         ? op->req.acquire().request().request_id()
                                         : op->req.acquire_all().request().request_id();
-    bool writer = false;
+    uint64_t ticket = 0;  // the last undo's
     for (size_t i = 0; i < responses.size(); ++i) {
       v1::SessionRequest undo;
       undo.mutable_release()->set_op_id(next_op_id_++);
@@ -579,11 +577,11 @@ bool SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
       r->set_name(op->grants[i].name);
       r->set_acquire_request_id(request_id);
       r->set_fencing_token(responses[i]->fencing_token());
-      writer = s->writer.Queue(std::move(undo)) || writer;
+      ticket = std::max(ticket, s->writer.Queue(std::move(undo)));
     }
     l.unlock();
-    if (writer) s->writer.Flush();
-    return false;
+    s->writer.Flush(ticket);
+    return;
   }
   if (granted && responses.size() == op->grants.size()) {
     // Registered here, under mu_, so that a stream break right after this
@@ -604,7 +602,10 @@ bool SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
   }
   op->result = result;
   op->done = true;
-  return true;
+  // Notified under mu_: measured faster with many waiting callers (64
+  // threads on one Client) than after unlocking, when the woken callers
+  // contend with this thread for mu_ before its next result.
+  cv_.notify_all();
 }
 
 void SessionStream::HandleLost(const v1::LockLost& lost) {

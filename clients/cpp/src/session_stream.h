@@ -112,12 +112,11 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   // others lost; queued operations are sent.
   void OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened);
   // One `result` or `lost` read from `s` (alone or as an item of a
-  // response batch). Returns true if it finished an op, whose caller the
-  // reader then wakes.
-  bool HandleResponse(const std::shared_ptr<Stream>& s, const v1::SessionResponse& resp);
+  // response batch).
+  void HandleResponse(const std::shared_ptr<Stream>& s, const v1::SessionResponse& resp);
   // A result read from `s`; a grant to an abandoned acquire is given back
-  // over `s`. Returns true if it finished an op.
-  bool HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionResult& result);
+  // over `s`.
+  void HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionResult& result);
   void HandleLost(const v1::LockLost& lost);
   // After the stream `s` ended with `status` (whether it had opened).
   void OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::Status& status, bool opened);
