@@ -83,63 +83,73 @@ class Wire {
   bool ok_ = true;
 };
 
-TEST(BatchingWriterTest, LoneOpIsWrittenAtOnceAloneByItsCaller) {
-  Wire wire;
-  BatchingWriter writer(wire.Fn());
-  writer.Send(ReleaseOp(1));
+class BatchingWriterTest : public ::testing::Test {
+ protected:
+  // Op 1, sent on its own thread, is held in flight.
+  void StartHeldWrite() {
+    wire_.Hold();
+    first_ = std::thread([this] { writer_.Send(ReleaseOp(1)); });
+    ASSERT_TRUE(wire_.AwaitInFlight());
+  }
+  // Lets op 1's write complete.
+  void CompleteHeldWrite() {
+    wire_.Release();
+    first_.join();
+  }
+  ~BatchingWriterTest() override {
+    if (first_.joinable()) CompleteHeldWrite();
+  }
+
+  Wire wire_;
+  BatchingWriter writer_{wire_.Fn()};
+  std::thread first_;
+};
+
+TEST_F(BatchingWriterTest, LoneOpIsWrittenAtOnceAloneByItsCaller) {
+  writer_.Send(ReleaseOp(1));
   // Written before Send returned, on this thread, as a plain request.
-  std::vector<v1::SessionRequest> writes = wire.writes();
+  std::vector<v1::SessionRequest> writes = wire_.writes();
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_TRUE(writes[0].has_release());
   EXPECT_EQ(writes[0].release().op_id(), 1u);
   // Idle again: the next lone op goes at once, alone, too.
-  writer.Send(ReleaseOp(2));
-  writes = wire.writes();
+  writer_.Send(ReleaseOp(2));
+  writes = wire_.writes();
   ASSERT_EQ(writes.size(), 2u);
   EXPECT_FALSE(writes[1].has_batch());
   EXPECT_EQ(writes[1].release().op_id(), 2u);
 }
 
-TEST(BatchingWriterTest, OpsQueuedDuringAWriteLeaveAsOneBatchInOrder) {
-  Wire wire;
-  BatchingWriter writer(wire.Fn());
-  wire.Hold();
-  std::thread first([&] { writer.Send(ReleaseOp(1)); });
-  ASSERT_TRUE(wire.AwaitInFlight());
+TEST_F(BatchingWriterTest, OpsQueuedDuringAWriteLeaveAsOneBatchInOrder) {
+  ASSERT_NO_FATAL_FAILURE(StartHeldWrite());
   std::vector<uint64_t> tickets;
-  for (uint64_t id = 2; id <= 10; ++id) tickets.push_back(writer.Queue(ReleaseOp(id)));
-  EXPECT_EQ(wire.writes().size(), 1u) << "queued ops wait for the write in flight";
-  wire.Release();
-  first.join();
+  for (uint64_t id = 2; id <= 10; ++id) tickets.push_back(writer_.Queue(ReleaseOp(id)));
+  EXPECT_EQ(wire_.writes().size(), 1u) << "queued ops wait for the write in flight";
+  CompleteHeldWrite();
   // The first of their callers to get the turn writes them all.
-  writer.Flush(tickets.front());
-  std::vector<v1::SessionRequest> writes = wire.writes();
+  writer_.Flush(tickets.front());
+  std::vector<v1::SessionRequest> writes = wire_.writes();
   ASSERT_EQ(writes.size(), 2u);
   EXPECT_FALSE(writes[0].has_batch());
   EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
   ASSERT_TRUE(writes[1].has_batch());
   EXPECT_EQ(OpIds(writes[1]), Range(2, 10));
   // The others find theirs gone and write nothing.
-  for (uint64_t ticket : tickets) writer.Flush(ticket);
-  EXPECT_EQ(wire.writes().size(), 2u);
+  for (uint64_t ticket : tickets) writer_.Flush(ticket);
+  EXPECT_EQ(wire_.writes().size(), 2u);
 }
 
 // More than 1,000 queued: 1,000 per write. A caller writes until its own op
 // has left, not longer.
-TEST(BatchingWriterTest, MoreThanAThousandQueuedOpsAreSplitAcrossWrites) {
-  Wire wire;
-  BatchingWriter writer(wire.Fn());
-  wire.Hold();
-  std::thread first([&] { writer.Send(ReleaseOp(1)); });
-  ASSERT_TRUE(wire.AwaitInFlight());
+TEST_F(BatchingWriterTest, MoreThanAThousandQueuedOpsAreSplitAcrossWrites) {
+  ASSERT_NO_FATAL_FAILURE(StartHeldWrite());
   std::vector<uint64_t> tickets;
-  for (uint64_t id = 2; id <= 2501; ++id) tickets.push_back(writer.Queue(ReleaseOp(id)));
-  wire.Release();
-  first.join();
-  writer.Flush(tickets.front());  // op 2's caller
-  EXPECT_EQ(wire.writes().size(), 2u);
-  writer.Flush(tickets.back());  // op 2501's caller
-  std::vector<v1::SessionRequest> writes = wire.writes();
+  for (uint64_t id = 2; id <= 2501; ++id) tickets.push_back(writer_.Queue(ReleaseOp(id)));
+  CompleteHeldWrite();
+  writer_.Flush(tickets.front());  // op 2's caller
+  EXPECT_EQ(wire_.writes().size(), 2u);
+  writer_.Flush(tickets.back());  // op 2501's caller
+  std::vector<v1::SessionRequest> writes = wire_.writes();
   ASSERT_EQ(writes.size(), 4u);
   EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
   EXPECT_EQ(OpIds(writes[1]), Range(2, 1001));
@@ -149,9 +159,7 @@ TEST(BatchingWriterTest, MoreThanAThousandQueuedOpsAreSplitAcrossWrites) {
 
 // Callers on their own threads, as SessionStream's are: each queued op
 // leaves once, in order, and never more than kMaxBatchOps at a time.
-TEST(BatchingWriterTest, ConcurrentCallersEachOpLeavesOnceInOrder) {
-  Wire wire;
-  BatchingWriter writer(wire.Fn());
+TEST_F(BatchingWriterTest, ConcurrentCallersEachOpLeavesOnceInOrder) {
   std::vector<std::thread> callers;
   std::mutex order_mu;  // queue in op_id order, as SessionStream does under its mutex
   uint64_t next_id = 1;
@@ -161,15 +169,15 @@ TEST(BatchingWriterTest, ConcurrentCallersEachOpLeavesOnceInOrder) {
         uint64_t ticket;
         {
           std::lock_guard<std::mutex> l(order_mu);
-          ticket = writer.Queue(ReleaseOp(next_id++));
+          ticket = writer_.Queue(ReleaseOp(next_id++));
         }
-        writer.Flush(ticket);
+        writer_.Flush(ticket);
       }
     });
   }
   for (std::thread& t : callers) t.join();
   std::vector<uint64_t> all;
-  for (const v1::SessionRequest& w : wire.writes()) {
+  for (const v1::SessionRequest& w : wire_.writes()) {
     std::vector<uint64_t> ids = OpIds(w);
     EXPECT_LE(ids.size(), BatchingWriter::kMaxBatchOps);
     EXPECT_EQ(w.has_batch(), ids.size() > 1);
@@ -180,20 +188,15 @@ TEST(BatchingWriterTest, ConcurrentCallersEachOpLeavesOnceInOrder) {
 
 // Large ops (an acquire_all of many long names) stop a batch before it
 // passes kMaxBatchBytes; one larger than that still goes, alone.
-TEST(BatchingWriterTest, BatchesStayWithinTheByteBound) {
-  Wire wire;
-  BatchingWriter writer(wire.Fn());
-  wire.Hold();
-  std::thread first([&] { writer.Send(ReleaseOp(1)); });
-  ASSERT_TRUE(wire.AwaitInFlight());
+TEST_F(BatchingWriterTest, BatchesStayWithinTheByteBound) {
+  ASSERT_NO_FATAL_FAILURE(StartHeldWrite());
   const std::string big(BatchingWriter::kMaxBatchBytes * 2 / 5, 'n');  // two fit, not three
-  for (uint64_t id = 2; id <= 6; ++id) ASSERT_NE(writer.Queue(ReleaseOp(id, big)), 0u);
-  ASSERT_NE(writer.Queue(ReleaseOp(7, std::string(BatchingWriter::kMaxBatchBytes + 1, 'n'))), 0u);
-  const uint64_t last = writer.Queue(ReleaseOp(8));
-  wire.Release();
-  first.join();
-  writer.Flush(last);
-  std::vector<v1::SessionRequest> writes = wire.writes();
+  for (uint64_t id = 2; id <= 6; ++id) ASSERT_NE(writer_.Queue(ReleaseOp(id, big)), 0u);
+  ASSERT_NE(writer_.Queue(ReleaseOp(7, std::string(BatchingWriter::kMaxBatchBytes + 1, 'n'))), 0u);
+  const uint64_t last = writer_.Queue(ReleaseOp(8));
+  CompleteHeldWrite();
+  writer_.Flush(last);
+  std::vector<v1::SessionRequest> writes = wire_.writes();
   ASSERT_EQ(writes.size(), 6u);
   EXPECT_EQ(OpIds(writes[1]), Range(2, 3));
   EXPECT_EQ(OpIds(writes[2]), Range(4, 5));
@@ -210,20 +213,15 @@ TEST(BatchingWriterTest, BatchesStayWithinTheByteBound) {
 
 // A failed write means a broken stream: what is queued, and what comes
 // later, is dropped (the reader settles those ops when it sees the end).
-TEST(BatchingWriterTest, AfterAFailedWriteNothingMoreIsWritten) {
-  Wire wire;
-  BatchingWriter writer(wire.Fn());
-  wire.Hold();
-  wire.FailWrites();
-  std::thread first([&] { writer.Send(ReleaseOp(1)); });
-  ASSERT_TRUE(wire.AwaitInFlight());
-  const uint64_t queued = writer.Queue(ReleaseOp(2));
-  wire.Release();
-  first.join();
-  writer.Flush(queued);                       // returns: dropped
-  EXPECT_EQ(writer.Queue(ReleaseOp(3)), 0u);  // dropped at once
-  writer.Send(ReleaseOp(4));
-  std::vector<v1::SessionRequest> writes = wire.writes();
+TEST_F(BatchingWriterTest, AfterAFailedWriteNothingMoreIsWritten) {
+  wire_.FailWrites();
+  ASSERT_NO_FATAL_FAILURE(StartHeldWrite());
+  const uint64_t queued = writer_.Queue(ReleaseOp(2));
+  CompleteHeldWrite();
+  writer_.Flush(queued);                       // returns: dropped
+  EXPECT_EQ(writer_.Queue(ReleaseOp(3)), 0u);  // dropped at once
+  writer_.Send(ReleaseOp(4));
+  std::vector<v1::SessionRequest> writes = wire_.writes();
   ASSERT_EQ(writes.size(), 1u);
   EXPECT_EQ(OpIds(writes[0]), std::vector<uint64_t>{1});
 }
