@@ -137,10 +137,13 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
       ticket = s->writer.Queue(op->req);
     }
   }
-  // Only Run waits for a new op (to open a stream); with one open, waking
-  // every waiting caller would be wasted.
-  if (s == nullptr) cv_.notify_all();
-  if (s != nullptr) s->writer.Flush(ticket);  // a failed write shows as the stream's end
+  if (s == nullptr) {
+    // Only Run waits for a new op (to open a stream); with one open, waking
+    // every waiting caller would be wasted.
+    cv_.notify_all();
+  } else {
+    s->writer.Flush(ticket);  // a failed write shows as the stream's end
+  }
   return op;
 }
 

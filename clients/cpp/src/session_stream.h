@@ -20,9 +20,11 @@
 // once, alone, by the thread that issued it; the ops issued while a write is
 // in flight leave together, in the order issued, as ONE SessionBatch when it
 // completes (at most 1,000 ops and about 1 MiB, the rest in the writes
-// after), written by the thread whose write was in flight
-// (batching_writer.h has the rules). Nothing waits on a timer. The reader handles each item of a
-// response batch as if it had come alone (a `result` by its op_id, a `lost`).
+// after), written by the first of their threads to get the writer's turn;
+// each thread writes only until its own op has left (batching_writer.h has
+// the rules). Nothing waits on a timer. The reader handles each item of a
+// response batch as if it had come alone (a `result` by its op_id, a
+// `lost`).
 //
 // An acquire is one `acquire` op, or one `acquire_all` op for a call of
 // several locks (AcquireCall::all); a grant of the latter becomes one hold
