@@ -2,7 +2,8 @@
 // client_lease_test.cc): a Client over a MockLockServiceStub whose Acquire,
 // Renew and Release succeed unless a test says otherwise, with short
 // backoffs. These test the unary path (ClientOptions::use_sessions = false),
-// except session_abandon_test.cc, which scripts the Session stream; the
+// except session_abandon_test.cc and session_batch_test.cc, which script the
+// Session stream (ScriptedSessionTest, scripted_session_stream.h); the
 // Session path is tested against real lockd processes in
 // tests/integration/clients/client_session_test.cc. Test-only; not installed.
 

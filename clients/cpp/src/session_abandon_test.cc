@@ -25,34 +25,7 @@ namespace {
 using ::lockd::testing::StatusIs;
 using ::testing::_;
 
-class SessionAbandonTest : public ClientTest {
- protected:
-  SessionAbandonTest() {
-    options_.use_sessions = true;
-    options_.release_timeout = absl::Milliseconds(200);  // bounds the wait for a cancel's answer
-    // The client deletes the stream it gets when the call ends.
-    ON_CALL(*stub_, SessionRaw(_)).WillByDefault(::testing::Invoke([this](grpc::ClientContext*) {
-      auto* stream = new ScriptedStream;
-      v1::SessionResponse opened;
-      SetProtoDuration(absl::Seconds(30), opened.mutable_opened()->mutable_lease_ttl());
-      stream->Push(opened);
-      stream_ = stream;
-      return stream;
-    }));
-  }
-
-  // The stream, once the client opened it (null if it did not within 10 s).
-  ScriptedStream* AwaitStream() {
-    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-         stream_.load() == nullptr && std::chrono::steady_clock::now() < end;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return stream_.load();
-  }
-
-  // Written by the session thread, read by the test's.
-  std::atomic<ScriptedStream*> stream_{nullptr};
-};
+using SessionAbandonTest = ScriptedSessionTest;
 
 // The cancel of an acquire whose caller gave up can reach lockd after the
 // caller's unary undo (a different HTTP/2 stream) and after lockd granted

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/src/batching_writer.h"
 #include "clients/cpp/src/cancellation.h"
 #include "clients/cpp/src/errors.h"
 #include "google/rpc/status.pb.h"
@@ -49,15 +50,17 @@ struct SessionStream::Op {
 
 struct SessionStream::Stream {
   grpc::ClientContext ctx;
-  // A sync stream takes one writer at a time; write_mu also keeps writes off
-  // a stream being finished.
+  // Every request goes out through `writer`, which batches what queues
+  // while a write is in flight and calls Write one write at a time.
+  BatchingWriter writer{[this](const v1::SessionRequest& msg) { return Write(msg); }};
+  // write_mu keeps writes off a stream being finished.
   std::mutex write_mu;
   std::unique_ptr<grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse>> rw;
   bool closed = false;  // under write_mu
 
-  bool Write(const v1::SessionRequest& req) {
+  bool Write(const v1::SessionRequest& msg) {
     std::lock_guard<std::mutex> l(write_mu);
-    return !closed && rw != nullptr && rw->Write(req);
+    return !closed && rw != nullptr && rw->Write(msg);
   }
   void Close(bool half_close) {
     std::lock_guard<std::mutex> l(write_mu);
@@ -100,6 +103,7 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
                                                          std::vector<LeaseState::Params> grants) {
   auto op = std::make_shared<Op>();
   std::shared_ptr<Stream> s;
+  uint64_t ticket = 0;  // for s's writer
   {
     std::lock_guard<std::mutex> l(mu_);
     op->id = next_op_id_++;
@@ -127,12 +131,19 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
       thread_id_ = thread_.get_id();
     }
     if (open_) {
+      // Queued under mu_, so that ops leave in op_id order.
       s = stream_;
       op->sent = true;
+      ticket = s->writer.Queue(op->req);
     }
   }
-  cv_.notify_all();
-  if (s != nullptr) s->Write(op->req);  // a failed write shows as the stream's end
+  if (s == nullptr) {
+    // Only Run waits for a new op (to open a stream); with one open, waking
+    // every waiting caller would be wasted.
+    cv_.notify_all();
+  } else {
+    s->writer.Flush(ticket);  // a failed write shows as the stream's end
+  }
   return op;
 }
 
@@ -143,7 +154,10 @@ bool SessionStream::Wait(Op& op, SteadyTime until, const CancellationToken* canc
 }
 
 void SessionStream::Cancel(const std::shared_ptr<Op>& op) {
+  v1::SessionRequest cancel;
+  cancel.mutable_cancel()->set_op_id(op->id);
   std::shared_ptr<Stream> s;
+  uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (op->done) return;
@@ -154,12 +168,12 @@ void SessionStream::Cancel(const std::shared_ptr<Op>& op) {
       op->error = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "never sent");
       return;
     }
-    if (open_) s = stream_;
+    if (open_) {
+      s = stream_;
+      ticket = s->writer.Queue(std::move(cancel));
+    }
   }
-  if (s == nullptr) return;
-  v1::SessionRequest cancel;
-  cancel.mutable_cancel()->set_op_id(op->id);
-  s->Write(cancel);
+  if (s != nullptr) s->writer.Flush(ticket);
 }
 
 void SessionStream::Abandon(Op& op) {
@@ -454,7 +468,7 @@ bool SessionStream::RunStream() {
                 false);
     return false;
   }
-  s->Write(open);
+  s->writer.Send(std::move(open));
   v1::SessionResponse resp;
   bool opened = false;
   if (s->rw->Read(&resp)) {
@@ -462,10 +476,12 @@ bool SessionStream::RunStream() {
       opened = true;
       OnOpened(s, resp.opened());
       while (s->rw->Read(&resp)) {
-        if (resp.has_result()) {
-          HandleResult(s, resp.result());
-        } else if (resp.has_lost()) {
-          HandleLost(resp.lost());
+        // A response batch's items are handled one by one, as if each had
+        // come alone.
+        if (resp.has_batch()) {
+          for (const v1::SessionResponse& item : resp.batch().items()) HandleResponse(s, item);
+        } else {
+          HandleResponse(s, resp);
         }
       }
     } else {
@@ -481,7 +497,7 @@ bool SessionStream::RunStream() {
 
 void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened) {
   std::vector<std::shared_ptr<LeaseState>> not_resumed;
-  std::vector<std::shared_ptr<Op>> queued;
+  uint64_t ticket = 0;  // the last op's
   {
     std::lock_guard<std::mutex> l(mu_);
     granted_ttl_ = FromProtoDuration(opened.lease_ttl());
@@ -500,10 +516,17 @@ void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::Session
         it = holds_.erase(it);
       }
     }
+    // The ops that waited for the stream, in op_id order (ops_ is a hash
+    // map), queued under mu_ before any later op: they leave in batches.
+    std::vector<Op*> waiting;
     for (auto& [id, op] : ops_) {
-      if (op->sent) continue;
+      if (!op->sent) waiting.push_back(op.get());
+    }
+    std::sort(waiting.begin(), waiting.end(),
+              [](const Op* a, const Op* b) { return a->id < b->id; });
+    for (Op* op : waiting) {
       op->sent = true;
-      queued.push_back(op);
+      ticket = std::max(ticket, s->writer.Queue(op->req));
     }
   }
   for (const auto& lease : not_resumed) {
@@ -513,7 +536,16 @@ void SessionStream::OnOpened(const std::shared_ptr<Stream>& s, const v1::Session
                      " lost: after the session stream broke, the new session did not get it "
                      "back (the hold had ended or changed hands)")));
   }
-  for (const auto& op : queued) s->Write(op->req);
+  s->writer.Flush(ticket);
+}
+
+void SessionStream::HandleResponse(const std::shared_ptr<Stream>& s,
+                                   const v1::SessionResponse& resp) {
+  if (resp.has_result()) {
+    HandleResult(s, resp.result());
+  } else if (resp.has_lost()) {
+    HandleLost(resp.lost());
+  }
 }
 
 void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
@@ -539,7 +571,7 @@ void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
     const std::string& request_id = op->req.has_acquire()
                                         ? op->req.acquire().request().request_id()
                                         : op->req.acquire_all().request().request_id();
-    std::vector<v1::SessionRequest> undos;
+    uint64_t ticket = 0;  // the last undo's
     for (size_t i = 0; i < responses.size(); ++i) {
       v1::SessionRequest undo;
       undo.mutable_release()->set_op_id(next_op_id_++);
@@ -548,10 +580,10 @@ void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
       r->set_name(op->grants[i].name);
       r->set_acquire_request_id(request_id);
       r->set_fencing_token(responses[i]->fencing_token());
-      undos.push_back(std::move(undo));
+      ticket = std::max(ticket, s->writer.Queue(std::move(undo)));
     }
     l.unlock();
-    for (const v1::SessionRequest& undo : undos) s->Write(undo);
+    s->writer.Flush(ticket);
     return;
   }
   if (granted && responses.size() == op->grants.size()) {
@@ -573,6 +605,9 @@ void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
   }
   op->result = result;
   op->done = true;
+  // Notified under mu_: measured faster with many waiting callers (64
+  // threads on one Client) than after unlocking, when the woken callers
+  // contend with this thread for mu_ before its next result.
   cv_.notify_all();
 }
 

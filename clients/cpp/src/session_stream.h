@@ -15,6 +15,17 @@
 // the break was noticed), then is lost. With no holds and no operations, a
 // broken stream is not reopened until the next Acquire.
 //
+// Writes (docs/api.md "Batches on a Session"): every thread of the Client
+// shares the stream. An op issued while no write is in flight is written at
+// once, alone, by the thread that issued it; the ops issued while a write is
+// in flight leave together, in the order issued, as ONE SessionBatch when it
+// completes (at most 1,000 ops and about 1 MiB, the rest in the writes
+// after), written by the first of their threads to get the writer's turn;
+// each thread writes only until its own op has left (batching_writer.h has
+// the rules). Nothing waits on a timer. The reader handles each item of a
+// response batch as if it had come alone (a `result` by its op_id, a
+// `lost`).
+//
 // An acquire is one `acquire` op, or one `acquire_all` op for a call of
 // several locks (AcquireCall::all); a grant of the latter becomes one hold
 // per lock, each resumed, lost and released on its own, and an uncertain
@@ -28,8 +39,10 @@
 // unary at once (the hold belongs to the owner, not to the stream).
 //
 // Thread-safe: mutable state behind mu_, a std::mutex for steady-clock
-// condition waits (see watchdog.h for why), so no ABSL_GUARDED_BY. Lost
-// callbacks run on the session thread (or the caller's) with no lock held.
+// condition waits (see watchdog.h for why), so no ABSL_GUARDED_BY. Lock
+// order: mu_, then a stream's writer (ops are queued under mu_, so they leave
+// in the order issued); writes happen with mu_ not held. Lost callbacks run
+// on the session thread (or the caller's) with no lock held.
 
 #ifndef LOCKD_CLIENTS_CPP_SRC_SESSION_STREAM_H_
 #define LOCKD_CLIENTS_CPP_SRC_SESSION_STREAM_H_
@@ -100,6 +113,9 @@ class SessionStream : public std::enable_shared_from_this<SessionStream> {
   // `opened` arrived on `s`: resumed holds are kept by the server again, the
   // others lost; queued operations are sent.
   void OnOpened(const std::shared_ptr<Stream>& s, const v1::SessionOpened& opened);
+  // One `result` or `lost` read from `s` (alone or as an item of a
+  // response batch).
+  void HandleResponse(const std::shared_ptr<Stream>& s, const v1::SessionResponse& resp);
   // A result read from `s`; a grant to an abandoned acquire is given back
   // over `s`.
   void HandleResult(const std::shared_ptr<Stream>& s, const v1::SessionResult& result);

@@ -5,8 +5,8 @@
 // owner's newer one alone, reentrancy, a wait cancelled at the caller's
 // deadline, and a broken stream: resumed on a lockd restarted on the same
 // port over a shared Redis, lost when the restarted lockd (memory backend)
-// no longer has the hold. The unary path is tested in
-// client_integration_test.cc.
+// no longer has the hold; 64 threads of one Client sharing its stream in
+// batches. The unary path is tested in client_integration_test.cc.
 
 #include <signal.h>
 
@@ -16,12 +16,17 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
+// Generated without an include guard: included once, here.
+#include "lockd/v1/lock_mock.grpc.pb.h"
 #include "tests/integration/clients/regrant.h"
 #include "tests/integration/clients/restartable_lockd.h"
 #include "tests/support/lockd_process.h"
@@ -206,6 +211,95 @@ TEST_F(ClientSessionTest, WaitCancelledAtTheDeadlineLeavesNoHold) {
   ASSERT_TRUE(held->Release().ok());
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_FALSE(observer.Describe("busy")->held);
+}
+
+// A Session stream that counts the batches going each way.
+class CountingStream
+    : public grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse> {
+ public:
+  CountingStream(
+      std::unique_ptr<grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse>>
+          real,
+      std::atomic<int>* batches_sent, std::atomic<int>* batches_read)
+      : real_(std::move(real)), batches_sent_(batches_sent), batches_read_(batches_read) {}
+
+  void WaitForInitialMetadata() override { real_->WaitForInitialMetadata(); }
+  bool NextMessageSize(uint32_t* sz) override { return real_->NextMessageSize(sz); }
+  bool Read(v1::SessionResponse* resp) override {
+    if (!real_->Read(resp)) return false;
+    if (resp->has_batch()) ++*batches_read_;
+    return true;
+  }
+  bool Write(const v1::SessionRequest& req, grpc::WriteOptions options) override {
+    if (req.has_batch()) ++*batches_sent_;
+    return real_->Write(req, options);
+  }
+  bool WritesDone() override { return real_->WritesDone(); }
+  grpc::Status Finish() override { return real_->Finish(); }
+
+ private:
+  const std::unique_ptr<grpc::ClientReaderWriterInterface<v1::SessionRequest, v1::SessionResponse>>
+      real_;
+  std::atomic<int>* const batches_sent_;
+  std::atomic<int>* const batches_read_;
+};
+
+// A service process: 64 threads share one Client, each taking and giving
+// back its own lock. Their ops leave in batches (what is issued while a
+// write is in flight), and lockd, having received batches, answers in
+// response batches; every pair succeeds and no lock is left held.
+TEST_F(ClientSessionTest, ThreadsOfOneClientShareItsStreamInBatches) {
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(lockd_->address(), grpc::InsecureChannelCredentials());
+  std::shared_ptr<v1::LockService::Stub> real = v1::LockService::NewStub(channel);
+  auto stub = std::make_shared<::testing::NiceMock<v1::MockLockServiceStub>>();
+  std::atomic<int> batches_sent{0};
+  std::atomic<int> batches_read{0};
+  ON_CALL(*stub, SessionRaw(::testing::_))
+      .WillByDefault(::testing::Invoke([&](grpc::ClientContext* ctx) {
+        return new CountingStream(real->Session(ctx), &batches_sent, &batches_read);
+      }));
+  ON_CALL(*stub, Release(::testing::_, ::testing::_, ::testing::_))
+      .WillByDefault(::testing::Invoke(
+          [&](grpc::ClientContext* ctx, const v1::ReleaseRequest& req, v1::ReleaseResponse* resp) {
+            return real->Release(ctx, req, resp);
+          }));
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(10);
+  constexpr int kThreads = 64;
+  constexpr int kRounds = 20;
+  std::atomic<int> ok{0};
+  {
+    Client client(stub, options);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        ++ready;
+        while (ready.load() < kThreads) std::this_thread::yield();
+        for (int r = 0; r < kRounds; ++r) {
+          absl::StatusOr<Lease> lease =
+              client.Acquire(absl::StrCat("svc/", t), Opts(absl::Seconds(30)));
+          EXPECT_TRUE(lease.ok()) << lease.status();
+          if (!lease.ok()) continue;
+          EXPECT_TRUE(KeptByTheServer(*lease));
+          absl::Status released = lease->Release();
+          EXPECT_TRUE(released.ok()) << released;
+          if (released.ok()) ++ok;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  EXPECT_EQ(ok.load(), kThreads * kRounds);
+  EXPECT_GT(batches_sent.load(), 0) << "no ops were issued during another's write";
+  EXPECT_GT(batches_read.load(), 0) << "lockd answered no batch";
+  Client observer = NewClient();
+  for (int t = 0; t < kThreads; ++t) {
+    absl::StatusOr<LockInfo> info = observer.Describe(absl::StrCat("svc/", t));
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_FALSE(info->held) << "svc/" << t;
+  }
 }
 
 TEST_F(ClientSessionTest, HoldGoneAfterTheServerRestartsIsLostOnceOnResume) {

@@ -38,6 +38,13 @@
 //    the unary path (about 6.1 s and shorter with the default keepalive).
 //  * A waiting Acquire whose options.timeout passes is cancelled on the
 //    stream (SessionCancel) and leaves no hold.
+//  * Batches: all threads share the one stream. An operation (acquire,
+//    release, cancel) issued while no write is in flight is written at once,
+//    alone, on the calling thread; those issued while a write is in flight
+//    leave together as ONE batch when it completes (at most 1,000, the rest
+//    in the next write), and the server answers in batches too (see
+//    docs/api.md "Batches on a Session"). Nothing waits to fill a batch, so
+//    a lone call pays no latency; many threads pay far fewer messages.
 //  * Unary instead: acquires with AcquireOptions::owner other than the
 //    Client's, with auto_renew false, with a ttl other than the session's
 //    lease (see ClientOptions::session_ttl), or with a ttl too short for the
