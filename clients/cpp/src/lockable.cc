@@ -1,5 +1,6 @@
 #include "lockd/lockable.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -50,24 +51,42 @@ bool Lockable::Claim(absl::Duration timeout) {
     throw LockError(absl::FailedPreconditionError(
         absl::StrCat("lockd Lockable \"", name_, "\": the calling thread holds it already")));
   }
-  auto free_or_cancelled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !claimed_ || options_.cancel.cancelled();
+  if (!claimed_ && waiters_.empty()) {
+    claimed_ = true;
+    holder_ = self;
+    return true;
+  }
+  if (timeout <= absl::ZeroDuration()) return false;
+  Waiter me{self};
+  waiters_.push_back(&me);
+  auto granted_or_cancelled = [this, &me]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return me.granted || options_.cancel.cancelled();
   };
-  mu_.AwaitWithTimeout(absl::Condition(&free_or_cancelled), timeout);
+  mu_.AwaitWithTimeout(absl::Condition(&granted_or_cancelled), timeout);
+  if (!me.granted) waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &me));
   if (options_.cancel.cancelled()) {
+    if (me.granted) PassOnLocked();
     throw LockError(absl::CancelledError(
         absl::StrCat("lockd Lockable \"", name_, "\": cancelled by its CancellationToken")));
   }
-  if (claimed_) return false;
-  claimed_ = true;
-  holder_ = self;
-  return true;
+  return me.granted;
+}
+
+void Lockable::PassOnLocked() {
+  if (waiters_.empty()) {
+    claimed_ = false;
+    holder_ = std::thread::id();
+    return;
+  }
+  Waiter* next = waiters_.front();
+  waiters_.pop_front();
+  next->granted = true;
+  holder_ = next->thread;  // claimed_ stays true: no other thread can take it meanwhile
 }
 
 void Lockable::Unclaim() {
   absl::MutexLock l(&mu_);
-  claimed_ = false;
-  holder_ = std::thread::id();
+  PassOnLocked();
 }
 
 bool Lockable::Take(absl::Duration wait, bool forever) {
@@ -114,8 +133,7 @@ void Lockable::unlock() noexcept {
   absl::Status released = lease->Release();
   absl::MutexLock l(&mu_);
   last_unlock_ = released;
-  claimed_ = false;
-  holder_ = std::thread::id();
+  PassOnLocked();
 }
 
 const Lease* Lockable::lease() const {

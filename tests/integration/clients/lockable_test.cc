@@ -14,8 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lockd/client.h"
 #include "tests/integration/clients/one_lockd.h"
@@ -105,6 +108,39 @@ TEST_F(LockableTest, ThreadsSharingOneLockableAreMutuallyExclusive) {
   for (std::thread& t : threads) t.join();
   EXPECT_FALSE(overlap.load());
   EXPECT_EQ(counter, 30);
+}
+
+// Threads of one process take a Lockable in the order they came: a thread
+// that unlocks and locks again at once queues behind the threads already
+// waiting, instead of taking it back before they run.
+TEST_F(LockableTest, AThreadThatLocksAgainQueuesBehindTheWaitingThreads) {
+  Client client = NewClient();
+  Lockable lockable(client, "fifo");
+  absl::Mutex mu;
+  std::vector<std::string> order;  // guarded by mu
+  auto record = [&](const std::string& who) {
+    absl::MutexLock l(&mu);
+    order.push_back(who);
+  };
+  lockable.lock();
+  std::vector<std::thread> waiters;
+  for (int w = 0; w < 3; ++w) {
+    waiters.emplace_back([&, w] {
+      std::lock_guard<Lockable> guard(lockable);
+      record(absl::StrCat("waiter ", w));
+    });
+    absl::SleepFor(absl::Milliseconds(100));  // waiter w is queued by now
+  }
+  for (int i = 0; i < 5; ++i) {
+    lockable.unlock();
+    lockable.lock();
+    record("relocker");
+  }
+  lockable.unlock();
+  for (std::thread& t : waiters) t.join();
+  absl::MutexLock l(&mu);
+  EXPECT_THAT(order, ::testing::ElementsAre("waiter 0", "waiter 1", "waiter 2", "relocker",
+                                            "relocker", "relocker", "relocker", "relocker"));
 }
 
 // std::scoped_lock takes several Lockables without deadlock (std::lock's

@@ -12,7 +12,10 @@
 // It excludes at two levels:
 //  * Threads of this process: one Lockable object is a mutex; while one
 //    thread holds it (or is taking lockd's lock for it), other threads'
-//    lock() wait for it here, without asking lockd.
+//    lock() wait for it here, without asking lockd, in arrival order: an
+//    unlock() hands it to the longest-waiting thread, so a thread that
+//    unlocks and locks again at once queues behind those already waiting
+//    (no barging), and try_lock() fails while any thread waits.
 //  * Processes (and other Lockable objects): the holder holds the lockd lock
 //    `name` for its own owner id: AcquireOptions::owner, else
 //    "<Client owner>/lockable-<random hex>", a new one per Lockable. So two
@@ -53,6 +56,7 @@
 #define LOCKD_LOCKABLE_H_
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -121,6 +125,9 @@ class Lockable {
   bool Claim(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back what Claim took (no lockd hold).
   void Unclaim() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the calling thread's claim: hands it to the first waiting thread,
+  // or frees it when none waits.
+  void PassOnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After Claim: lockd's lock, waiting up to `wait` per acquire, again and
   // again if `forever`. True: held; false: not within `wait`. On any other
   // error, Unclaims and throws.
@@ -135,6 +142,13 @@ class Lockable {
   // A thread holds this Lockable, or is taking lockd's lock for it.
   bool claimed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread::id holder_ ABSL_GUARDED_BY(mu_);
+  // Threads waiting in Claim, in arrival order; PassOnLocked sets the
+  // first one's `granted` as it makes it the holder.
+  struct Waiter {
+    std::thread::id thread;
+    bool granted = false;
+  };
+  std::deque<Waiter*> waiters_ ABSL_GUARDED_BY(mu_);
   std::optional<Lease> lease_ ABSL_GUARDED_BY(mu_);  // set while held
   absl::Status last_unlock_ ABSL_GUARDED_BY(mu_);
 };
