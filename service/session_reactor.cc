@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/coalescing_scope.h"
 #include "protos/proto_duration.h"
 #include "service/status_mapping.h"
 #include "util/log.h"
@@ -312,6 +313,9 @@ void SessionReactor::HandleBatch(SessionHolds* holds, v1::SessionBatch& batch) {
   }
   // The client reads response batches, since it sends them.
   writer_.EnableBatches();
+  // The ops' round trips to the backend leave together as the batch ends
+  // (a backend that can, e.g. redis: one pipelined write).
+  CoalescingScope coalesce;
   for (v1::SessionRequest& op : *batch.mutable_ops()) {
     {
       absl::MutexLock l(&mu_);

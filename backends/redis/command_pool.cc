@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/backend.h"
+#include "backends/common/coalescing_scope.h"
 #include "backends/redis/cluster_slots.h"
 #include "util/log.h"
 
@@ -97,7 +98,49 @@ absl::Status CommandPool::SubmitAll(std::vector<Command>& cmds) {
   return Write(ptrs.data(), ptrs.size());
 }
 
+// The commands held back for this pool in one CoalescingScope; written in
+// one write when the scope closes, or failed with the reason they could not.
+class CommandPool::HeldBack final : public CoalescingScope::Pending {
+ public:
+  explicit HeldBack(CommandPool* pool) : pool_(pool) {}
+  void Send() override {
+    std::vector<Command*> ptrs;
+    ptrs.reserve(cmds_.size());
+    for (Command& c : cmds_) ptrs.push_back(&c);
+    absl::Status sent = pool_->WriteNow(ptrs.data(), ptrs.size());
+    if (sent.ok()) return;
+    for (Command& c : cmds_) std::move(c.done)(sent);
+  }
+  // False when full: the commands are then written at once.
+  bool Hold(Command* const* cmds, size_t count) {
+    if (cmds_.size() + count > kMaxHeldBack) return false;
+    for (size_t i = 0; i < count; ++i) cmds_.push_back(std::move(*cmds[i]));
+    return true;
+  }
+
+ private:
+  CommandPool* const pool_;
+  std::vector<Command> cmds_;
+};
+
 absl::Status CommandPool::Write(Command* const* cmds, size_t count) {
+  CoalescingScope* scope = CoalescingScope::Current();
+  if (scope == nullptr) return WriteNow(cmds, count);
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return ShuttingDownError();
+    // Refused at once when no connection is up, as a command sent now is.
+    if (connected_ == 0) return WriteNow(cmds, count);
+  }
+  auto* held = static_cast<HeldBack*>(scope->Find(this));
+  if (held == nullptr) {
+    held = static_cast<HeldBack*>(scope->Add(this, std::make_unique<HeldBack>(this)));
+  }
+  if (held->Hold(cmds, count)) return absl::OkStatus();
+  return WriteNow(cmds, count);
+}
+
+absl::Status CommandPool::WriteNow(Command* const* cmds, size_t count) {
   const Command& cmd = *cmds[0];
   // Built only when returned: the message is no work for the common case.
   auto unreachable = [this, &cmd] {
@@ -137,6 +180,8 @@ absl::Status CommandPool::Write(Command* const* cmds, size_t count) {
       continue;
     }
     for (size_t k = 0; k < count; ++k) conn.awaiting.push_back(Sent{std::move(*cmds[k]), deadline});
+    commands_written_.fetch_add(count, std::memory_order_relaxed);
+    writes_.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
   return unreachable();
@@ -149,6 +194,11 @@ void CommandPool::ResetConnections() {
     conn->closed = true;
     ::shutdown(conn->fd, SHUT_RDWR);
   }
+}
+
+CommandPool::WriteStats CommandPool::write_stats() const {
+  return {commands_written_.load(std::memory_order_relaxed),
+          writes_.load(std::memory_order_relaxed)};
 }
 
 int CommandPool::connected() const {

@@ -74,6 +74,13 @@ struct Command {
 // (re-loading the scripts). Commands never wait for a connection: while none
 // is up, Submit fails at once.
 //
+// While a CoalescingScope (backends/common/coalescing_scope.h) is open on
+// the calling thread, commands are held back in it instead (up to
+// kMaxHeldBack) and written, when it closes, in ONE write on one connection
+// (a pipeline): a session batch's acquires and releases cost one write, not
+// one each. Commands of concurrent callers without a scope still go one write
+// each (their sends pipeline on the connections, but do not share a write).
+//
 // Thread-safe: each connection's socket writes and queue of awaited replies
 // are guarded by its own mutex, the counters by the pool's; a connection's
 // hiredis context is touched only by its thread.
@@ -88,8 +95,14 @@ class CommandPool {
   CommandPool(const CommandPool&) = delete;
   CommandPool& operator=(const CommandPool&) = delete;
 
-  // Writes `cmd` to a connection. OK: cmd was moved from and cmd.done will
-  // run exactly once on a pool thread. Otherwise `cmd` is untouched and the
+  // Commands held back in one CoalescingScope at most; the next is written
+  // at once.
+  static constexpr size_t kMaxHeldBack = 1000;
+
+  // Writes `cmd` to a connection, or holds it back in the calling thread's
+  // CoalescingScope. OK: cmd was moved from and cmd.done will run exactly
+  // once on a pool thread (or, when the held-back write fails, on the thread
+  // closing the scope, with the error). Otherwise `cmd` is untouched and the
   // caller must finish it: kUnavailable when no connection is up or the
   // write failed before anything was sent (with the last connection error),
   // ShuttingDownError() after Stop(). Never runs a callback inline; blocks
@@ -113,6 +126,12 @@ class CommandPool {
 
   // Number of connections that are up.
   int connected() const;
+  // Commands written so far, and the writes (send calls) that carried them.
+  struct WriteStats {
+    uint64_t commands = 0;
+    uint64_t writes = 0;
+  };
+  WriteStats write_stats() const;
   // Why the last connection attempt or command failed (OK if none did).
   absl::Status last_error() const;
   // Blocks until every connection is up (true) or `timeout` passes.
@@ -137,8 +156,12 @@ class CommandPool {
     std::deque<Sent> awaiting ABSL_GUARDED_BY(mu);  // in the order written
   };
 
-  // Writes cmds[0..n) in one write (see SubmitAll). REQUIRES: n > 0.
+  class HeldBack;
+  // Writes cmds[0..n) in one write (see SubmitAll), or holds them back in
+  // the calling thread's CoalescingScope. REQUIRES: n > 0.
   absl::Status Write(Command* const* cmds, size_t n);
+  // Writes cmds[0..n) in one write now.
+  absl::Status WriteNow(Command* const* cmds, size_t n);
   void Run(size_t index);
   // Reads and delivers the replies on `ctx` until the connection must be
   // dropped (returns why) or the pool stops with nothing awaited (OK).
@@ -153,6 +176,8 @@ class CommandPool {
   std::atomic<size_t> next_address_{0};
   std::atomic<size_t> next_connection_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> commands_written_{0};
+  std::atomic<uint64_t> writes_{0};
   int stop_fd_ = -1;  // an eventfd, readable once Stop() was called
   std::vector<std::unique_ptr<Connection>> connections_;
 

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "backends/common/coalescing_scope.h"
 #include "backends/redis/keys.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -115,6 +116,62 @@ TEST_F(RedisBackendTest, UncontendedExclusiveAcquireAndReleaseAreOneScriptEachAn
   EXPECT_EQ(cli_->Int({"EXISTS", Keys("fast").queue, Keys("fast").qlife}), 0);
   ASSERT_TRUE(SyncRelease(*backend_, Rel("fast", "alice")).ok());
   EXPECT_EQ(ScriptCalls(*cli_) - before, 2);
+}
+
+// INFO stats' total_reads_processed: how many reads Redis made from its
+// clients' sockets (a pipelined write of several commands is one read).
+long long ReadsProcessed(RedisCli& cli) {
+  std::string info = cli.Str({"INFO", "stats"});
+  constexpr absl::string_view kField = "total_reads_processed:";
+  size_t at = absl::string_view(info).find(kField);
+  long long n = -1;
+  if (at != std::string::npos) {
+    absl::string_view rest = absl::string_view(info).substr(at + kField.size());
+    EXPECT_TRUE(absl::SimpleAtoi(rest.substr(0, rest.find('\r')), &n)) << info;
+  }
+  return n;
+}
+
+// What a session batch costs: acquires and releases started while a
+// CoalescingScope is open on the thread are held back (nothing reaches Redis)
+// and leave in one write as it closes; each gets its own answer.
+TEST_F(RedisBackendTest, CallsStartedInACoalescingScopeReachRedisInOneWrite) {
+  constexpr int kCalls = 20;
+  const long long scripts_before = ScriptCalls(*cli_);
+  const long long reads_before = ReadsProcessed(*cli_);
+  std::vector<std::shared_ptr<PendingCall<AcquireResult>>> acquires;
+  {
+    CoalescingScope scope;
+    for (int i = 0; i < kCalls; ++i) {
+      acquires.push_back(StartAcquire(*backend_, Acq(absl::StrCat("batch/", i), "alice")));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_FALSE(acquires[0]->ready());
+  }
+  for (auto& a : acquires) {
+    absl::StatusOr<AcquireResult> r = a->Wait();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->acquired);
+  }
+  // The cli's own commands in between: ScriptCalls' INFO, this INFO.
+  EXPECT_EQ(ScriptCalls(*cli_) - scripts_before, kCalls);
+  EXPECT_EQ(ReadsProcessed(*cli_) - reads_before, 1 + 2);
+  std::vector<std::shared_ptr<PendingCall<ReleaseResult>>> releases;
+  {
+    CoalescingScope scope;
+    for (int i = 0; i < kCalls; ++i) {
+      auto pending = std::make_shared<PendingCall<ReleaseResult>>();
+      backend_->Release(Rel(absl::StrCat("batch/", i), "alice"),
+                        PendingCall<ReleaseResult>::Done(pending));
+      releases.push_back(pending);
+    }
+  }
+  for (auto& r : releases) {
+    absl::StatusOr<ReleaseResult> released = r->Wait();
+    ASSERT_TRUE(released.ok()) << released.status();
+    EXPECT_TRUE(released->released);
+  }
+  EXPECT_EQ(ScriptCalls(*cli_) - scripts_before, 2 * kCalls);
 }
 
 TEST_F(RedisBackendTest, SharedHoldersAreRecordsInTheLockHashEachWithItsOwnLease) {
