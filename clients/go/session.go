@@ -536,7 +536,8 @@ func (s *session) runStream() bool {
 		_ = cs.CloseSend()
 	}
 	st.mu.Unlock()
-	st.w.flush(st.w.queue(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Open{Open: open}})) // alone: nothing else is queued before `opened`
+	// Alone: nothing else is queued before `opened`.
+	st.w.flush(st.w.queue(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Open{Open: open}}))
 	opened := false
 	resp, err := cs.Recv()
 	if err == nil {
@@ -659,7 +660,7 @@ func (s *session) handleResult(st *stream, r *lockdv1.SessionResult) {
 					AcquireRequestId: reqID, FencingToken: a.GetFencingToken()}}}})
 		}
 		s.mu.Unlock()
-		st.w.flush(ticket)
+		go st.w.flush(ticket) // the reader never waits for another's send
 		return
 	}
 	if isGrant {
