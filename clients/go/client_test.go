@@ -347,7 +347,9 @@ func TestAcquireWhoseReplyWasLostIsUndone(t *testing.T) {
 			}) {
 				t.Fatal("lockd never granted the acquire")
 			}
-			if !lockdtest.Eventually(5*time.Second, func() bool {
+			// The undo comes after the deadline (2 s) and the wait for an
+			// answer to the cancel (the undo timeout, 3 s): 8 s leaves margin.
+			if !lockdtest.Eventually(8*time.Second, func() bool {
 				info, err := observer.Describe(context.Background(), name)
 				return err == nil && !info.Held
 			}) {

@@ -1,11 +1,14 @@
 package lockd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lockdv1 "github.com/lockd/lockd/clients/go/lockdv1"
@@ -37,9 +40,12 @@ import (
 // (the hold belongs to the owner, not to the stream).
 //
 // Thread-safe: every field below mu is guarded by it; an op's fields too.
-// Sends go through stream.send (one writer at a time); only run receives.
+// Sends go through the stream's batcher (batcher.go: what is queued while a
+// send is in flight leaves as one batch); only run receives.
 type session struct {
 	c *Client
+
+	batchesSent, batchesRead atomic.Uint64 // SessionBatch, SessionResponseBatch (tests)
 
 	mu          sync.Mutex
 	started     bool
@@ -77,17 +83,22 @@ type op struct {
 
 type stream struct {
 	cancel context.CancelFunc
-	mu     sync.Mutex // one writer at a time; no write after close
+	w      *batcher   // every send goes through it
+	mu     sync.Mutex // no send after close, no CloseSend during a send
 	cs     grpc.BidiStreamingClient[lockdv1.SessionRequest, lockdv1.SessionResponse]
 	closed bool
 }
 
-func (s *stream) send(req *lockdv1.SessionRequest) {
+var errStreamClosed = errors.New("lockd: session stream closed")
+
+// write is w's send; an error (the stream's end) fails w's queue.
+func (s *stream) write(req *lockdv1.SessionRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed && s.cs != nil {
-		_ = s.cs.Send(req) // a failed send shows as the stream's end
+	if s.closed || s.cs == nil {
+		return errStreamClosed
 	}
+	return s.cs.Send(req)
 }
 
 func (s *stream) close(halfClose bool) {
@@ -170,13 +181,15 @@ func (s *session) submit(req *lockdv1.SessionRequest, call *acquireCall) *op {
 		go s.run()
 	}
 	var st *stream
+	var ticket uint64
 	if s.open {
 		st, o.sent = s.cur, true
+		ticket = st.w.queue(o.req) // under mu: queued in op_id order
 	}
 	s.mu.Unlock()
 	s.signal()
 	if st != nil {
-		st.send(o.req)
+		st.w.flush(ticket)
 	}
 	return o
 }
@@ -211,12 +224,14 @@ func (s *session) cancelOp(o *op) {
 		return
 	}
 	var st *stream
+	var ticket uint64
 	if s.open {
 		st = s.cur
+		ticket = st.w.queue(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Cancel{Cancel: &lockdv1.SessionCancel{OpId: o.id}}})
 	}
 	s.mu.Unlock()
 	if st != nil {
-		st.send(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Cancel{Cancel: &lockdv1.SessionCancel{OpId: o.id}}})
+		st.w.flush(ticket)
 	}
 }
 
@@ -480,6 +495,13 @@ func (s *session) runStream() bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := &stream{cancel: cancel}
+	st.w = newBatcher(func(req *lockdv1.SessionRequest) error {
+		err := st.write(req)
+		if err == nil && req.GetBatch() != nil {
+			s.batchesSent.Add(1)
+		}
+		return err
+	})
 	open := &lockdv1.SessionOpen{Owner: s.c.owner, Namespace: s.c.o.namespace, KeepOnDisconnect: s.c.o.keepOnDisc}
 	s.mu.Lock()
 	if s.stopped {
@@ -514,7 +536,8 @@ func (s *session) runStream() bool {
 		_ = cs.CloseSend()
 	}
 	st.mu.Unlock()
-	st.send(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Open{Open: open}})
+	// Alone: nothing else is queued before `opened`.
+	st.w.flush(st.w.queue(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Open{Open: open}}))
 	opened := false
 	resp, err := cs.Recv()
 	if err == nil {
@@ -526,10 +549,17 @@ func (s *session) runStream() bool {
 				if err != nil {
 					break
 				}
-				if r := resp.GetResult(); r != nil {
-					s.handleResult(st, r)
-				} else if l := resp.GetLost(); l != nil {
-					s.handleLost(l)
+				items := []*lockdv1.SessionResponse{resp}
+				if b := resp.GetBatch(); b != nil {
+					s.batchesRead.Add(1)
+					items = b.GetItems()
+				}
+				for _, item := range items { // each as if it came alone
+					if r := item.GetResult(); r != nil {
+						s.handleResult(st, r)
+					} else if l := item.GetLost(); l != nil {
+						s.handleLost(l)
+					}
 				}
 			}
 		} else {
@@ -553,10 +583,11 @@ func sameHold(h *hold, ns, name string, token uint64) bool {
 }
 
 // onOpened: resumed holds are kept by the server again, the others lost;
-// queued operations are sent.
+// queued operations are sent, in op_id order.
 func (s *session) onOpened(st *stream, opened *lockdv1.SessionOpened) {
 	var notResumed []*hold
 	var queued []*op
+	var ticket uint64
 	s.mu.Lock()
 	s.grantedTTL = opened.GetLeaseTtl().AsDuration()
 	s.open, s.lastErr = true, ""
@@ -580,14 +611,16 @@ func (s *session) onOpened(st *stream, opened *lockdv1.SessionOpened) {
 			queued = append(queued, o)
 		}
 	}
+	slices.SortFunc(queued, func(a, b *op) int { return cmp.Compare(a.id, b.id) })
+	for _, o := range queued {
+		ticket = st.w.queue(o.req)
+	}
 	s.mu.Unlock()
 	for _, h := range notResumed {
 		h.markLost(lostError(h.what(), "SESSION_NOT_RESUMED",
 			"after the session stream broke, the new session did not get it back (the hold had ended or changed hands)"))
 	}
-	for _, o := range queued {
-		st.send(o.req)
-	}
+	st.w.flush(ticket)
 }
 
 func (s *session) handleResult(st *stream, r *lockdv1.SessionResult) {
@@ -618,18 +651,16 @@ func (s *session) handleResult(st *stream, r *lockdv1.SessionResult) {
 		if o.req.GetAcquireAll() != nil {
 			reqID = o.req.GetAcquireAll().GetRequest().GetRequestId()
 		}
-		var undos []*lockdv1.SessionRequest
+		var ticket uint64
 		for i, a := range resps {
 			s.nextID++
 			l := o.call.locks[i]
-			undos = append(undos, &lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Release{Release: &lockdv1.SessionRelease{
+			ticket = st.w.queue(&lockdv1.SessionRequest{Kind: &lockdv1.SessionRequest_Release{Release: &lockdv1.SessionRelease{
 				OpId: s.nextID, Request: &lockdv1.ReleaseRequest{Namespace: l.ns, Name: l.name,
 					AcquireRequestId: reqID, FencingToken: a.GetFencingToken()}}}})
 		}
 		s.mu.Unlock()
-		for _, u := range undos {
-			st.send(u)
-		}
+		go st.w.flush(ticket) // the reader never waits for another's send
 		return
 	}
 	if isGrant {
