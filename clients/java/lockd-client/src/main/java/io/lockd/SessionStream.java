@@ -31,6 +31,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The one Session stream of a {@link LockdClient} (docs/api.md "Sessions"), over which its holds
@@ -53,8 +54,14 @@ import java.util.concurrent.TimeoutException;
  * owner, not to the stream). An acquire its caller gives up (deadline, interrupt) is cancelled on
  * the stream; a grant that raced the cancel is given back.
  *
- * <p>Thread-safe: every field below {@code mu} is guarded by it; sends happen under it (a gRPC
- * stream's sends must not race). Lost listeners run on the client's callback executor.
+ * <p>Writes go through the stream's {@link BatchingWriter}: an op is queued under {@code mu}
+ * (so ops leave in op_id order) and flushed by its caller's thread outside it, so ops queued while
+ * another thread is writing leave together as one {@code batch}. The reader takes each item of a
+ * response {@code batch} as if it had come alone.
+ *
+ * <p>Thread-safe: every field below {@code mu} is guarded by it; the writer orders the stream's
+ * sends (a gRPC stream's sends must not race). Lost listeners run on the client's callback
+ * executor.
  */
 final class SessionStream {
   /** The outcome of an op whose stream broke after it was sent: unknown. */
@@ -75,12 +82,21 @@ final class SessionStream {
     }
   }
 
+  /** Where an op was queued: its stream's writer and its ticket there. */
+  private record Ticket(BatchingWriter writer, long ticket) {
+    /** Returns once the op has left (or was dropped with its stream). */
+    void flush() {
+      writer.flush(ticket);
+    }
+  }
+
   private static final class Op {
     final long id;
     final SessionRequest request;
     final AcquireCall acquire; // null for a release
     final CompletableFuture<Object> done = new CompletableFuture<>();
-    boolean sent;
+    boolean sent; // queued on a stream's writer
+    volatile Ticket ticket; // set under mu when queued; flushed outside it
     boolean abandoned;
 
     Op(long id, SessionRequest request, AcquireCall acquire) {
@@ -92,6 +108,7 @@ final class SessionStream {
 
   private final class Stream implements StreamObserver<SessionResponse> {
     ClientCallStreamObserver<SessionRequest> out;
+    BatchingWriter writer;
     boolean opened;
 
     @Override
@@ -100,6 +117,16 @@ final class SessionStream {
         case OPENED -> onOpened(this, response.getOpened());
         case RESULT -> onResult(this, response.getResult());
         case LOST -> onLost(response.getLost());
+        case BATCH -> {
+          responseBatches.incrementAndGet();
+          for (SessionResponse item : response.getBatch().getItemsList()) {
+            switch (item.getKindCase()) {
+              case RESULT -> onResult(this, item.getResult());
+              case LOST -> onLost(item.getLost());
+              default -> {} // only results and losts come in a batch
+            }
+          }
+        }
         default -> {}
       }
     }
@@ -116,6 +143,10 @@ final class SessionStream {
   }
 
   private final LockdClient client;
+  /** What this client's writers wrote (for tests and tuning). */
+  final BatchingWriter.Stats writeStats = new BatchingWriter.Stats();
+  /** Response batches read (for tests and tuning). */
+  final AtomicLong responseBatches = new AtomicLong();
   private final Object mu = new Object();
   private final AcquirePath.SessionLease lease; // guarded by mu
   private Stream stream; // the stream being opened or open; guarded by mu
@@ -167,6 +198,7 @@ final class SessionStream {
         op = new Op(id, req.build(), call);
         submit(op);
       }
+      flush(op);
       Object outcome;
       try {
         outcome = await(op, call.deadlineNanos(), call.interruptible());
@@ -212,6 +244,7 @@ final class SessionStream {
       }
     }
     if (op != null) {
+      flush(op);
       try {
         Object outcome = await(op, System.nanoTime() + client.config.rpcTimeout.toNanos(), false);
         if (outcome instanceof LockdException e) {
@@ -245,6 +278,7 @@ final class SessionStream {
    */
   void close(Duration timeout) {
     CompletableFuture<Void> end;
+    Stream s;
     synchronized (mu) {
       if (closed) {
         return;
@@ -258,8 +292,9 @@ final class SessionStream {
         return;
       }
       end = ended = new CompletableFuture<>();
-      stream.out.onCompleted();
+      s = stream;
     }
+    s.writer.finish(s.out::onCompleted);
     try {
       end.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (InterruptedException e) {
@@ -268,9 +303,11 @@ final class SessionStream {
       // The server ends the holds with their lease.
     }
     synchronized (mu) {
-      if (stream != null) {
-        stream.out.cancel("lockd client closed", null);
-      }
+      s = stream;
+    }
+    if (s != null) {
+      Stream last = s;
+      last.writer.finish(() -> last.out.cancel("lockd client closed", null));
     }
   }
 
@@ -283,8 +320,7 @@ final class SessionStream {
     }
     ops.put(op.id, op);
     if (stream != null && stream.opened) {
-      stream.out.onNext(op.request);
-      op.sent = true;
+      queue(stream, op);
     } else if (stream == null && !reconnectScheduled) {
       startStream();
     }
@@ -309,13 +345,21 @@ final class SessionStream {
     }
     s.out = (ClientCallStreamObserver<SessionRequest>) ClientCalls.asyncBidiStreamingCall(
         client.channel.newCall(LockServiceGrpc.getSessionMethod(), client.callOptions()), s);
+    // Alone and first: nothing is queued on the writer before `opened`.
     s.out.onNext(SessionRequest.newBuilder().setOpen(open).build());
+    s.writer = new BatchingWriter(s.out::onNext, writeStats);
+  }
+
+  private static void queue(Stream s, Op op) {
+    op.ticket = new Ticket(s.writer, s.writer.queue(op.request));
+    op.sent = true;
   }
 
   // ------------------------------------------------------------------ stream callbacks
 
   private void onOpened(Stream s, SessionOpened opened) {
     List<Lease> notResumed = new ArrayList<>();
+    List<Op> unsent = new ArrayList<>();
     synchronized (mu) {
       if (s != stream) {
         return;
@@ -338,10 +382,16 @@ final class SessionStream {
       }
       for (Op op : ops.values()) {
         if (!op.sent) {
-          s.out.onNext(op.request);
-          op.sent = true;
+          unsent.add(op);
         }
       }
+      unsent.sort((a, b) -> Long.compare(a.id, b.id));
+      for (Op op : unsent) {
+        queue(s, op);
+      }
+    }
+    if (!unsent.isEmpty()) {
+      flush(unsent.get(unsent.size() - 1));
     }
     for (Lease l : notResumed) {
       l.markLost("NOT_RESUMED", "the new session did not get the hold back");
@@ -545,6 +595,7 @@ final class SessionStream {
    * grant is given back (onResult), an outcome lost with the stream is undone (onEnd).
    */
   private boolean abandon(Op op) {
+    Ticket cancel = null;
     synchronized (mu) {
       op.abandoned = true;
       if (!op.sent) {
@@ -552,10 +603,21 @@ final class SessionStream {
         return false;
       }
       if (ops.containsKey(op.id) && op.acquire != null && stream != null && stream.opened) {
-        stream.out.onNext(SessionRequest.newBuilder()
-            .setCancel(SessionCancel.newBuilder().setOpId(op.id)).build());
+        cancel = new Ticket(stream.writer, stream.writer.queue(SessionRequest.newBuilder()
+            .setCancel(SessionCancel.newBuilder().setOpId(op.id)).build()));
       }
-      return true;
+    }
+    if (cancel != null) {
+      cancel.flush();
+    }
+    return true;
+  }
+
+  /** Returns once {@code op} has left on the stream it was queued on (or was dropped). */
+  private static void flush(Op op) {
+    Ticket t = op.ticket;
+    if (t != null) {
+      t.flush();
     }
   }
 
