@@ -6,7 +6,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 
 /**
@@ -14,35 +14,36 @@ import java.util.function.Consumer;
  * (docs/api.md "Batches on a Session"). Rules:
  *
  * <ol>
- *   <li>One message is written at a time (a gRPC call's sends must not race), by a caller's own
- *       thread; no thread of its own, no timer.
- *   <li>A request queued while no write is in progress is written at once, alone (a plain
- *       SessionRequest, never a one-op batch), by the thread that queued it: a lone op pays no
- *       latency.
- *   <li>Requests queued while a write is in progress are written, when it returns, as ONE
- *       SessionBatch in the order they were queued, by the first of their callers to get the
- *       writer's turn: at most {@link #MAX_BATCH_OPS} ops and, unless one op alone is larger,
- *       {@link #MAX_BATCH_BYTES}; the rest go in the writes after.
- *   <li>Each caller writes until its own request has left, not longer: a caller whose request
- *       left in another's batch returns without writing, so no caller keeps writing for the
- *       others under steady load.
- *   <li>After a write fails, or once {@link #finish} ran, every request queued then or later is
+ *   <li>A write is in flight from {@code onNext} until the transport has written it to the
+ *       connection: the stream's call is made with an on-ready threshold of one byte, so
+ *       {@code isReady()} is false until then, and gRPC calls the stream's on-ready handler
+ *       ({@link #onReady}) when it turns true. One message is written at a time.
+ *   <li>A request sent while no write is in flight is written at once, alone (a plain
+ *       SessionRequest, never a one-op batch), by the thread that sent it: nothing waits on a
+ *       timer, so a lone op pays no latency.
+ *   <li>Requests sent while a write is in flight are written, once it has left, as ONE
+ *       SessionBatch in the order they were sent, by the first thread that finds the stream ready
+ *       (the on-ready handler or a sender): at most {@link #MAX_BATCH_OPS} ops and, unless one op
+ *       alone is larger, {@link #MAX_BATCH_BYTES}; the rest go in the writes after.
+ *   <li>Never blocks a sender on a write: {@link #send} queues, writes if nobody else may, and
+ *       returns. No thread of its own.
+ *   <li>After a write fails, or once {@link #finish} ran, every request sent then or later is
  *       dropped: the stream's reader sees its end and settles the operations.
  * </ol>
  *
- * <p>When to coalesce: with grpc-java, {@code onNext} serializes the message and hands it to the
- * transport without blocking (it buffers, and the call stays ready until about 32 KiB are
- * unsent, several hundred ops), so "a write in progress" is a caller inside the write function,
- * i.e. inside {@code onNext}. Under load several threads queue while one is there, and they
- * leave together; an idle client's op never waits. Flow control (isReady) is not used: a
- * Session's messages are small and lockd reads them at once.
+ * <p>Why the transport's readiness: grpc-java's {@code onNext} only hands the message to the
+ * transport's event loop, in microseconds, so "while another thread is inside onNext" would rarely
+ * catch anything; the time until the event loop has written it is what the ops behind it wait
+ * anyway, and under load they fill a batch meanwhile.
  *
- * <p>The caller writes {@code open} itself before it queues anything, so {@code open} is never in
- * a batch.
+ * <p>The caller writes {@code open} itself before it sends anything, so {@code open} is never in a
+ * batch.
  *
- * <p>Thread-safe: the queue behind {@code mu}, writes behind {@code turn}. Lock order: turn, then
- * mu; a caller may hold its own lock while calling {@link #queue} (SessionStream does, to queue
- * in op_id order), never while calling {@link #flush} or {@link #finish}.
+ * <p>Thread-safe: the queue and the writing flag behind {@code mu}; one thread writes at a time
+ * (the one that set {@code writing}), outside {@code mu}. A caller may not hold its own lock
+ * while calling {@link #send}, {@link #onReady} or {@link #finish} (they write); it may while
+ * calling {@link #queue} (SessionStream does, to queue in op_id order), then {@link #drain}
+ * after letting it go.
  */
 final class BatchingWriter {
   /** The server's bound on a SessionBatch (more is a protocol error). */
@@ -69,104 +70,112 @@ final class BatchingWriter {
   private record Queued(SessionRequest request, int bytes) {}
 
   private final Consumer<SessionRequest> write;
+  private final BooleanSupplier ready;
   private final Stats stats;
-  private final ReentrantLock turn = new ReentrantLock(); // held for a write
   private final Object mu = new Object();
   private final ArrayDeque<Queued> queued = new ArrayDeque<>(); // guarded by mu
-  private long lastQueued; // tickets are 1, 2, ...; guarded by mu
-  private long taken; // tickets taken for a write; guarded by mu
+  private boolean writing; // a thread is writing; guarded by mu
   private boolean failed; // guarded by mu
 
   /**
    * @param write writes one message on the stream without blocking (grpc-java's {@code onNext});
    *     a RuntimeException means the stream is broken
+   * @param ready whether the stream's previous write has left (grpc-java's {@code isReady()})
    * @param stats where the writes are counted
    */
-  BatchingWriter(Consumer<SessionRequest> write, Stats stats) {
+  BatchingWriter(Consumer<SessionRequest> write, BooleanSupplier ready, Stats stats) {
     this.write = write;
+    this.ready = ready;
     this.stats = stats;
   }
 
+  /** {@link #queue}, then {@link #drain}. */
+  void send(SessionRequest request) {
+    queue(request);
+    drain();
+  }
+
   /**
-   * Queues {@code request} (acquire, release, cancel or acquire_all) and returns its ticket for
-   * {@link #flush}; 0 when the stream has failed or finished (dropped). Never blocks on a write.
+   * Queues {@code request} (acquire, release, cancel or acquire_all) without writing it; the
+   * caller calls {@link #drain} next. Dropped when the stream has failed or finished.
    */
-  long queue(SessionRequest request) {
+  void queue(SessionRequest request) {
     int bytes = request.getSerializedSize();
     synchronized (mu) {
-      if (failed) {
-        return 0;
+      if (!failed) {
+        queued.add(new Queued(request, bytes));
       }
-      queued.add(new Queued(request, bytes));
-      return ++lastQueued;
     }
   }
 
   /**
-   * Returns once the request of {@code ticket} (and everything queued before it) has been
-   * written, by this thread or an earlier writer (rules 2-4), or dropped (rule 5). Blocks while
-   * another caller is writing. Does nothing for ticket 0.
+   * Writes what is queued, one message per ready stream, unless another thread is writing (it
+   * looks again when done) or the stream is not ready ({@link #onReady} will). Never waits.
    */
-  void flush(long ticket) {
-    if (ticket == 0) {
-      return;
-    }
-    turn.lock();
-    try {
-      while (true) {
-        List<SessionRequest> next;
-        synchronized (mu) {
-          if (failed || taken >= ticket) {
-            return; // written (or dropped)
-          }
-          next = takeNext();
-        }
-        SessionRequest msg = next.get(0);
-        if (next.size() > 1) {
-          msg = SessionRequest.newBuilder()
-              .setBatch(SessionBatch.newBuilder().addAllOps(next)).build();
-        }
-        try {
-          write.accept(msg);
-        } catch (RuntimeException e) {
-          drop();
+  void drain() {
+    while (true) {
+      List<SessionRequest> next;
+      synchronized (mu) {
+        if (writing || failed || queued.isEmpty() || !ready.getAsBoolean()) {
           return;
         }
-        stats.messages.incrementAndGet();
-        if (next.size() > 1) {
-          stats.batches.incrementAndGet();
-          stats.batchedOps.addAndGet(next.size());
+        writing = true;
+        next = takeNext();
+      }
+      SessionRequest msg = next.get(0);
+      if (next.size() > 1) {
+        msg = SessionRequest.newBuilder()
+            .setBatch(SessionBatch.newBuilder().addAllOps(next)).build();
+      }
+      boolean ok = true;
+      try {
+        write.accept(msg);
+      } catch (RuntimeException e) {
+        ok = false;
+      }
+      synchronized (mu) {
+        writing = false;
+        mu.notifyAll(); // finish() may wait for this write
+        if (!ok) {
+          failed = true;
+          queued.clear();
+          return;
         }
       }
-    } finally {
-      turn.unlock();
+      stats.messages.incrementAndGet();
+      if (next.size() > 1) {
+        stats.batches.incrementAndGet();
+        stats.batchedOps.addAndGet(next.size());
+      }
     }
   }
 
-  /** {@code flush(queue(request))}. */
-  void send(SessionRequest request) {
-    flush(queue(request));
+  /** The stream's on-ready handler: its previous write has left. */
+  void onReady() {
+    drain();
   }
 
   /**
-   * Drops every request queued and to come (rule 5), then runs {@code last} (a half-close or a
-   * cancel of the call) in the writer's turn, so that it never races a write.
+   * Drops every request queued and to come (rule 5), waits for a write in progress, then runs
+   * {@code last} (a half-close or a cancel of the call), so that it never races a write.
    */
   void finish(Runnable last) {
-    turn.lock();
-    try {
-      drop();
-      last.run();
-    } finally {
-      turn.unlock();
-    }
-  }
-
-  private void drop() {
     synchronized (mu) {
       failed = true;
       queued.clear();
+      boolean interrupted = false;
+      while (writing) {
+        try {
+          mu.wait();
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
+    last.run();
   }
 
   /** The next write's requests, taken from the head of the queue. */
@@ -179,7 +188,6 @@ final class BatchingWriter {
       bytes += q.bytes();
       next.add(q.request());
     }
-    taken += next.size();
     return next;
   }
 }

@@ -3,7 +3,7 @@ package io.lockd;
 import io.grpc.Status;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientCalls;
-import io.grpc.stub.StreamObserver;
+import io.grpc.stub.ClientResponseObserver;
 import io.lockd.v1.AcquireResponse;
 import io.lockd.v1.LockInfo;
 import io.lockd.v1.LockLost;
@@ -55,9 +55,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * the stream; a grant that raced the cancel is given back.
  *
  * <p>Writes go through the stream's {@link BatchingWriter}: an op is queued under {@code mu}
- * (so ops leave in op_id order) and flushed by its caller's thread outside it, so ops queued while
- * another thread is writing leave together as one {@code batch}. The reader takes each item of a
- * response {@code batch} as if it had come alone.
+ * (so ops leave in op_id order) and written outside it, by its caller's thread when the stream's
+ * previous write has left, else with the ops queued meanwhile as one {@code batch} once it has.
+ * The reader takes each item of a response {@code batch} as if it had come alone.
  *
  * <p>Thread-safe: every field below {@code mu} is guarded by it; the writer orders the stream's
  * sends (a gRPC stream's sends must not race). Lost listeners run on the client's callback
@@ -82,21 +82,13 @@ final class SessionStream {
     }
   }
 
-  /** Where an op was queued: its stream's writer and its ticket there. */
-  private record Ticket(BatchingWriter writer, long ticket) {
-    /** Returns once the op has left (or was dropped with its stream). */
-    void flush() {
-      writer.flush(ticket);
-    }
-  }
-
   private static final class Op {
     final long id;
     final SessionRequest request;
     final AcquireCall acquire; // null for a release
     final CompletableFuture<Object> done = new CompletableFuture<>();
     boolean sent; // queued on a stream's writer
-    volatile Ticket ticket; // set under mu when queued; flushed outside it
+    volatile BatchingWriter writer; // set under mu when queued; drained outside it
     boolean abandoned;
 
     Op(long id, SessionRequest request, AcquireCall acquire) {
@@ -106,10 +98,17 @@ final class SessionStream {
     }
   }
 
-  private final class Stream implements StreamObserver<SessionResponse> {
+  private final class Stream implements ClientResponseObserver<SessionRequest, SessionResponse> {
     ClientCallStreamObserver<SessionRequest> out;
-    BatchingWriter writer;
+    final BatchingWriter writer =
+        new BatchingWriter(m -> out.onNext(m), () -> out.isReady(), writeStats);
     boolean opened;
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<SessionRequest> requestStream) {
+      out = requestStream;
+      out.setOnReadyHandler(writer::onReady);
+    }
 
     @Override
     public void onNext(SessionResponse response) {
@@ -198,7 +197,7 @@ final class SessionStream {
         op = new Op(id, req.build(), call);
         submit(op);
       }
-      flush(op);
+      drain(op);
       Object outcome;
       try {
         outcome = await(op, call.deadlineNanos(), call.interruptible());
@@ -244,7 +243,7 @@ final class SessionStream {
       }
     }
     if (op != null) {
-      flush(op);
+      drain(op);
       try {
         Object outcome = await(op, System.nanoTime() + client.config.rpcTimeout.toNanos(), false);
         if (outcome instanceof LockdException e) {
@@ -343,15 +342,17 @@ final class SessionStream {
             .setNamespace(l.namespace).setName(l.name).setFencingToken(l.fencingToken));
       }
     }
-    s.out = (ClientCallStreamObserver<SessionRequest>) ClientCalls.asyncBidiStreamingCall(
-        client.channel.newCall(LockServiceGrpc.getSessionMethod(), client.callOptions()), s);
+    // Ready when its previous write has left (BatchingWriter's rule 1); s.out is set by
+    // beforeStart.
+    ClientCalls.asyncBidiStreamingCall(client.channel.newCall(LockServiceGrpc.getSessionMethod(),
+        client.callOptions().withOnReadyThreshold(1)), s);
     // Alone and first: nothing is queued on the writer before `opened`.
     s.out.onNext(SessionRequest.newBuilder().setOpen(open).build());
-    s.writer = new BatchingWriter(s.out::onNext, writeStats);
   }
 
   private static void queue(Stream s, Op op) {
-    op.ticket = new Ticket(s.writer, s.writer.queue(op.request));
+    s.writer.queue(op.request);
+    op.writer = s.writer;
     op.sent = true;
   }
 
@@ -390,9 +391,7 @@ final class SessionStream {
         queue(s, op);
       }
     }
-    if (!unsent.isEmpty()) {
-      flush(unsent.get(unsent.size() - 1));
-    }
+    s.writer.drain();
     for (Lease l : notResumed) {
       l.markLost("NOT_RESUMED", "the new session did not get the hold back");
     }
@@ -595,7 +594,7 @@ final class SessionStream {
    * grant is given back (onResult), an outcome lost with the stream is undone (onEnd).
    */
   private boolean abandon(Op op) {
-    Ticket cancel = null;
+    BatchingWriter cancelOn = null;
     synchronized (mu) {
       op.abandoned = true;
       if (!op.sent) {
@@ -603,21 +602,22 @@ final class SessionStream {
         return false;
       }
       if (ops.containsKey(op.id) && op.acquire != null && stream != null && stream.opened) {
-        cancel = new Ticket(stream.writer, stream.writer.queue(SessionRequest.newBuilder()
-            .setCancel(SessionCancel.newBuilder().setOpId(op.id)).build()));
+        cancelOn = stream.writer;
+        cancelOn.queue(SessionRequest.newBuilder()
+            .setCancel(SessionCancel.newBuilder().setOpId(op.id)).build());
       }
     }
-    if (cancel != null) {
-      cancel.flush();
+    if (cancelOn != null) {
+      cancelOn.drain();
     }
     return true;
   }
 
-  /** Returns once {@code op} has left on the stream it was queued on (or was dropped). */
-  private static void flush(Op op) {
-    Ticket t = op.ticket;
-    if (t != null) {
-      t.flush();
+  /** Writes what the writer {@code op} was queued on holds, if nobody else is (never waits). */
+  private static void drain(Op op) {
+    BatchingWriter w = op.writer;
+    if (w != null) {
+      w.drain();
     }
   }
 

@@ -10,19 +10,21 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-/** BatchingWriter's rules 1-5, with a sink standing in for the stream. */
+/**
+ * BatchingWriter's rules, with a sink standing in for the stream: like grpc-java's call with an
+ * on-ready threshold of one byte, it is not ready from a write until the test lets that write
+ * leave ({@link #leave}).
+ */
 class BatchingWriterTest {
   private final List<SessionRequest> written = new ArrayList<>(); // guarded by itself
-  private final CountDownLatch firstWriteEntered = new CountDownLatch(1);
-  private final CountDownLatch releaseFirstWrite = new CountDownLatch(1);
-  private boolean holdFirstWrite;
-  private boolean failWrites;
+  private volatile boolean ready = true;
+  private volatile boolean failWrites;
+  private volatile CountDownLatch holdNextWrite; // a write waits inside the sink for this
+  private final CountDownLatch inWrite = new CountDownLatch(1);
   private final BatchingWriter.Stats stats = new BatchingWriter.Stats();
-  private final BatchingWriter writer = new BatchingWriter(this::write, stats);
-  private Thread firstWriter;
+  private final BatchingWriter writer = new BatchingWriter(this::write, () -> ready, stats);
 
   private void write(SessionRequest msg) {
     if (failWrites) {
@@ -31,14 +33,23 @@ class BatchingWriterTest {
     synchronized (written) {
       written.add(msg);
     }
-    if (holdFirstWrite && firstWriteEntered.getCount() > 0) {
-      firstWriteEntered.countDown();
+    ready = false;
+    CountDownLatch hold = holdNextWrite;
+    if (hold != null) {
+      holdNextWrite = null;
+      inWrite.countDown();
       try {
-        releaseFirstWrite.await();
+        hold.await();
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
     }
+  }
+
+  /** The transport has written the last message: the stream is ready and says so. */
+  private void leave() {
+    ready = true;
+    writer.onReady();
   }
 
   private static SessionRequest op(long id, int nameLength) {
@@ -48,27 +59,6 @@ class BatchingWriterTest {
 
   private static SessionRequest op(long id) {
     return op(id, 8);
-  }
-
-  /** Op 1's write, made by another thread, is in flight when this returns. */
-  private void startFirstWrite() throws InterruptedException {
-    holdFirstWrite = true;
-    firstWriter = new Thread(() -> writer.send(op(1)));
-    firstWriter.start();
-    assertTrue(firstWriteEntered.await(10, TimeUnit.SECONDS));
-  }
-
-  private void endFirstWrite() throws InterruptedException {
-    releaseFirstWrite.countDown();
-    firstWriter.join();
-  }
-
-  @AfterEach
-  void noWriterLeft() throws InterruptedException {
-    releaseFirstWrite.countDown();
-    if (firstWriter != null) {
-      firstWriter.join();
-    }
   }
 
   private List<SessionRequest> written() {
@@ -81,47 +71,64 @@ class BatchingWriterTest {
   void aLoneRequestIsWrittenAtOnceAloneNotAsABatch() {
     writer.send(op(1));
     assertEquals(List.of(op(1)), written());
-    assertEquals(1, stats.messages.get());
+    leave();
+    writer.send(op(2));
+    assertEquals(List.of(op(1), op(2)), written());
+    assertEquals(2, stats.messages.get());
     assertEquals(0, stats.batches.get());
   }
 
   @Test
-  void requestsQueuedDuringAWriteLeaveAsOneBatchInOrderByTheFirstToFlush() throws Exception {
-    startFirstWrite();
-    long t2 = writer.queue(op(2));
-    long t3 = writer.queue(op(3));
-    long t4 = writer.queue(op(4));
-    endFirstWrite();
-    writer.flush(t3); // takes everything queued, not only up to its own
-    writer.flush(t2); // left already: writes nothing
-    writer.flush(t4);
-    SessionRequest batch = written().get(1);
-    assertEquals(List.of(op(2), op(3), op(4)), batch.getBatch().getOpsList());
-    assertEquals(2, written().size());
+  void requestsSentWhileAWriteIsInFlightLeaveAsOneBatchInOrderOnceItHasLeft() {
+    writer.send(op(1));
+    writer.send(op(2));
+    writer.send(op(3));
+    writer.send(op(4));
+    assertEquals(List.of(op(1)), written(), "nothing more until op 1 has left");
+    leave();
+    assertEquals(List.of(op(1), SessionRequest.newBuilder().setBatch(io.lockd.v1.SessionBatch
+        .newBuilder().addOps(op(2)).addOps(op(3)).addOps(op(4))).build()), written());
+    leave();
+    assertEquals(2, written().size(), "an empty queue writes nothing");
     assertEquals(2, stats.messages.get());
     assertEquals(1, stats.batches.get());
     assertEquals(3, stats.batchedOps.get());
   }
 
   @Test
-  void aLoneRequestQueuedDuringAWriteStillLeavesAlone() throws Exception {
-    startFirstWrite();
-    long t2 = writer.queue(op(2));
-    endFirstWrite();
-    writer.flush(t2);
+  void aLoneRequestSentWhileAWriteIsInFlightStillLeavesAlone() {
+    writer.send(op(1));
+    writer.send(op(2));
+    leave();
     assertEquals(List.of(op(1), op(2)), written());
     assertEquals(0, stats.batches.get());
   }
 
   @Test
-  void aBatchStopsAtTheServersBoundOfOps() throws Exception {
-    startFirstWrite();
-    long last = 0;
+  void aSenderWhileAnotherThreadIsWritingLeavesItsRequestToThatThread() throws Exception {
+    holdNextWrite = new CountDownLatch(1);
+    CountDownLatch release = holdNextWrite;
+    Thread first = new Thread(() -> writer.send(op(1)));
+    first.start();
+    assertTrue(inWrite.await(10, TimeUnit.SECONDS));
+    ready = true; // op 1 has left the transport, but its writer is still in onNext
+    writer.send(op(2)); // returns at once, unwritten
+    writer.send(op(3));
+    assertEquals(List.of(op(1)), written());
+    release.countDown();
+    first.join(); // the first writer looks again and takes both
+    assertEquals(2, written().size());
+    assertEquals(List.of(op(2), op(3)), written().get(1).getBatch().getOpsList());
+  }
+
+  @Test
+  void aBatchStopsAtTheServersBoundOfOps() {
+    writer.send(op(1));
     for (int i = 0; i < BatchingWriter.MAX_BATCH_OPS + 1; i++) {
-      last = writer.queue(op(2 + i));
+      writer.send(op(2 + i));
     }
-    endFirstWrite();
-    writer.flush(last);
+    leave();
+    leave();
     List<SessionRequest> w = written();
     assertEquals(3, w.size());
     assertEquals(BatchingWriter.MAX_BATCH_OPS, w.get(1).getBatch().getOpsCount());
@@ -130,17 +137,18 @@ class BatchingWriterTest {
   }
 
   @Test
-  void aBatchStopsBeforeItsBytesPassTheBoundAndALargerOpGoesAlone() throws Exception {
+  void aBatchStopsBeforeItsBytesPassTheBoundAndALargerOpGoesAlone() {
     int third = BatchingWriter.MAX_BATCH_BYTES / 3 - 64;
-    startFirstWrite();
-    writer.queue(op(2, third));
-    writer.queue(op(3, third));
-    writer.queue(op(4, third));
-    writer.queue(op(5, third)); // would pass the bound: the next write
-    writer.queue(op(6, BatchingWriter.MAX_BATCH_BYTES + 1)); // alone, however large
-    long last = writer.queue(op(7));
-    endFirstWrite();
-    writer.flush(last);
+    writer.send(op(1));
+    writer.send(op(2, third));
+    writer.send(op(3, third));
+    writer.send(op(4, third));
+    writer.send(op(5, third)); // would pass the bound: the next write
+    writer.send(op(6, BatchingWriter.MAX_BATCH_BYTES + 1)); // alone, however large
+    writer.send(op(7));
+    for (int i = 0; i < 4; i++) {
+      leave();
+    }
     List<SessionRequest> w = written();
     assertEquals(List.of(op(2, third), op(3, third), op(4, third)),
         w.get(1).getBatch().getOpsList());
@@ -154,32 +162,32 @@ class BatchingWriterTest {
   void afterAFailedWriteEveryRequestIsDropped() {
     failWrites = true;
     writer.send(op(1));
-    assertEquals(0, writer.queue(op(2)));
-    writer.flush(0); // returns at once
     failWrites = false;
-    writer.send(op(3));
+    writer.send(op(2));
+    leave();
     assertEquals(List.of(), written());
     assertEquals(0, stats.messages.get());
   }
 
   @Test
-  void finishWaitsForTheWriteInFlightThenDropsWhatIsQueued() throws Exception {
-    startFirstWrite();
-    long t2 = writer.queue(op(2));
-    List<String> order = new ArrayList<>();
-    Thread finisher = new Thread(() -> writer.finish(() -> {
-      synchronized (order) {
-        order.add("finish after " + written().size() + " write(s)");
-      }
-    }));
+  void finishWaitsForTheWriteInProgressThenDropsWhatIsQueued() throws Exception {
+    holdNextWrite = new CountDownLatch(1);
+    CountDownLatch release = holdNextWrite;
+    Thread first = new Thread(() -> writer.send(op(1)));
+    first.start();
+    assertTrue(inWrite.await(10, TimeUnit.SECONDS));
+    writer.send(op(2));
+    List<Integer> writtenAtFinish = new ArrayList<>();
+    Thread finisher = new Thread(() -> writer.finish(() -> writtenAtFinish.add(written().size())));
     finisher.start();
-    finisher.join(200); // blocked behind op 1's write
-    assertTrue(finisher.isAlive());
-    endFirstWrite();
+    finisher.join(200);
+    assertTrue(finisher.isAlive(), "finish waits while op 1 is being written");
+    release.countDown();
+    first.join();
     finisher.join();
-    writer.flush(t2);
+    leave();
+    writer.send(op(3));
     assertEquals(List.of(op(1)), written());
-    assertEquals(List.of("finish after 1 write(s)"), order);
-    assertEquals(0, writer.queue(op(3)));
+    assertEquals(List.of(1), writtenAtFinish);
   }
 }
