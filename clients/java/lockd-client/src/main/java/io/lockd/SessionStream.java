@@ -118,6 +118,7 @@ final class SessionStream {
         case LOST -> onLost(response.getLost());
         case BATCH -> {
           responseBatches.incrementAndGet();
+          responseBatchItems.addAndGet(response.getBatch().getItemsCount());
           for (SessionResponse item : response.getBatch().getItemsList()) {
             switch (item.getKindCase()) {
               case RESULT -> onResult(this, item.getResult());
@@ -144,8 +145,9 @@ final class SessionStream {
   private final LockdClient client;
   /** What this client's writers wrote (for tests and tuning). */
   final BatchingWriter.Stats writeStats = new BatchingWriter.Stats();
-  /** Response batches read (for tests and tuning). */
+  /** Response batches read, and the items they carried (for tests and tuning). */
   final AtomicLong responseBatches = new AtomicLong();
+  final AtomicLong responseBatchItems = new AtomicLong();
   private final Object mu = new Object();
   private final AcquirePath.SessionLease lease; // guarded by mu
   private Stream stream; // the stream being opened or open; guarded by mu

@@ -109,12 +109,15 @@ class SessionBatchingTest {
       assertEquals(List.of(), failures);
       BatchingWriter.Stats w = c.session.writeStats;
       System.out.printf("SessionBatchingTest: %d ops in %d messages, %d batches of %d ops;"
-              + " %d response batches%n", 2 + 3L * threads * rounds, w.messages.get(),
-          w.batches.get(), w.batchedOps.get(), c.session.responseBatches.get());
+              + " %d response batches of %d results%n", 2 + 3L * threads * rounds,
+          w.messages.get(), w.batches.get(), w.batchedOps.get(),
+          c.session.responseBatches.get(), c.session.responseBatchItems.get());
       assertTrue(w.batches.get() > 0, "ops queued during a write left in a batch");
       assertTrue(w.batchedOps.get() > w.batches.get(), "a batch carries more than one op");
       assertTrue(w.messages.get() < 2 + 3L * threads * rounds, "fewer messages than ops");
       assertTrue(c.session.responseBatches.get() > 0, "lockd answered in batches");
+      assertTrue(c.session.responseBatchItems.get() > c.session.responseBatches.get(),
+          "a response batch carries more than one result");
     }
   }
 }
