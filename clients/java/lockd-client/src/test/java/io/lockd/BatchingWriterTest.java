@@ -5,11 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lockd.v1.AcquireRequest;
 import io.lockd.v1.SessionAcquire;
+import io.lockd.v1.SessionBatch;
 import io.lockd.v1.SessionRequest;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -23,6 +25,7 @@ class BatchingWriterTest {
   private volatile boolean failWrites;
   private volatile CountDownLatch holdNextWrite; // a write waits inside the sink for this
   private final CountDownLatch inWrite = new CountDownLatch(1);
+  private final CountDownLatch releaseHeldWrite = new CountDownLatch(1);
   private final BatchingWriter.Stats stats = new BatchingWriter.Stats();
   private final BatchingWriter writer = new BatchingWriter(this::write, () -> ready, stats);
 
@@ -61,6 +64,20 @@ class BatchingWriterTest {
     return op(id, 8);
   }
 
+  /** A thread sending op 1, held inside the sink (in onNext) until releaseHeldWrite. */
+  private Thread startHeldWriteOfOp1() throws InterruptedException {
+    holdNextWrite = releaseHeldWrite;
+    Thread first = new Thread(() -> writer.send(op(1)));
+    first.start();
+    assertTrue(inWrite.await(10, TimeUnit.SECONDS));
+    return first;
+  }
+
+  @AfterEach
+  void noWriterLeftHeld() {
+    releaseHeldWrite.countDown();
+  }
+
   private List<SessionRequest> written() {
     synchronized (written) {
       return List.copyOf(written);
@@ -68,13 +85,16 @@ class BatchingWriterTest {
   }
 
   @Test
-  void aLoneRequestIsWrittenAtOnceAloneNotAsABatch() {
+  void aLoneRequestIsWrittenAloneNotAsABatch() {
     writer.send(op(1));
-    assertEquals(List.of(op(1)), written());
+    assertEquals(List.of(op(1)), written(), "at once");
     leave();
     writer.send(op(2));
+    writer.send(op(3)); // while op 2 is in flight, but the only one then
     assertEquals(List.of(op(1), op(2)), written());
-    assertEquals(2, stats.messages.get());
+    leave();
+    assertEquals(List.of(op(1), op(2), op(3)), written());
+    assertEquals(3, stats.messages.get());
     assertEquals(0, stats.batches.get());
   }
 
@@ -86,8 +106,9 @@ class BatchingWriterTest {
     writer.send(op(4));
     assertEquals(List.of(op(1)), written(), "nothing more until op 1 has left");
     leave();
-    assertEquals(List.of(op(1), SessionRequest.newBuilder().setBatch(io.lockd.v1.SessionBatch
-        .newBuilder().addOps(op(2)).addOps(op(3)).addOps(op(4))).build()), written());
+    SessionRequest batch = SessionRequest.newBuilder()
+        .setBatch(SessionBatch.newBuilder().addOps(op(2)).addOps(op(3)).addOps(op(4))).build();
+    assertEquals(List.of(op(1), batch), written());
     leave();
     assertEquals(2, written().size(), "an empty queue writes nothing");
     assertEquals(2, stats.messages.get());
@@ -96,26 +117,13 @@ class BatchingWriterTest {
   }
 
   @Test
-  void aLoneRequestSentWhileAWriteIsInFlightStillLeavesAlone() {
-    writer.send(op(1));
-    writer.send(op(2));
-    leave();
-    assertEquals(List.of(op(1), op(2)), written());
-    assertEquals(0, stats.batches.get());
-  }
-
-  @Test
   void aSenderWhileAnotherThreadIsWritingLeavesItsRequestToThatThread() throws Exception {
-    holdNextWrite = new CountDownLatch(1);
-    CountDownLatch release = holdNextWrite;
-    Thread first = new Thread(() -> writer.send(op(1)));
-    first.start();
-    assertTrue(inWrite.await(10, TimeUnit.SECONDS));
+    Thread first = startHeldWriteOfOp1();
     ready = true; // op 1 has left the transport, but its writer is still in onNext
     writer.send(op(2)); // returns at once, unwritten
     writer.send(op(3));
     assertEquals(List.of(op(1)), written());
-    release.countDown();
+    releaseHeldWrite.countDown();
     first.join(); // the first writer looks again and takes both
     assertEquals(2, written().size());
     assertEquals(List.of(op(2), op(3)), written().get(1).getBatch().getOpsList());
@@ -171,18 +179,14 @@ class BatchingWriterTest {
 
   @Test
   void finishWaitsForTheWriteInProgressThenDropsWhatIsQueued() throws Exception {
-    holdNextWrite = new CountDownLatch(1);
-    CountDownLatch release = holdNextWrite;
-    Thread first = new Thread(() -> writer.send(op(1)));
-    first.start();
-    assertTrue(inWrite.await(10, TimeUnit.SECONDS));
+    Thread first = startHeldWriteOfOp1();
     writer.send(op(2));
     List<Integer> writtenAtFinish = new ArrayList<>();
     Thread finisher = new Thread(() -> writer.finish(() -> writtenAtFinish.add(written().size())));
     finisher.start();
     finisher.join(200);
     assertTrue(finisher.isAlive(), "finish waits while op 1 is being written");
-    release.countDown();
+    releaseHeldWrite.countDown();
     first.join();
     finisher.join();
     leave();
