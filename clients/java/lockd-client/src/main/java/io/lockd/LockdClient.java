@@ -278,7 +278,7 @@ public final class LockdClient implements AutoCloseable {
   final ScheduledExecutorService scheduler; // timers: reconnects, validity checks, renewals
   private final ExecutorService callbacks; // lost listeners, renewals, async lock calls
   private final CallCredentials credentials;
-  private final SessionStream session;
+  final SessionStream session; // package-private for tests (its write and read counters)
   private final Map<String, LocalGate> gates = new ConcurrentHashMap<>();
 
   private LockdClient(Config config) {

@@ -3,7 +3,7 @@ package io.lockd;
 import io.grpc.Status;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientCalls;
-import io.grpc.stub.StreamObserver;
+import io.grpc.stub.ClientResponseObserver;
 import io.lockd.v1.AcquireResponse;
 import io.lockd.v1.LockInfo;
 import io.lockd.v1.LockLost;
@@ -31,6 +31,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The one Session stream of a {@link LockdClient} (docs/api.md "Sessions"), over which its holds
@@ -53,8 +54,14 @@ import java.util.concurrent.TimeoutException;
  * owner, not to the stream). An acquire its caller gives up (deadline, interrupt) is cancelled on
  * the stream; a grant that raced the cancel is given back.
  *
- * <p>Thread-safe: every field below {@code mu} is guarded by it; sends happen under it (a gRPC
- * stream's sends must not race). Lost listeners run on the client's callback executor.
+ * <p>Writes go through the stream's {@link BatchingWriter}: an op is queued under {@code mu}
+ * (so ops leave in op_id order) and written outside it, by its caller's thread when the stream's
+ * previous write has left, else with the ops queued meanwhile as one {@code batch} once it has.
+ * The reader takes each item of a response {@code batch} as if it had come alone.
+ *
+ * <p>Thread-safe: every field below {@code mu} is guarded by it; the writer orders the stream's
+ * sends (a gRPC stream's sends must not race). Lost listeners run on the client's callback
+ * executor.
  */
 final class SessionStream {
   /** The outcome of an op whose stream broke after it was sent: unknown. */
@@ -80,7 +87,8 @@ final class SessionStream {
     final SessionRequest request;
     final AcquireCall acquire; // null for a release
     final CompletableFuture<Object> done = new CompletableFuture<>();
-    boolean sent;
+    boolean sent; // queued on a stream's writer
+    volatile BatchingWriter writer; // set under mu when queued; drained outside it
     boolean abandoned;
 
     Op(long id, SessionRequest request, AcquireCall acquire) {
@@ -90,9 +98,17 @@ final class SessionStream {
     }
   }
 
-  private final class Stream implements StreamObserver<SessionResponse> {
+  private final class Stream implements ClientResponseObserver<SessionRequest, SessionResponse> {
     ClientCallStreamObserver<SessionRequest> out;
+    final BatchingWriter writer =
+        new BatchingWriter(m -> out.onNext(m), () -> out.isReady(), writeStats);
     boolean opened;
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<SessionRequest> requestStream) {
+      out = requestStream;
+      out.setOnReadyHandler(writer::onReady);
+    }
 
     @Override
     public void onNext(SessionResponse response) {
@@ -100,6 +116,17 @@ final class SessionStream {
         case OPENED -> onOpened(this, response.getOpened());
         case RESULT -> onResult(this, response.getResult());
         case LOST -> onLost(response.getLost());
+        case BATCH -> {
+          responseBatches.incrementAndGet();
+          responseBatchItems.addAndGet(response.getBatch().getItemsCount());
+          for (SessionResponse item : response.getBatch().getItemsList()) {
+            switch (item.getKindCase()) {
+              case RESULT -> onResult(this, item.getResult());
+              case LOST -> onLost(item.getLost());
+              default -> {} // only results and losts come in a batch
+            }
+          }
+        }
         default -> {}
       }
     }
@@ -116,6 +143,11 @@ final class SessionStream {
   }
 
   private final LockdClient client;
+  /** What this client's writers wrote (for tests and tuning). */
+  final BatchingWriter.Stats writeStats = new BatchingWriter.Stats();
+  /** Response batches read, and the items they carried (for tests and tuning). */
+  final AtomicLong responseBatches = new AtomicLong();
+  final AtomicLong responseBatchItems = new AtomicLong();
   private final Object mu = new Object();
   private final AcquirePath.SessionLease lease; // guarded by mu
   private Stream stream; // the stream being opened or open; guarded by mu
@@ -167,6 +199,7 @@ final class SessionStream {
         op = new Op(id, req.build(), call);
         submit(op);
       }
+      drain(op);
       Object outcome;
       try {
         outcome = await(op, call.deadlineNanos(), call.interruptible());
@@ -212,6 +245,7 @@ final class SessionStream {
       }
     }
     if (op != null) {
+      drain(op);
       try {
         Object outcome = await(op, System.nanoTime() + client.config.rpcTimeout.toNanos(), false);
         if (outcome instanceof LockdException e) {
@@ -245,6 +279,7 @@ final class SessionStream {
    */
   void close(Duration timeout) {
     CompletableFuture<Void> end;
+    Stream s;
     synchronized (mu) {
       if (closed) {
         return;
@@ -258,8 +293,9 @@ final class SessionStream {
         return;
       }
       end = ended = new CompletableFuture<>();
-      stream.out.onCompleted();
+      s = stream;
     }
+    s.writer.finish(s.out::onCompleted);
     try {
       end.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (InterruptedException e) {
@@ -268,9 +304,11 @@ final class SessionStream {
       // The server ends the holds with their lease.
     }
     synchronized (mu) {
-      if (stream != null) {
-        stream.out.cancel("lockd client closed", null);
-      }
+      s = stream;
+    }
+    if (s != null) {
+      Stream last = s;
+      last.writer.finish(() -> last.out.cancel("lockd client closed", null));
     }
   }
 
@@ -283,8 +321,7 @@ final class SessionStream {
     }
     ops.put(op.id, op);
     if (stream != null && stream.opened) {
-      stream.out.onNext(op.request);
-      op.sent = true;
+      queue(stream, op);
     } else if (stream == null && !reconnectScheduled) {
       startStream();
     }
@@ -307,15 +344,25 @@ final class SessionStream {
             .setNamespace(l.namespace).setName(l.name).setFencingToken(l.fencingToken));
       }
     }
-    s.out = (ClientCallStreamObserver<SessionRequest>) ClientCalls.asyncBidiStreamingCall(
-        client.channel.newCall(LockServiceGrpc.getSessionMethod(), client.callOptions()), s);
+    // Ready when its previous write has left (BatchingWriter's rule 1); s.out is set by
+    // beforeStart.
+    ClientCalls.asyncBidiStreamingCall(client.channel.newCall(LockServiceGrpc.getSessionMethod(),
+        client.callOptions().withOnReadyThreshold(1)), s);
+    // Alone and first: nothing is queued on the writer before `opened`.
     s.out.onNext(SessionRequest.newBuilder().setOpen(open).build());
+  }
+
+  private static void queue(Stream s, Op op) {
+    s.writer.queue(op.request);
+    op.writer = s.writer;
+    op.sent = true;
   }
 
   // ------------------------------------------------------------------ stream callbacks
 
   private void onOpened(Stream s, SessionOpened opened) {
     List<Lease> notResumed = new ArrayList<>();
+    List<Op> unsent = new ArrayList<>();
     synchronized (mu) {
       if (s != stream) {
         return;
@@ -338,11 +385,15 @@ final class SessionStream {
       }
       for (Op op : ops.values()) {
         if (!op.sent) {
-          s.out.onNext(op.request);
-          op.sent = true;
+          unsent.add(op);
         }
       }
+      unsent.sort((a, b) -> Long.compare(a.id, b.id));
+      for (Op op : unsent) {
+        queue(s, op);
+      }
     }
+    s.writer.drain();
     for (Lease l : notResumed) {
       l.markLost("NOT_RESUMED", "the new session did not get the hold back");
     }
@@ -545,6 +596,7 @@ final class SessionStream {
    * grant is given back (onResult), an outcome lost with the stream is undone (onEnd).
    */
   private boolean abandon(Op op) {
+    BatchingWriter cancelOn = null;
     synchronized (mu) {
       op.abandoned = true;
       if (!op.sent) {
@@ -552,10 +604,22 @@ final class SessionStream {
         return false;
       }
       if (ops.containsKey(op.id) && op.acquire != null && stream != null && stream.opened) {
-        stream.out.onNext(SessionRequest.newBuilder()
+        cancelOn = stream.writer;
+        cancelOn.queue(SessionRequest.newBuilder()
             .setCancel(SessionCancel.newBuilder().setOpId(op.id)).build());
       }
-      return true;
+    }
+    if (cancelOn != null) {
+      cancelOn.drain();
+    }
+    return true;
+  }
+
+  /** Writes what the writer {@code op} was queued on holds, if nobody else is (never waits). */
+  private static void drain(Op op) {
+    BatchingWriter w = op.writer;
+    if (w != null) {
+      w.drain();
     }
   }
 
