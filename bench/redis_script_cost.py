@@ -45,6 +45,15 @@ def script_source(text, name):
     return m.group(1) if m else ''
 
 
+def with_prelude(prelude, script):
+    """The script as lockd sends it (scripts.h Prelude())."""
+    mark = '\n--@prelude\n'
+    if mark not in script:
+        return prelude + script
+    at = script.index(mark)
+    return script[:at + 1] + prelude + script[at + len(mark):]
+
+
 def load_scripts(rev):
     if rev is None:
         text = open(os.path.join(ROOT, SCRIPTS)).read()
@@ -52,8 +61,8 @@ def load_scripts(rev):
         text = subprocess.run(['git', '-C', ROOT, 'show', f'{rev}:{SCRIPTS}'],
                               capture_output=True, text=True, check=True).stdout
     prelude = script_source(text, 'kPrelude')
-    acquire = prelude + script_source(text, 'kAcquireScript')
-    release = prelude + script_source(text, 'kReleaseScript')
+    acquire = with_prelude(prelude, script_source(text, 'kAcquireScript'))
+    release = with_prelude(prelude, script_source(text, 'kReleaseScript'))
     return acquire, release, 'KEYS[4]' in acquire
 
 

@@ -158,6 +158,25 @@ local me, join, life = ARGV[10], ARGV[11], ARGV[12]
 local rep = join == '1' and me:match('^[^|]*|')
 local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl',
                      'kind', 'limit')
+-- The park of a call on an exclusive lock held by another owner, when no
+-- other replica's entry is first in the queue: the commonest attempt under
+-- contention, answered before the functions below are even defined.
+if h[1] and h[1] ~= owner and mode ~= 'M' then
+  local first = join == '1' and redis.call('ZRANGE', queue, 0, 0)[1]
+  if not first or first == me or (rep and first:sub(1, #rep) == rep) then
+    if join == '1' then
+      local t = redis.call('TIME')
+      redis.call('ZADD', queue, 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), me)
+      redis.call('ZADD', qlife, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(life), me)
+      if not first then
+        redis.call('PEXPIRE', queue, life)
+        redis.call('PEXPIRE', qlife, life)
+      end
+    end
+    return {0, '', 0, -1, 'X', 0, h[1], 'X', tonumber(h[2]), 0, h[3], redis.call('PTTL', lock)}
+  end
+end
+--@prelude
 local queued = true  -- false once the queue was read empty
 local function keep_fence()
   if fttl == '0' then redis.call('PERSIST', fence) else redis.call('PEXPIRE', fence, fttl) end
@@ -589,8 +608,14 @@ end
 return n
 )lua";
 
-// `script` after kPrelude.
-inline std::string Prelude(absl::string_view script) { return absl::StrCat(kPrelude, script); }
+// `script` with kPrelude at its line `--@prelude` (so that what comes
+// before it runs without defining the prelude's functions), else before it.
+inline std::string Prelude(absl::string_view script) {
+  constexpr absl::string_view kMark = "\n--@prelude\n";
+  size_t at = script.find(kMark);
+  if (at == absl::string_view::npos) return absl::StrCat(kPrelude, script);
+  return absl::StrCat(script.substr(0, at + 1), kPrelude, script.substr(at + kMark.size()));
+}
 
 // `script` as cluster mode runs it: PUBLISH becomes SPUBLISH (sharded
 // pub/sub), so a message goes only to the node serving the lock's slot (and
