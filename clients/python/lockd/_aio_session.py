@@ -233,7 +233,7 @@ class _AioOutbox:
     async def messages(self) -> AsyncIterator[lock_pb2.SessionRequest]:
         """The stream's request iterator: ``open``, then what is queued,
         batched by next_write each time grpc.aio asks, until end()."""
-        self._counts.wrote()
+        self._counts.wrote(self._open)
         yield self._open
         while not self._ended:
             if not self._queued:

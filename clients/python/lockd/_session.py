@@ -598,12 +598,12 @@ class WireCounts:
         self.messages = self.batches = self.batched_ops = 0
         self.response_batches = self.response_items = 0
 
-    def wrote(self, ops: int = 1) -> None:
-        """Counts one message written, carrying ``ops`` ops (> 1: a batch)."""
+    def wrote(self, msg: lock_pb2.SessionRequest) -> None:
+        """Counts ``msg``, about to be written."""
         self.messages += 1
-        if ops > 1:
+        if msg.WhichOneof("kind") == "batch":
             self.batches += 1
-            self.batched_ops += ops
+            self.batched_ops += len(msg.batch.ops)
 
 
 def next_write(queued: collections.deque, counts: WireCounts) -> lock_pb2.SessionRequest:
@@ -613,7 +613,7 @@ def next_write(queued: collections.deque, counts: WireCounts) -> lock_pb2.Sessio
     MAX_BATCH_OPS and, unless the head alone is larger, MAX_BATCH_BYTES."""
     if len(queued) == 1:
         msg = queued.popleft()
-        counts.wrote()
+        counts.wrote(msg)
         return msg
     ops = [queued.popleft()]
     size = ops[0].ByteSize()
@@ -624,7 +624,7 @@ def next_write(queued: collections.deque, counts: WireCounts) -> lock_pb2.Sessio
         ops.append(queued.popleft())
     msg = ops[0] if len(ops) == 1 else lock_pb2.SessionRequest(
         batch=lock_pb2.SessionBatch(ops=ops))
-    counts.wrote(len(ops))
+    counts.wrote(msg)
     return msg
 
 def open_request(core, ttl: Optional[float], keep: bool, leases) -> lock_pb2.SessionRequest:
@@ -748,7 +748,7 @@ class _Outbox:
     def messages(self):
         """The stream's request iterator: ``open``, then what is queued,
         batched by next_write each time gRPC asks, until end()."""
-        self._counts.wrote()
+        self._counts.wrote(self._open)
         yield self._open
         while True:
             with self._cv:
