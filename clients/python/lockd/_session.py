@@ -9,10 +9,11 @@ reads every response (completing operations by op_id, marking leases lost
 on ``lost``) and, when the stream breaks, reconnects with capped jittered
 backoff and resumes the live leases (``open.resume``); those the server
 does not return in ``opened.resumed`` become lost. Requests are written
-through an outbox (below) that the stream's request iterator drains. The thread exits
-when the stream breaks while no lease is live (the next operation starts it
-again) and after close(), which cancels the stream (a break for lockd, so
-keep_on_disconnect decides what becomes of the holds).
+through an outbox that the stream's request iterator drains (see Batches,
+below). The thread exits when the stream breaks while no lease is live (the
+next operation starts it again) and after close(), which cancels the stream
+(a break for lockd, so keep_on_disconnect decides what becomes of the
+holds).
 
 While the stream is open a lease's validity is unbounded (lockd renews it and
 says when it is lost); from a break until resumed it ends at
@@ -627,6 +628,7 @@ def next_write(queued: collections.deque, counts: WireCounts) -> lock_pb2.Sessio
     counts.wrote(msg)
     return msg
 
+
 def open_request(core, ttl: Optional[float], keep: bool, leases) -> lock_pb2.SessionRequest:
     """The stream's first message: open for core's owner and namespace,
     resuming every live lease of ``leases`` (once per hold)."""
@@ -727,7 +729,7 @@ class _Outbox:
     gRPC's thread (see "Batches" in the module docstring). Thread-safe:
     its fields are guarded by _cv."""
 
-    def __init__(self, open_msg: lock_pb2.SessionRequest, counts: "WireCounts"):
+    def __init__(self, open_msg: lock_pb2.SessionRequest, counts: WireCounts):
         self._open, self._counts = open_msg, counts
         self._cv = threading.Condition(threading.Lock())
         self._queued: collections.deque = collections.deque()

@@ -81,7 +81,8 @@ class SyncBatchingTest(LockdTestBase):
         c, other = self.client(), self.client()
         # Half the threads want a lock `other` holds: their results (not
         # acquired, that holder) must not reach the threads whose locks are free.
-        busy = {"busy-%d" % i: other.acquire("busy-%d" % i, ttl=30) for i in range(self.THREADS // 2)}
+        busy = {"busy-%d" % i: other.acquire("busy-%d" % i, ttl=30)
+                for i in range(self.THREADS // 2)}
         c.acquire("warm-up", ttl=30).release()  # the session is open
         errors = []
 
