@@ -100,7 +100,7 @@ class SyncBatchingTest(LockdTestBase):
                         # Released by its fencing token: another lock's
                         # token would be LockLost (LOCK_NOT_HELD).
                         lease.release()
-            except BaseException as e:  # noqa: B902 - reported by the main thread
+            except BaseException as e:  # reported by the main thread
                 errors.append((name, e))
 
         names = list(busy) + ["free-%d" % i for i in range(self.THREADS - len(busy))]
