@@ -6,11 +6,21 @@ of a grant whose caller gave up) on a grpc.aio stream, driven by one task
 of the Client's event loop instead of a thread. What a session does without
 I/O (messages, grants, errors) is lockd._session's, shared.
 
+Batches follow lockd._session's rule: callers put op messages into the
+stream's outbox (_AioOutbox) and never write; grpc.aio's task iterates
+_AioOutbox.messages() and awaits each write before it asks for the next
+message, so a write is in flight from a yield until the next ask. When
+asked, the iterator takes everything queued (lockd._session.next_write): a
+lone op alone, as a plain SessionRequest, several as one SessionBatch in
+the order queued. Tasks that queue ops while the loop is busy (e.g. many
+acquires started together) thus share a batch; nothing waits on a timer.
+
 Not thread-safe: every method runs on the Client's event loop. on_lost
 callbacks run through loop.call_soon, never inside the reader.
 """
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -20,7 +30,7 @@ import grpc
 
 from lockd._aio_core import AsyncCore
 from lockd._proto.lockd.v1 import lock_pb2
-from lockd._session import SessionEvents, _SessionError, open_request
+from lockd._session import SessionEvents, WireCounts, _SessionError, next_write, open_request
 from lockd._watchdog import _LeaseState
 
 _log = logging.getLogger("lockd")
@@ -54,7 +64,8 @@ class AioSession(SessionEvents):
         self._changed = asyncio.Event()  # set (and replaced) at each change of status
         self._error: Optional[_SessionError] = None
         self._task: Optional[asyncio.Task] = None
-        self._requests: Optional[asyncio.Queue] = None
+        self._requests: Optional[_AioOutbox] = None
+        self.counts = WireCounts()
         self._call = None
         self._next_op = 1
         self._ops: Dict[int, _Op] = {}
@@ -153,13 +164,13 @@ class AioSession(SessionEvents):
     async def _run(self) -> None:
         backoff = self._core.initial_backoff
         while self._status != "closed":
-            requests: asyncio.Queue = asyncio.Queue()
-            requests.put_nowait(open_request(self._core, self.ttl, self._keep, self._leases))
+            requests = _AioOutbox(open_request(self._core, self.ttl, self._keep, self._leases),
+                                  self.counts)
             self._requests = requests
             opened = False
             error: Optional[grpc.RpcError] = None
             try:
-                self._call = self._core.stub.Session(_drain(requests))
+                self._call = self._core.stub.Session(requests.messages())
                 async for resp in self._call:
                     if self._on_response(resp):
                         opened = True
@@ -173,7 +184,7 @@ class AioSession(SessionEvents):
             except Exception as e:  # never let the reader die silently
                 _log.exception("lockd: session reader failed")
                 error = _SessionError(grpc.StatusCode.INTERNAL, str(e))
-            requests.put_nowait(None)
+            requests.end()
             if not self._on_end(error, opened):
                 return
             await asyncio.sleep(self._core.jittered(backoff))
@@ -199,10 +210,34 @@ async def _wait(awaitable, timeout: float) -> bool:
         return False
 
 
-async def _drain(requests: asyncio.Queue) -> AsyncIterator[lock_pb2.SessionRequest]:
-    """The stream's request iterator: the queued requests until None."""
-    while True:
-        item = await requests.get()
-        if item is None:
-            return
-        yield item
+class _AioOutbox:
+    """The writes of one stream (see the module docstring); its methods run
+    on the Client's event loop."""
+
+    def __init__(self, open_msg: lock_pb2.SessionRequest, counts: WireCounts):
+        self._open, self._counts = open_msg, counts
+        self._queued: collections.deque = collections.deque()
+        self._ready = asyncio.Event()  # set when something is queued, or at end()
+        self._ended = False
+
+    def put(self, msg: lock_pb2.SessionRequest) -> None:
+        if not self._ended:
+            self._queued.append(msg)
+            self._ready.set()
+
+    def end(self) -> None:
+        """The stream ended: messages() returns; what is queued is dropped."""
+        self._ended = True
+        self._ready.set()
+
+    async def messages(self) -> AsyncIterator[lock_pb2.SessionRequest]:
+        """The stream's request iterator: ``open``, then what is queued,
+        batched by next_write each time grpc.aio asks, until end()."""
+        self._counts.wrote(self._open)
+        yield self._open
+        while not self._ended:
+            if not self._queued:
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            yield next_write(self._queued, self._counts)

@@ -9,10 +9,11 @@ reads every response (completing operations by op_id, marking leases lost
 on ``lost``) and, when the stream breaks, reconnects with capped jittered
 backoff and resumes the live leases (``open.resume``); those the server
 does not return in ``opened.resumed`` become lost. Requests are written
-through a queue that the stream's request iterator drains. The thread exits
-when the stream breaks while no lease is live (the next operation starts it
-again) and after close(), which cancels the stream (a break for lockd, so
-keep_on_disconnect decides what becomes of the holds).
+through an outbox that the stream's request iterator drains (see Batches,
+below). The thread exits when the stream breaks while no lease is live (the
+next operation starts it again) and after close(), which cancels the stream
+(a break for lockd, so keep_on_disconnect decides what becomes of the
+holds).
 
 While the stream is open a lease's validity is unbounded (lockd renews it and
 says when it is lost); from a break until resumed it ends at
@@ -40,11 +41,28 @@ operation (never sent, or cancelled and answered CANCELLED);
 An acquire op is an AcquireRequest (``acquire``) or an AcquireAllRequest
 (``acquire_all``, several locks all or nothing); a grant of the latter
 becomes one lease per lock, each resumed and lost on its own.
+
+Batches (docs/api.md "Batches on a Session"). All the Client's threads share
+the one stream. A caller puts its op's message (acquire, acquire_all,
+release, cancel) into the stream's outbox, in op_id order, and never writes
+itself. gRPC's own thread pulls the stream's request iterator
+(_Outbox.messages) and asks for the next message only once it has written
+the previous one, so "a write is in flight" means: the iterator has yielded
+and has not been asked again. When asked, the iterator takes everything
+queued (next_write): a lone op goes alone, as a plain SessionRequest; two or
+more go as ONE SessionBatch in the order queued (at most MAX_BATCH_OPS ops
+and, unless one op alone is larger, MAX_BATCH_BYTES; the rest in the writes
+after). So an op queued while nothing is in flight is written at once and
+alone, and only ops that queued up behind a write share one; nothing waits
+on a timer. ``open`` is the iterator's first message, always alone. Once
+the client has sent a batch, lockd may answer with response batches: the
+reader handles each item as if it had come alone. ``counts`` (WireCounts)
+tallies what went each way.
 """
 
+import collections
 import logging
 import math
-import queue
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
@@ -120,7 +138,7 @@ class SessionEvents:
     """What a session does with its operations and on the stream's events,
     written once for the thread (_Session) and the asyncio task
     (lockd._aio_session.AioSession). A subclass has the fields _core,
-    _keep, _status, _error, _requests (a queue of the open stream's writes),
+    _keep, _status, _error, _requests (the open stream's outbox), counts,
     _call, _next_op, _ops, _leases and granted_ttl, an _abandon(op_id, op),
     and the hooks: _locked() (the context guarding the fields),
     _set_status_locked(status) (wakes whoever waits for a change),
@@ -147,13 +165,13 @@ class SessionEvents:
             raise _SessionError(grpc.StatusCode.CANCELLED, "client closed", not_applied=True)
         op_id = self._new_op_id()
         self._ops[op_id] = op
-        self._requests.put_nowait(op_message(op.kind, op_id, op.request))
+        self._requests.put(op_message(op.kind, op_id, op.request))
         return op_id, op
 
     def _cancel(self, op_id: int, op) -> None:
         with self._locked():
             if op_id in self._ops and self._status == "open":  # not completed yet
-                self._requests.put_nowait(lock_pb2.SessionRequest(
+                self._requests.put(lock_pb2.SessionRequest(
                     cancel=lock_pb2.SessionCancel(op_id=op_id)))
 
     def _interrupted(self, op_id: int, op) -> None:
@@ -200,20 +218,26 @@ class SessionEvents:
                                       owner=state.owner, fencing_token=state.fencing_token)
         with self._locked():
             if self._status == "open":
-                self._requests.put_nowait(lock_pb2.SessionRequest(
+                self._requests.put(lock_pb2.SessionRequest(
                     release=lock_pb2.SessionRelease(op_id=self._new_op_id(), request=req)))
 
     # -- the reader's side
 
     def _on_response(self, resp: lock_pb2.SessionResponse) -> bool:
         """Handles one message from lockd; True if it was ``opened``."""
-        if resp.HasField("opened"):
+        kind = resp.WhichOneof("kind")
+        if kind == "result":
+            self._on_result(resp.result)
+        elif kind == "batch":
+            self.counts.response_batches += 1
+            self.counts.response_items += len(resp.batch.items)
+            for item in resp.batch.items:  # each as if it had come alone
+                self._on_response(item)
+        elif kind == "lost":
+            self._on_lost(resp.lost)
+        elif kind == "opened":
             self._on_opened(resp.opened)
             return True
-        if resp.HasField("result"):
-            self._on_result(resp.result)
-        elif resp.HasField("lost"):
-            self._on_lost(resp.lost)
         return False
 
     def _on_opened(self, opened: lock_pb2.SessionOpened) -> None:
@@ -246,7 +270,7 @@ class SessionEvents:
                 if granted and self._status == "open":
                     for msg in undo_messages(op.request, [r.fencing_token for _, r in granted],
                                              self._new_op_id):
-                        self._requests.put_nowait(msg)
+                        self._requests.put(msg)
                 return
             op.result = result
             for spec, resp in granted:
@@ -352,7 +376,8 @@ class _Session(SessionEvents):
         self._status = "idle"
         self._error: Optional[_SessionError] = None  # why "failed"
         self._thread: Optional[threading.Thread] = None
-        self._requests: Optional[queue.Queue] = None  # the open stream's writes
+        self._requests: Optional[_Outbox] = None  # the open stream's writes
+        self.counts = WireCounts()  # written by the request iterator and the reader
         self._call = None
         self._next_op = 1
         self._ops: Dict[int, _Op] = {}
@@ -503,13 +528,12 @@ class _Session(SessionEvents):
             with self._mu:
                 if self._status == "closed":
                     return
-                requests: queue.Queue = queue.Queue()
-                requests.put(self._open_request())
+                requests = _Outbox(self._open_request(), self.counts)
                 self._requests = requests
             opened = False
             error: Optional[grpc.RpcError] = None
             try:
-                call = self._core.stub.Session(_drain(requests))
+                call = self._core.stub.Session(requests.messages())
                 with self._mu:
                     self._call = call
                     if self._status == "closed":  # close() ran before the call existed
@@ -523,7 +547,7 @@ class _Session(SessionEvents):
             except Exception as e:  # never let the reader die silently
                 _log.exception("lockd: session reader failed")
                 error = _SessionError(grpc.StatusCode.INTERNAL, str(e))
-            requests.put(None)  # ends the request iterator's thread
+            requests.end()  # ends the request iterator (gRPC's thread)
             if not self._on_end(error, opened):
                 return
             backoff = self._pause(backoff)
@@ -557,6 +581,53 @@ class _Session(SessionEvents):
 
 
 # -- what a session does, without I/O: shared with lockd._aio_session
+
+# The server's bound on a SessionBatch (more is a protocol error).
+MAX_BATCH_OPS = 1000
+# A batch stops growing before its ops pass this many bytes, well inside
+# gRPC's default 4 MiB receive limit of lockd.
+MAX_BATCH_BYTES = 1 << 20
+
+
+class WireCounts:
+    """What one session sent and received, over all its streams: messages
+    written (``open`` included), of them SessionBatches and the ops they
+    carried; response batches read and their items. Each field has one
+    writer (the request iterator, or the reader); for tests and tuning."""
+
+    def __init__(self):
+        self.messages = self.batches = self.batched_ops = 0
+        self.response_batches = self.response_items = 0
+
+    def wrote(self, msg: lock_pb2.SessionRequest) -> None:
+        """Counts ``msg``, about to be written."""
+        self.messages += 1
+        if msg.WhichOneof("kind") == "batch":
+            self.batches += 1
+            self.batched_ops += len(msg.batch.ops)
+
+
+def next_write(queued: collections.deque, counts: WireCounts) -> lock_pb2.SessionRequest:
+    """Takes the next message to write off the head of ``queued`` (op
+    messages, not empty): the head alone when nothing is queued behind it,
+    else ONE SessionBatch of the ops from the head, in order, at most
+    MAX_BATCH_OPS and, unless the head alone is larger, MAX_BATCH_BYTES."""
+    if len(queued) == 1:
+        msg = queued.popleft()
+        counts.wrote(msg)
+        return msg
+    ops = [queued.popleft()]
+    size = ops[0].ByteSize()
+    while queued and len(ops) < MAX_BATCH_OPS:
+        size += queued[0].ByteSize()
+        if size > MAX_BATCH_BYTES:
+            break
+        ops.append(queued.popleft())
+    msg = ops[0] if len(ops) == 1 else lock_pb2.SessionRequest(
+        batch=lock_pb2.SessionBatch(ops=ops))
+    counts.wrote(msg)
+    return msg
+
 
 def open_request(core, ttl: Optional[float], keep: bool, leases) -> lock_pb2.SessionRequest:
     """The stream's first message: open for core's owner and namespace,
@@ -653,10 +724,39 @@ def _in_thread(run: Callable[[], None]) -> None:
     threading.Thread(target=run, name="lockd-on-lost", daemon=True).start()
 
 
-def _drain(requests: queue.Queue):
-    """The stream's request iterator: the queued requests until None."""
-    while True:
-        item = requests.get()
-        if item is None:
-            return
-        yield item
+class _Outbox:
+    """The writes of one stream: put() by any thread, messages() pulled by
+    gRPC's thread (see "Batches" in the module docstring). Thread-safe:
+    its fields are guarded by _cv."""
+
+    def __init__(self, open_msg: lock_pb2.SessionRequest, counts: WireCounts):
+        self._open, self._counts = open_msg, counts
+        self._cv = threading.Condition(threading.Lock())
+        self._queued: collections.deque = collections.deque()
+        self._ended = False
+
+    def put(self, msg: lock_pb2.SessionRequest) -> None:
+        with self._cv:
+            if not self._ended:
+                self._queued.append(msg)
+                self._cv.notify()
+
+    def end(self) -> None:
+        """The stream ended: messages() returns; what is queued is dropped."""
+        with self._cv:
+            self._ended = True
+            self._cv.notify()
+
+    def messages(self):
+        """The stream's request iterator: ``open``, then what is queued,
+        batched by next_write each time gRPC asks, until end()."""
+        self._counts.wrote(self._open)
+        yield self._open
+        while True:
+            with self._cv:
+                while not self._queued and not self._ended:
+                    self._cv.wait()
+                if self._ended:
+                    return
+                msg = next_write(self._queued, self._counts)
+            yield msg
