@@ -537,6 +537,9 @@ void SessionReactor::ResultQueued() {
   {
     absl::MutexLock l(&mu_);
     --queuing_results_;
+    // Only an ending stream waits for results (once it enters kEnding,
+    // BeginEnd continues the end itself): one lock per op, not two.
+    if (phase_ != Phase::kEnding) return;
   }
   ContinueEnd();
 }

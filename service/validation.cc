@@ -154,6 +154,13 @@ bool IsCleanUtf8(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
+    // Printable ASCII, what names, owners and request ids are made of,
+    // passes without decoding (profiled: this check was 3% of lockd's
+    // instructions per session acquire+release).
+    if (c >= 0x20 && c < 0x7F) {
+      ++i;
+      continue;
+    }
     uint32_t cp;
     size_t len;
     if (c < 0x80) {
