@@ -382,7 +382,8 @@ void SessionReactor::HandleAcquire(SessionHolds* holds, v1::SessionAcquire& a) {
     return;
   }
   SetProtoDuration(session.ttl, req.mutable_lease_ttl());
-  absl::StatusOr<AcquireParams> params = ToAcquireParams(req, hub_->lease_);
+  // The request is the reader's to give up: its strings move into params.
+  absl::StatusOr<AcquireParams> params = ToAcquireParams(std::move(req), hub_->lease_);
   if (!Admit(session, op_id, params)) return;
   auto cancel = std::make_shared<CancelSignal>();
   if (!StartOp(op_id, cancel)) return;
@@ -503,7 +504,7 @@ void SessionReactor::HandleRelease(SessionHolds* holds, v1::SessionRelease& rel)
                               req.mutable_namespace_())) {
     return;
   }
-  absl::StatusOr<ReleaseParams> params = ToReleaseParams(req);
+  absl::StatusOr<ReleaseParams> params = ToReleaseParams(std::move(req));
   if (!Admit(holds->params(), op_id, params)) return;
   if (!StartOp(op_id, nullptr)) return;
   LockKey key = params->key;
