@@ -567,7 +567,8 @@ bool SessionReactor::Admit(const SessionParams& session, uint64_t op_id,
 absl::Status SessionReactor::Authorize(const SessionParams& params, const LockKey& key) {
   const Authorizer* authz = hub_->authz_;
   if (authz == nullptr || !authz->enabled()) return absl::OkStatus();
-  return authz->Authorize(*ctx_, Permission::kLock, key.ns, key.name, &params.owner).status();
+  return authz->Authorize(*ctx_, Permission::kLock, key.ns, key.name, &params.owner, &authz_memo_)
+      .status();
 }
 
 void SessionReactor::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {
