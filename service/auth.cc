@@ -173,15 +173,40 @@ absl::Status Authorizer::Deny(absl::StatusCode code, absl::string_view identity,
   return absl::Status(code, message);
 }
 
+bool AuthorizeMemo::SameCallerLocked(absl::string_view identity, Permission permission,
+                                     const std::string* owner) const {
+  return identity_ == identity && permission_ == permission &&
+         (owner == nullptr ? !owner_.has_value() : owner_.has_value() && *owner_ == *owner);
+}
+
+bool AuthorizeMemo::Has(absl::string_view identity, Permission permission, const std::string* owner,
+                        absl::string_view ns) const {
+  absl::MutexLock l(&mu_);
+  return SameCallerLocked(identity, permission, owner) && namespaces_.contains(ns);
+}
+
+void AuthorizeMemo::Add(absl::string_view identity, Permission permission, const std::string* owner,
+                        absl::string_view ns) {
+  absl::MutexLock l(&mu_);
+  if (!SameCallerLocked(identity, permission, owner)) {
+    identity_ = std::string(identity);
+    permission_ = permission;
+    owner_ = owner == nullptr ? std::nullopt : std::optional<std::string>(*owner);
+    namespaces_.clear();
+  }
+  if (namespaces_.size() < kMaxNamespaces) namespaces_.emplace(ns);
+}
+
 absl::StatusOr<std::string> Authorizer::Authorize(const grpc::ServerContextBase& ctx,
                                                   Permission permission, absl::string_view ns,
-                                                  absl::string_view name,
-                                                  const std::string* owner) const {
+                                                  absl::string_view name, const std::string* owner,
+                                                  AuthorizeMemo* memo) const {
   absl::StatusOr<std::string> identity = Identify(ctx);
   if (!identity.ok()) {
     return Deny(absl::StatusCode::kUnauthenticated, "", permission, ns, name,
                 std::string(identity.status().message()));
   }
+  if (memo != nullptr && memo->Has(*identity, permission, owner, ns)) return identity;
   if (!Allowed(*identity, permission, ns)) {
     if (*identity == kAnonymous) {
       return Deny(absl::StatusCode::kUnauthenticated, *identity, permission, ns, name,
@@ -198,6 +223,7 @@ absl::StatusOr<std::string> Authorizer::Authorize(const grpc::ServerContextBase&
                 absl::StrCat("owner: must be \"", *identity, "\" or start with \"", *identity,
                              "/\" (auth.owner_prefix)"));
   }
+  if (memo != nullptr) memo->Add(*identity, permission, owner, ns);
   return identity;
 }
 

@@ -32,6 +32,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -87,6 +88,41 @@ class TokenStore {
 // (first URI SAN, else first DNS SAN, else CN), or nullopt without one.
 std::optional<std::string> CertificateIdentity(const grpc::ServerContextBase& ctx);
 
+// The namespaces Authorize allowed for one identity, permission and owner.
+// The rules and the owner rule are fixed for the server's life, so a stream
+// (a Session) keeps one memo and its later calls skip them (profiled: the
+// rule match was most of a session op's authorization). Identify still runs
+// on every call, since a reloaded tokens file may rename or revoke the
+// caller; another identity, permission or owner starts the memo afresh.
+// Only allowed outcomes are kept, so every denial is still audited and
+// counted. At most kMaxNamespaces are kept (the rest are checked each time).
+// Thread-safe: guarded by mu_.
+class AuthorizeMemo {
+ public:
+  static constexpr size_t kMaxNamespaces = 16;
+
+  AuthorizeMemo() = default;
+  AuthorizeMemo(const AuthorizeMemo&) = delete;
+  AuthorizeMemo& operator=(const AuthorizeMemo&) = delete;
+
+ private:
+  friend class Authorizer;
+
+  // True if Add recorded `ns` for these identity, permission and owner.
+  bool Has(absl::string_view identity, Permission permission, const std::string* owner,
+           absl::string_view ns) const ABSL_LOCKS_EXCLUDED(mu_);
+  void Add(absl::string_view identity, Permission permission, const std::string* owner,
+           absl::string_view ns) ABSL_LOCKS_EXCLUDED(mu_);
+  bool SameCallerLocked(absl::string_view identity, Permission permission,
+                        const std::string* owner) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::string identity_ ABSL_GUARDED_BY(mu_);
+  Permission permission_ ABSL_GUARDED_BY(mu_) = Permission::kLock;
+  std::optional<std::string> owner_ ABSL_GUARDED_BY(mu_);  // nullopt: no owner was passed
+  absl::flat_hash_set<std::string> namespaces_ ABSL_GUARDED_BY(mu_);
+};
+
 class Authorizer {
  public:
   // `tokens` may be null (no bearer tokens); `metrics` may be null.
@@ -107,10 +143,13 @@ class Authorizer {
   // "" for an Acquire that lets the server choose). Returns the caller's
   // identity. Errors: kUnauthenticated, kPermissionDenied (messages name the
   // permission and namespace, never a token). Each denial is audited with
-  // `name` and counted.
+  // `name` and counted. With a `memo` (may be null), the same outcome, but
+  // what the memo holds allowed is not checked against the rules again, and
+  // an allowed call is added to it.
   absl::StatusOr<std::string> Authorize(const grpc::ServerContextBase& ctx, Permission permission,
                                         absl::string_view ns, absl::string_view name,
-                                        const std::string* owner) const;
+                                        const std::string* owner,
+                                        AuthorizeMemo* memo = nullptr) const;
 
   // The owner an Acquire without one gets: "<identity>/<random>" with
   // owner_prefix, else a random id.

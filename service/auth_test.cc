@@ -95,6 +95,35 @@ TEST(AuthorizerTest, RulesGrantPermissionsPerIdentityAndNamespace) {
   EXPECT_FALSE(authz.Allowed("anonymous", Permission::kRead, "orders"));
 }
 
+// A session's memo: its later calls get the outcomes the rules give (no
+// client certificate looked for: a test context has no call).
+TEST(AuthorizerTest, AMemoKeepsOnlyWhatTheRulesAllowedThatCaller) {
+  auto rules =
+      ParseAuthRules("- {identities: [anonymous], namespaces: [orders], permissions: [lock]}\n");
+  ASSERT_TRUE(rules.ok());
+  Authorizer authz(*rules, /*owner_prefix=*/true, nullptr, nullptr,
+                   /*client_certificates=*/false);
+  grpc::ServerContext ctx;
+  AuthorizeMemo memo;
+  const std::string mine = "anonymous/1", other = "someone-else";
+  for (int round = 0; round < 2; ++round) {  // the second round meets a filled memo
+    SCOPED_TRACE(round);
+    absl::StatusOr<std::string> id =
+        authz.Authorize(ctx, Permission::kLock, "orders", "n", &mine, &memo);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(*id, "anonymous");
+    EXPECT_THAT(authz.Authorize(ctx, Permission::kLock, "billing", "n", &mine, &memo).status(),
+                StatusIs(absl::StatusCode::kUnauthenticated));
+    EXPECT_THAT(authz.Authorize(ctx, Permission::kRead, "orders", "n", &mine, &memo).status(),
+                StatusIs(absl::StatusCode::kUnauthenticated));
+  }
+  // Another owner on an allowed namespace is checked (owner_prefix), and
+  // denied, whatever the memo holds.
+  EXPECT_THAT(authz.Authorize(ctx, Permission::kLock, "orders", "n", &other, &memo).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_TRUE(authz.Authorize(ctx, Permission::kLock, "orders", "n", &mine, &memo).ok());
+}
+
 TEST(AuthorizerTest, NoRulesAllowEverythingAndNeedNoCheck) {
   Authorizer authz({}, false, nullptr, nullptr);
   EXPECT_FALSE(authz.enabled());

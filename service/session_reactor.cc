@@ -386,7 +386,8 @@ void SessionReactor::HandleAcquire(SessionHolds* holds, v1::SessionAcquire& a) {
     return;
   }
   SetProtoDuration(session.ttl, req.mutable_lease_ttl());
-  absl::StatusOr<AcquireParams> params = ToAcquireParams(req, hub_->lease_);
+  // The request is the reader's to give up: its strings move into params.
+  absl::StatusOr<AcquireParams> params = ToAcquireParams(std::move(req), hub_->lease_);
   if (!Admit(session, op_id, params)) return;
   auto cancel = std::make_shared<CancelSignal>();
   if (!StartOp(op_id, cancel)) return;
@@ -507,7 +508,7 @@ void SessionReactor::HandleRelease(SessionHolds* holds, v1::SessionRelease& rel)
                               req.mutable_namespace_())) {
     return;
   }
-  absl::StatusOr<ReleaseParams> params = ToReleaseParams(req);
+  absl::StatusOr<ReleaseParams> params = ToReleaseParams(std::move(req));
   if (!Admit(holds->params(), op_id, params)) return;
   if (!StartOp(op_id, nullptr)) return;
   LockKey key = params->key;
@@ -541,6 +542,9 @@ void SessionReactor::ResultQueued() {
   {
     absl::MutexLock l(&mu_);
     --queuing_results_;
+    // Only an ending stream waits for results (once it enters kEnding,
+    // BeginEnd continues the end itself): one lock per op, not two.
+    if (phase_ != Phase::kEnding) return;
   }
   ContinueEnd();
 }
@@ -567,7 +571,8 @@ bool SessionReactor::Admit(const SessionParams& session, uint64_t op_id,
 absl::Status SessionReactor::Authorize(const SessionParams& params, const LockKey& key) {
   const Authorizer* authz = hub_->authz_;
   if (authz == nullptr || !authz->enabled()) return absl::OkStatus();
-  return authz->Authorize(*ctx_, Permission::kLock, key.ns, key.name, &params.owner).status();
+  return authz->Authorize(*ctx_, Permission::kLock, key.ns, key.name, &params.owner, &authz_memo_)
+      .status();
 }
 
 void SessionReactor::ForceReleased(const LockKey& key, const std::string& owner, uint64_t token) {

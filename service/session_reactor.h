@@ -50,6 +50,7 @@
 #include "lockd/v1/lock.grpc.pb.h"
 #include "service/acquire_all.h"
 #include "service/acquire_call.h"
+#include "service/auth.h"
 #include "service/session.h"
 #include "service/session_holds.h"
 #include "service/session_writer.h"
@@ -177,6 +178,8 @@ class SessionReactor final
   grpc::CallbackServerContext* const ctx_;
   std::atomic<int> refs_{1};  // gRPC's
   SessionWriter writer_{[this](const v1::SessionResponse* resp) { StartWrite(resp); }};
+  // What the session's operations were allowed (Authorize); thread-safe.
+  AuthorizeMemo authz_memo_;
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kAwaitOpen;

@@ -45,6 +45,12 @@ absl::StatusOr<LockKind> CheckKind(v1::LockMode mode, uint32_t limit, uint32_t p
 
 // AcquireParams::owner is left empty when the request's owner is empty; the
 // service generates one.
+//
+// The && overloads (of Acquire and Release) move the request's strings into
+// the result instead of copying them, for a caller that owns the request
+// (the session reactor); `req` is then left valid but unspecified. Same
+// checks, same errors.
+absl::StatusOr<AcquireParams> ToAcquireParams(v1::AcquireRequest&& req, const LeaseBounds& lease);
 absl::StatusOr<AcquireParams> ToAcquireParams(const v1::AcquireRequest& req,
                                               const LeaseBounds& lease);
 // An AcquireAll (docs/api.md "AcquireAll"): 1-64 locks, no (namespace,
@@ -66,6 +72,7 @@ struct AcquireAllParams {
 absl::StatusOr<AcquireAllParams> ToAcquireAllParams(const v1::AcquireAllRequest& req,
                                                     const LeaseBounds& lease);
 absl::StatusOr<ReleaseParams> ToReleaseParams(const v1::ReleaseRequest& req);
+absl::StatusOr<ReleaseParams> ToReleaseParams(v1::ReleaseRequest&& req);
 absl::StatusOr<RenewParams> ToRenewParams(const v1::RenewRequest& req, const LeaseBounds& lease);
 absl::StatusOr<LockKey> ToLockKey(const v1::DescribeRequest& req);
 absl::StatusOr<ListParams> ToListParams(const v1::ListRequest& req);

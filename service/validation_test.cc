@@ -263,5 +263,51 @@ TEST(ValidationTest, AcquireAllChecksOwnerLeaseWaitAndRequestIdAsAcquireDoes) {
   EXPECT_EQ(p->request_id, "req-1");
 }
 
+TEST(ValidationTest, Utf8CheckerRejectsControlAndMalformedBytesAfterPrintableAscii) {
+  EXPECT_FALSE(IsCleanUtf8("a long printable ascii prefix\x1f"));
+  EXPECT_FALSE(IsCleanUtf8("a long printable ascii prefix\xc3"));
+  EXPECT_TRUE(IsCleanUtf8("a long printable ascii prefix ~ \xc3\xa9"));
+}
+
+// The session path moves the request's strings: the same params and the
+// same first error as the copying overloads.
+TEST(ValidationTest, MovingOverloadsCheckAndFillAsTheCopyingOnesDo) {
+  v1::AcquireRequest a = GoodAcquire();
+  a.set_namespace_("jobs");
+  a.set_request_id("a-request-id-longer-than-fifteen-bytes");
+  absl::StatusOr<AcquireParams> copied = ToAcquireParams(a, LeaseBounds{});
+  v1::AcquireRequest moved_from = a;
+  absl::StatusOr<AcquireParams> moved = ToAcquireParams(std::move(moved_from), LeaseBounds{});
+  ASSERT_TRUE(copied.ok() && moved.ok());
+  EXPECT_EQ(moved->key, copied->key);
+  EXPECT_EQ(moved->key.ns, "jobs");
+  EXPECT_EQ(moved->owner, "alice");
+  EXPECT_EQ(moved->request_id, "a-request-id-longer-than-fifteen-bytes");
+  EXPECT_EQ(moved->ttl, copied->ttl);
+  a.set_request_id(std::string(129, 'r'));
+  EXPECT_THAT(ToAcquireParams(v1::AcquireRequest(a), LeaseBounds{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Msg(ToAcquireParams(v1::AcquireRequest(a), LeaseBounds{}).status()),
+              StartsWith("request_id: "));
+
+  v1::ReleaseRequest r;
+  r.set_name("orders/42");
+  r.set_owner("alice");
+  r.set_acquire_request_id("an-acquire-request-id");
+  r.set_fencing_token(7);
+  absl::StatusOr<ReleaseParams> rel = ToReleaseParams(v1::ReleaseRequest(r));
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(rel->key.ns, std::string(kDefaultNamespace));
+  EXPECT_EQ(rel->key.name, "orders/42");
+  EXPECT_EQ(rel->owner, "alice");
+  EXPECT_EQ(rel->acquire_request_id, "an-acquire-request-id");
+  EXPECT_EQ(rel->fencing_token, 7u);
+  r.set_request_id("r");
+  EXPECT_THAT(Msg(ToReleaseParams(v1::ReleaseRequest(r)).status()),
+              StartsWith("acquire_request_id: "));
+  r.clear_owner();
+  EXPECT_THAT(Msg(ToReleaseParams(v1::ReleaseRequest(r)).status()), StartsWith("owner: "));
+}
+
 }  // namespace
 }  // namespace lockd

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -60,6 +61,25 @@ struct FreedBy {
   Clock::time_point until;
 };
 using FreedKey = std::pair<LockKey, std::string>;  // lock, owner
+
+// A lock and owner as freed_ looks them up (a Grant's erase, a retried
+// Release's find) without copying them into a FreedKey.
+struct FreedRef {
+  FreedRef(const LockKey& k, absl::string_view o) : key(k), owner(o) {}
+  FreedRef(const FreedKey& k) : key(k.first), owner(k.second) {}  // NOLINT: implicit
+  const LockKey& key;
+  absl::string_view owner;
+};
+struct FreedHash {
+  using is_transparent = void;
+  size_t operator()(const FreedRef& r) const { return absl::HashOf(r.key, r.owner); }
+};
+struct FreedEq {
+  using is_transparent = void;
+  bool operator()(const FreedRef& a, const FreedRef& b) const {
+    return a.key == b.key && a.owner == b.owner;
+  }
+};
 
 // The wall-clock time (absl::Now()) of steady time `t`, never later than it:
 // an AcquireResult's lease_start for a lease started at `t`.
@@ -122,7 +142,10 @@ class MemoryBackend final : public Backend {
         result = ShuttingDownError();
       } else {
         Clock::time_point now = Clock::now();
-        const LockKey key = params.key;  // params is moved into a parked waiter
+        const LockKey& key = params.key;
+        // The key of a parked call, whose params are moved into its waiter.
+        LockKey parked_key;
+        const LockKey* arm = &key;
         ExpireIfDue(key, now, deferred);
         auto it = locks_.find(key);
         Lock* lock = it == locks_.end() ? nullptr : &it->second;
@@ -138,6 +161,8 @@ class MemoryBackend final : public Backend {
           result = NotAcquired(key, lock, now);
         } else {
           Clock::time_point deadline = SteadyAfter(params.wait);
+          parked_key = params.key;
+          arm = &parked_key;
           WaiterTable::Waiter w{std::move(params), std::move(cancel), std::move(done), deadline};
           absl::Status s = ParkLocked(w);
           if (s.ok()) {
@@ -147,7 +172,7 @@ class MemoryBackend final : public Backend {
             done = std::move(w.done);
           }
         }
-        ArmExpiry(key);
+        ArmExpiry(*arm);
       }
     }
     RunAll(deferred);
@@ -302,7 +327,7 @@ class MemoryBackend final : public Backend {
     r.ttl = p.ttl;
     r.lease_start = WallTimeOf(now);
     Remember(h, p.request_id, r, /*upgraded=*/false);
-    freed_.erase(FreedKey(p.key, p.owner));  // the owner's last request is this one now
+    freed_.erase(FreedRef(p.key, p.owner));  // the owner's last request is this one now
     return r;
   }
 
@@ -371,7 +396,7 @@ class MemoryBackend final : public Backend {
     Holder* h = it == locks_.end() ? nullptr : HolderOf(it->second, p.owner);
     if (h == nullptr) {
       if (!p.request_id.empty()) {
-        auto f = freed_.find(FreedKey(p.key, p.owner));
+        auto f = freed_.find(FreedRef(p.key, p.owner));
         if (f != freed_.end() && f->second.request_id == p.request_id && f->second.until > now) {
           return ReleaseResult{true, 0};
         }
@@ -439,17 +464,18 @@ class MemoryBackend final : public Backend {
   // admits the waiters that now fit.
   void DropHolder(LockIt it, std::vector<Holder>::iterator h, Clock::time_point now,
                   Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const LockKey key = it->first;
     Lock& lock = it->second;
     lock.permits -= h->permits;
     lock.holders.erase(h);
-    if (lock.holders.empty()) Free(it);
+    const LockKey key = lock.holders.empty() ? Free(it) : it->first;
     Admit(key, now, deferred);
   }
 
-  void Free(LockIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Erases the name; returns its key (moved out of the erased entry, not
+  // copied: a release of the last holder frees the name on every call).
+  LockKey Free(LockIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (it->second.expiry_timer != 0 && timers_) timers_->Cancel(it->second.expiry_timer);
-    locks_.erase(it);
+    return std::move(locks_.extract(it).key());
   }
 
   // Drops the holders of `key` whose lease has ended, admitting waiters.
@@ -630,7 +656,7 @@ class MemoryBackend final : public Backend {
   uint64_t next_token_ ABSL_GUARDED_BY(mu_);
   uint64_t expiry_gen_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<LockKey, Lock> locks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<FreedKey, FreedBy> freed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<FreedKey, FreedBy, FreedHash, FreedEq> freed_ ABSL_GUARDED_BY(mu_);
   uint64_t freed_inserts_ ABSL_GUARDED_BY(mu_) = 0;
   // Reset (thread joined) by Shutdown(); the registry no longer uses it once
   // closed.
