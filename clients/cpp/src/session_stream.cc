@@ -38,6 +38,9 @@ struct SessionStream::Op {
   bool sent = false;  // written (or being written) on an open stream
   bool cancelled = false;
   bool done = false;
+  // Wait()'s, on mu_: notified when the op is done and on a cancel, so that
+  // a result wakes its own caller only, not every caller waiting.
+  std::condition_variable cv;
   // A sent acquire its caller stopped waiting for: a grant that still comes
   // is given back by HandleResult (the caller's own undo may have reached
   // the server before the grant).
@@ -149,7 +152,7 @@ std::shared_ptr<SessionStream::Op> SessionStream::Submit(v1::SessionRequest req,
 
 bool SessionStream::Wait(Op& op, SteadyTime until, const CancellationToken* cancel) {
   std::unique_lock<std::mutex> l(mu_);
-  cv_.wait_until(l, until, [&] { return op.done || (cancel != nullptr && cancel->cancelled()); });
+  op.cv.wait_until(l, until, [&] { return op.done || (cancel != nullptr && cancel->cancelled()); });
   return op.done;
 }
 
@@ -234,8 +237,8 @@ absl::StatusOr<std::vector<std::shared_ptr<LeaseState>>> SessionStream::Acquire(
   // Wakes Wait() on a cancel (cancellation.h's lock order: the token's
   // mutex, then mu_).
   CancelScope wake(call.cancel, [this] {
-    { std::lock_guard<std::mutex> l(mu_); }
-    cv_.notify_all();
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [id, op] : ops_) op->cv.notify_all();
   });
   while (true) {
     if (call.cancel.cancelled()) return fail(CancelledError(what), unresolved);
@@ -606,9 +609,9 @@ void SessionStream::HandleResult(const std::shared_ptr<Stream>& s,
   op->result = result;
   op->done = true;
   // Notified under mu_: measured faster with many waiting callers (64
-  // threads on one Client) than after unlocking, when the woken callers
-  // contend with this thread for mu_ before its next result.
-  cv_.notify_all();
+  // threads on one Client) than after unlocking, when the woken caller
+  // contends with this thread for mu_ before its next result.
+  op->cv.notify_all();
 }
 
 void SessionStream::HandleLost(const v1::LockLost& lost) {
@@ -652,6 +655,7 @@ void SessionStream::OnStreamEnd(const std::shared_ptr<Stream>& s, const grpc::St
       Op& op = *it->second;
       if (op.sent || refused) {
         op.done = true;
+        op.cv.notify_all();
         op.error = op.sent ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                           absl::StrCat("the session stream broke before the "
                                                        "answer: ",
