@@ -180,8 +180,6 @@ absl::Status CommandPool::WriteNow(Command* const* cmds, size_t count) {
       continue;
     }
     for (size_t k = 0; k < count; ++k) conn.awaiting.push_back(Sent{std::move(*cmds[k]), deadline});
-    commands_written_.fetch_add(count, std::memory_order_relaxed);
-    writes_.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
   return unreachable();
@@ -194,11 +192,6 @@ void CommandPool::ResetConnections() {
     conn->closed = true;
     ::shutdown(conn->fd, SHUT_RDWR);
   }
-}
-
-CommandPool::WriteStats CommandPool::write_stats() const {
-  return {commands_written_.load(std::memory_order_relaxed),
-          writes_.load(std::memory_order_relaxed)};
 }
 
 int CommandPool::connected() const {

@@ -126,12 +126,6 @@ class CommandPool {
 
   // Number of connections that are up.
   int connected() const;
-  // Commands written so far, and the writes (send calls) that carried them.
-  struct WriteStats {
-    uint64_t commands = 0;
-    uint64_t writes = 0;
-  };
-  WriteStats write_stats() const;
   // Why the last connection attempt or command failed (OK if none did).
   absl::Status last_error() const;
   // Blocks until every connection is up (true) or `timeout` passes.
@@ -176,8 +170,6 @@ class CommandPool {
   std::atomic<size_t> next_address_{0};
   std::atomic<size_t> next_connection_{0};
   std::atomic<bool> stopping_{false};
-  std::atomic<uint64_t> commands_written_{0};
-  std::atomic<uint64_t> writes_{0};
   int stop_fd_ = -1;  // an eventfd, readable once Stop() was called
   std::vector<std::unique_ptr<Connection>> connections_;
 
