@@ -65,12 +65,7 @@ BASE_SHA=$(git -C "$ROOT" rev-parse --verify "$BASE^{commit}") || die "--base $B
 BEFORE_DIR=${BEFORE_DIR:-$ROOT/build/before-${BASE_SHA:0:7}}
 
 if [[ $BUILD == 1 ]]; then
-  if [[ ! -f $BEFORE_DIR/src/.source-commit ]]; then
-    log "exporting $BASE (${BASE_SHA:0:7}) into $BEFORE_DIR/src"
-    rm -rf "$BEFORE_DIR/src"; mkdir -p "$BEFORE_DIR/src"
-    git -C "$ROOT" archive "$BASE_SHA" | tar -x -C "$BEFORE_DIR/src"
-    echo "${BASE_SHA:0:7}" >"$BEFORE_DIR/src/.source-commit"
-  fi
+  export_commit "$BASE_SHA" "$BEFORE_DIR"
   build_release "$BEFORE_DIR/build" "$BEFORE_DIR/src" 2 lockd
   build_release "$BUILD_DIR" "$ROOT" 2 lockd lockbench
 fi

@@ -3,8 +3,8 @@
 # whose pid is in PIDS and removes $WORK. Also: free_port, log/die, wait_for,
 # start_redis, start_mariadb, zk_java/zk_ok/start_zookeeper (ZooKeeper
 # servers), start_servers/stop_servers (a backend's own servers),
-# start_lockd/stop_lockd (one lockd: set LOCKD and OUT first), build_release
-# and cpu_ticks.
+# start_lockd/stop_lockd (one lockd: set LOCKD and OUT first), build_release,
+# export_commit (a commit's tree, for a build of it; needs ROOT) and cpu_ticks.
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/$WORK_NAME.XXXXXX")
 PIDS=()
@@ -219,4 +219,15 @@ build_release() {
     cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
   fi
   cmake --build "$build" -j"$jobs" --target "$@" >&2
+}
+
+# export_commit SHA DIR: the tree of commit SHA in DIR/src (git archive; no
+# git worktree is registered), once; DIR/src/.source-commit names it.
+export_commit() {
+  local sha=$1 dir=$2
+  [[ -f $dir/src/.source-commit ]] && return 0
+  log "exporting ${sha:0:7} into $dir/src"
+  rm -rf "$dir/src"; mkdir -p "$dir/src"
+  git -C "$ROOT" archive "$sha" | tar -x -C "$dir/src"
+  echo "${sha:0:7}" >"$dir/src/.source-commit"
 }
