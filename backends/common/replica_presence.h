@@ -10,16 +10,18 @@
 //   - Every `period` the backend's beat records this replica in the backend,
 //     live for `life` (> period) on the backend's clock, and answers how many
 //     other replicas are live. others() is that count > 0.
-//   - The first beat runs at once on Start(); a replica that starts beside
-//     running ones sees them at once, and they see it within `period`. In
+//   - The first beat runs at once on Start(). A replica that starts beside
+//     running ones queues from its start; they see it within `period`. In
 //     that window the newcomer's waiting calls are in the queue and the
 //     others' are not: the others' calls then wait behind its entries, never
 //     ahead of them, so nobody is starved; only arrival order between the
 //     two replicas' calls may be off. Mutual exclusion never depends on the
 //     queue.
-//   - A failed beat keeps the last answer (the backend reports its own
-//     health). A replica that stops beating (crashed, or paused past `life`)
-//     drops out of the others' count after `life`.
+//   - Until its first beat is answered a replica assumes others (its calls
+//     queue, as they would beside another). A failed beat keeps the last
+//     answer (the backend reports its own health). A replica that stops
+//     beating (crashed, or paused past `life`) drops out of the others'
+//     count after `life`.
 //
 // Hooks: the beat is the backend's, asynchronous, and calls its `done`
 // exactly once on any thread, with no lock of this class held.
@@ -66,7 +68,8 @@ class ReplicaPresence {
   void Start();
   void Stop();
 
-  // Whether the last answered beat saw another live replica (false before).
+  // Whether the last answered beat saw another live replica (true before
+  // the first answer).
   bool others() const { return state_->others.load(std::memory_order_relaxed); }
 
  private:
@@ -77,7 +80,7 @@ class ReplicaPresence {
     Beat beat;
     absl::Duration period;
     absl::Duration life;
-    std::atomic<bool> others{false};
+    std::atomic<bool> others{true};
     absl::Mutex mu;
     bool stopped ABSL_GUARDED_BY(mu) = false;
     bool in_flight ABSL_GUARDED_BY(mu) = false;

@@ -57,15 +57,15 @@ class ScriptedBeats {
   absl::Duration last_life_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(ReplicaPresenceTest, SeesOthersFromTheFirstBeatThatCountsThem) {
+TEST(ReplicaPresenceTest, AssumesOthersUntilTheFirstBeatSaysItIsAlone) {
   TimerQueue timers;
   ScriptedBeats beats;
-  beats.Answer({1});
+  beats.Answer({0});
   ReplicaPresence p(&timers, beats.Beat(), absl::Milliseconds(5), absl::Milliseconds(50));
-  EXPECT_FALSE(p.others());  // before any beat
-  p.Start();                 // the first beat runs at once
+  EXPECT_TRUE(p.others());  // before any beat
+  p.Start();                // the first beat runs at once
   EXPECT_EQ(beats.beats(), 1);
-  EXPECT_TRUE(p.others());
+  EXPECT_FALSE(p.others());
   EXPECT_EQ(beats.last_life(), absl::Milliseconds(50));
 }
 
@@ -75,7 +75,6 @@ TEST(ReplicaPresenceTest, BeatsEveryPeriodAndFollowsTheCount) {
   beats.Answer({0, 2});
   ReplicaPresence p(&timers, beats.Beat(), absl::Milliseconds(5), absl::Milliseconds(50));
   p.Start();
-  EXPECT_FALSE(p.others());
   ASSERT_TRUE(beats.WaitBeats(3));  // 0, then 2 from then on
   EXPECT_TRUE(p.others());
   beats.Answer({0});
@@ -87,11 +86,11 @@ TEST(ReplicaPresenceTest, BeatsEveryPeriodAndFollowsTheCount) {
 TEST(ReplicaPresenceTest, AFailedBeatKeepsTheLastAnswer) {
   TimerQueue timers;
   ScriptedBeats beats;
-  beats.Answer({1, absl::UnavailableError("down")});
+  beats.Answer({0, absl::UnavailableError("down")});
   ReplicaPresence p(&timers, beats.Beat(), absl::Milliseconds(5), absl::Milliseconds(50));
   p.Start();
   ASSERT_TRUE(beats.WaitBeats(3));  // every beat after the first fails
-  EXPECT_TRUE(p.others());
+  EXPECT_FALSE(p.others());
 }
 
 TEST(ReplicaPresenceTest, NoBeatRunsAfterStop) {

@@ -54,7 +54,14 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
   {
     absl::MutexLock l(&mu_);
     closed = registry_.closed();
-    if (!closed && params.wait > absl::ZeroDuration()) {
+    if (!closed && params.wait <= absl::ZeroDuration()) {
+      // A try passes no call of this process that waits either.
+      auto it = keys_.find(params.key);
+      if (it != keys_.end() && (it->second.head_in_flight || it->second.firsts > 0 ||
+                                table_.Count(params.key) > 0)) {
+        kind = TryKind::kBehind;
+      }
+    } else if (!closed) {
       // Calls of this process are served first come, first served: while some
       // wait (parked, or trying, first attempts included), a newcomer that
       // would wait too may only re-enter or replay.

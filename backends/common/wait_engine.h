@@ -10,7 +10,10 @@
 // Per lock, in arrival order (FIFO):
 //   - A new Acquire makes one attempt (TryKind::kFirst, or kBehind while
 //     others of this process wait for the lock, so that it cannot overtake
-//     them: then only a reentrant or replayed acquire is granted). A call
+//     them: then only a reentrant or replayed acquire is granted, and an
+//     upgrade would block). This holds for a call that only tries
+//     (params.wait <= 0) too: a replica alone writes no queue entries on its
+//     server (replica_presence.h), so its own waiters are known only here. A call
 //     that may wait counts as waiting from its arrival: while its kFirst
 //     attempt is in flight, later calls try kBehind and no head starts (a
 //     wake is kept for when it is back; a kBehind attempt in flight holds

@@ -252,7 +252,12 @@ TEST_F(WaitEngineTest, NewcomerBehindWaitersMayOnlyReenter) {
   Park("a");
   Acquire("b", absl::Seconds(30));
   EXPECT_EQ(strategy_.Next().kind, TryKind::kBehind);
-  // A call that does not wait is never held back.
+  // Nor may a call that only tries: it does not pass them either.
+  Acquire("c", absl::ZeroDuration());
+  EXPECT_EQ(strategy_.Next().kind, TryKind::kBehind);
+}
+
+TEST_F(WaitEngineTest, CallThatOnlyTriesIsAFirstCallWhenNobodyWaits) {
   Acquire("c", absl::ZeroDuration());
   EXPECT_EQ(strategy_.Next().kind, TryKind::kFirst);
 }

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/common/errors.h"
 #include "backends/common/list_pages.h"
+#include "backends/common/replica_presence.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/mysql/mysql_client.h"
@@ -61,8 +62,11 @@ class MysqlBackend final : public Backend, private LockStrategy {
         timers_(std::make_unique<TimerQueue>()),
         engine_(static_cast<LockStrategy*>(this), timers_.get(), options.max_waiters),
         pool_(options.pool_size, &options_, &health_) {
-    absl::MutexLock l(&mu_);
-    ScheduleSweepLocked(options_.sweep_interval);
+    {
+      absl::MutexLock l(&mu_);
+      ScheduleSweepLocked(options_.sweep_interval);
+    }
+    presence_.Start();
   }
 
   ~MysqlBackend() override { Shutdown(); }
@@ -175,6 +179,7 @@ class MysqlBackend final : public Backend, private LockStrategy {
       shutdown_ = true;
       if (sweep_timer_ != 0) timers_->Cancel(sweep_timer_);
     }
+    presence_.Stop();
     engine_.Shutdown();
     // Queued jobs answer ShuttingDownError(); running ones finish (at most
     // the client's read timeout) before the threads are joined.
@@ -544,8 +549,9 @@ class MysqlBackend final : public Backend, private LockStrategy {
     const bool head = kind == TryKind::kHead;
     const bool may_take = kind == TryKind::kFirst || head;
     // A call that may wait keeps its owner's queue entry (a re-entry never
-    // waits for it).
-    const bool queue = params.wait > absl::ZeroDuration() && kind != TryKind::kReentrant;
+    // waits for it) while another replica can read it (replica_presence.h).
+    const bool queue = params.wait > absl::ZeroDuration() && kind != TryKind::kReentrant &&
+                       presence_.others();
     bool refresh = false;
     if (head) {
       absl::MutexLock l(&mu_);
@@ -630,6 +636,40 @@ class MysqlBackend final : public Backend, private LockStrategy {
     return std::max(d, absl::ZeroDuration());
   }
 
+  // ---- ReplicaPresence's beat ----
+
+  void Beat(absl::Duration life, absl::AnyInvocable<void(absl::StatusOr<int>) &&> done) {
+    pool_.Submit([this, life, done = std::move(done)](Connection* s) mutable {
+      if (s == nullptr) {
+        std::move(done)(ShuttingDownError());
+        return;
+      }
+      std::move(done)(CountOtherReplicas(*s, life));
+    });
+  }
+
+  // Records this replica as live for `life` (database clock); the number of
+  // other live replicas.
+  absl::StatusOr<int> CountOtherReplicas(Connection& s, absl::Duration life) {
+    absl::StatusOr<MysqlResult> w = s.Run(
+        absl::StrCat("INSERT INTO ", schema_.replicas(), " (replica, until) VALUES (",
+                     SqlBytes(replica_), ", TIMESTAMPADD(MICROSECOND, ",
+                     absl::ToInt64Microseconds(life),
+                     ", NOW(6))) ON DUPLICATE KEY UPDATE until = VALUES(until)"),
+        "replica presence", Connection::kWrite);
+    if (!w.ok()) return w.status();
+    absl::StatusOr<MysqlResult> r =
+        s.Run(absl::StrCat("SELECT COUNT(*) FROM ", schema_.replicas(),
+                           " WHERE until > NOW(6) AND replica <> ", SqlBytes(replica_)),
+              "replica presence", Connection::kRead);
+    if (!r.ok()) return r.status();
+    int64_t others = 0;
+    if (r->rows.size() != 1 || !ParseField(r->rows[0], 0, &others)) {
+      return absl::InternalError("mysql: unexpected answer counting replicas");
+    }
+    return static_cast<int>(others);
+  }
+
   // ---- Sweeper ----
 
   void ScheduleSweepLocked(absl::Duration delay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -679,6 +719,10 @@ class MysqlBackend final : public Backend, private LockStrategy {
   mysql::RenewBatcher renewals_{&pool_, &schema_, std::max<size_t>(1, options_.pool_size / 4)};
   // Last: its threads use everything above.
   WorkerPool pool_;
+  // Its beats run on pool_; stopped by Shutdown() before pool_ closes.
+  ReplicaPresence presence_{timers_.get(), [this](absl::Duration life, auto done) {
+                              Beat(life, std::move(done));
+                            }};
 };
 
 // The ranges are MysqlOptionSet()'s; these are the rules that relate

@@ -15,6 +15,7 @@
 //   <prefix>fences  one row per lock name: its fencing-token counter (bumped
 //                   in the grant's transaction, never reset by a release or
 //                   the sweeper) and the last freeing release's request id.
+//   <prefix>replicas one row per live lockd replica (ReplicaPresence beats).
 //   <prefix>meta    schema version and the token floor of collected fences.
 // Why exclusive holders stay in the locks row: the uncontended exclusive
 // acquire and release keep exactly the statements of an exclusive-only
@@ -41,7 +42,8 @@
 //
 // Waiting: MySQL cannot notify, so parked Acquires are retried. FIFO across
 // modes and replicas comes from the queue table, which admission consults:
-// a call that may wait gets its owner's entry on this replica when its first
+// while another replica is live (backends/common/replica_presence.h), a call
+// that may wait gets its owner's entry on this replica when its first
 // attempt is not granted; the head's polls extend this replica's entries
 // (every quarter of their 2 s lifetime), a grant deletes the entry, and a
 // wait that ends otherwise deletes it at once (a dead replica's lapse). A

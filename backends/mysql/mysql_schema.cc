@@ -163,8 +163,9 @@ proc: BEGIN
       {drop_entry}
       COMMIT;
       SELECT 1, p_owner, v_hold + 1, v_token, p_ttl_us, v_lk, v_lim;
-    ELSEIF v_count = 1 AND v_waiting = 0 THEN
-      -- An upgrade: the only holder, nobody waits. A new grant, exclusive.
+    ELSEIF v_count = 1 AND v_waiting = 0 AND p_may_take = 1 THEN
+      -- An upgrade: the only holder, nobody waits (p_may_take = 0: others of
+      -- this replica do). A new grant, exclusive.
       {bump_fence}
       DELETE FROM {holders} WHERE ns = p_ns AND name = p_name AND owner = p_owner;
       UPDATE {locks}
@@ -303,8 +304,9 @@ constexpr char kEnqueue[] = R"sql(
 // "Who waits ahead" in the acquire procedure).
 constexpr char kQueueAhead[] = R"sql(
     IF p_poll = 1 THEN
-      SELECT MIN(id) INTO v_entry FROM {queue}
-       WHERE ns = p_ns AND name = p_name AND replica = p_replica AND until > v_now;
+      SET v_entry = (SELECT id FROM {queue}
+                      WHERE ns = p_ns AND name = p_name AND replica = p_replica AND until > v_now
+                      ORDER BY id LIMIT 1);
     END IF;
     SELECT COUNT(*), COALESCE(SUM(ahead), 0), COALESCE(SUM(ahead AND mode = 1), 0),
            COALESCE(SUM(ahead AND lim > 0), 0), COALESCE(SUM(IF(ahead, permits, 0)), 0)
@@ -415,11 +417,23 @@ proc: BEGIN
         -- the same transaction, if nobody waits ahead of it.
         SET v_handover = 1;
         IF v_qu > v_now THEN
-          SELECT MIN(id) INTO v_entry FROM {queue}
-           WHERE ns = p_ns AND name = p_name AND replica = p_replica AND until > v_now;
-          SELECT COUNT(*) = 0 INTO v_handover FROM {queue}
-           WHERE ns = p_ns AND name = p_name AND until > v_now AND owner <> p_next_owner
-             AND replica <> p_replica AND (v_entry IS NULL OR id < v_entry);
+          -- Scans stop early: the first entry of this replica in id order,
+          -- then only the entries before it.
+          SET v_entry = (SELECT id FROM {queue}
+                          WHERE ns = p_ns AND name = p_name AND replica = p_replica
+                            AND until > v_now
+                          ORDER BY id LIMIT 1);
+          IF v_entry IS NULL THEN
+            SET v_handover = NOT EXISTS (
+                SELECT 1 FROM {queue}
+                 WHERE ns = p_ns AND name = p_name AND until > v_now
+                   AND owner <> p_next_owner AND replica <> p_replica);
+          ELSE
+            SET v_handover = NOT EXISTS (
+                SELECT 1 FROM {queue}
+                 WHERE ns = p_ns AND name = p_name AND id < v_entry AND until > v_now
+                   AND owner <> p_next_owner AND replica <> p_replica);
+          END IF;
         END IF;
       END IF;
       IF v_count > 0 THEN
@@ -664,6 +678,7 @@ absl::StatusOr<MysqlSchema> MysqlSchema::ForPrefix(absl::string_view prefix) {
   s.demand_ = absl::StrCat("`", prefix, "demand`");
   s.holders_ = absl::StrCat("`", prefix, "holders`");
   s.queue_ = absl::StrCat("`", prefix, "queue`");
+  s.replicas_ = absl::StrCat("`", prefix, "replicas`");
   const std::vector<std::pair<std::string, std::string>> replacements = {
       {"{bump_fence}", kBumpFence},
       {"{enqueue}", kEnqueue},
@@ -761,6 +776,11 @@ std::vector<std::string> MysqlSchema::CreateTables() const {
                    " UNIQUE KEY entry (ns, name, owner, replica),"
                    " KEY id (id),"
                    " KEY until (until))"
+                   " ENGINE=InnoDB"),
+      absl::StrCat("CREATE TABLE IF NOT EXISTS ", replicas_,
+                   " (replica VARBINARY(32) NOT NULL,"
+                   " until DATETIME(6) NOT NULL,"
+                   " PRIMARY KEY (replica))"
                    " ENGINE=InnoDB"),
   };
 }

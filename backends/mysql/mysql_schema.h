@@ -22,6 +22,9 @@
 //              arrival order (`id`): mode, permits, limit, and `until`, which
 //              the replica extends while the owner's calls wait, so a dead
 //              replica's entries lapse. Admission consults it.
+//   <p>replicas one row per lockd replica using the database, live until
+//              `until` (ReplicaPresence beats extend it): a replica writes
+//              queue entries only while it sees another live one.
 //   <p>fences  one row per lock name: `token`, the last token granted; the
 //              request id of the last freeing release (`freed_*`).
 //   <p>demand  (version 1's turn-taking between replicas; no longer written,
@@ -121,6 +124,7 @@ class MysqlSchema {
   const std::string& demand() const { return demand_; }
   const std::string& holders() const { return holders_; }
   const std::string& queue() const { return queue_; }
+  const std::string& replicas() const { return replicas_; }
   const std::string& acquire_proc() const { return acquire_proc_; }
   const std::string& release_proc() const { return release_proc_; }
   const std::string& renew_proc() const { return renew_proc_; }
@@ -135,7 +139,7 @@ class MysqlSchema {
  private:
   MysqlSchema() = default;
   std::string prefix_;
-  std::string locks_, fences_, meta_, demand_, holders_, queue_;
+  std::string locks_, fences_, meta_, demand_, holders_, queue_, replicas_;
   std::string acquire_proc_, release_proc_, renew_proc_, collect_proc_, force_proc_;
   std::vector<std::pair<std::string, std::string>> procedures_;
 };

@@ -62,7 +62,7 @@ TEST(MysqlSchemaTest, TablesAreInnodbWithAUniqueKeyOnNamespaceAndName) {
   absl::StatusOr<MysqlSchema> s = MysqlSchema::ForPrefix("x_");
   ASSERT_TRUE(s.ok());
   std::vector<std::string> tables = s->CreateTables();
-  ASSERT_EQ(tables.size(), 6u);
+  ASSERT_EQ(tables.size(), 7u);
   for (const std::string& t : tables) {
     EXPECT_THAT(t, StartsWith("CREATE TABLE IF NOT EXISTS `x_"));
     EXPECT_THAT(t, HasSubstr("ENGINE=InnoDB"));
@@ -76,6 +76,9 @@ TEST(MysqlSchemaTest, TablesAreInnodbWithAUniqueKeyOnNamespaceAndName) {
   // The queue: entries in arrival order, one per owner and replica.
   EXPECT_THAT(tables[5], HasSubstr("UNIQUE KEY entry (ns, name, owner, replica)"));
   EXPECT_THAT(tables[5], HasSubstr("until DATETIME(6)"));
+  // Replicas: one row per live lockd, by its beat.
+  EXPECT_THAT(tables[6], HasSubstr("PRIMARY KEY (replica)"));
+  EXPECT_THAT(tables[6], HasSubstr("until DATETIME(6)"));
 }
 
 TEST(MysqlSchemaTest, ProceduresUseOnlyTheDatabaseClock) {

@@ -31,13 +31,14 @@ absl::Duration CollectInterval(const MysqlOptions& o) {
 void Sweeper::Run(Connection& s) {
   if (!DeleteExpired(s)) return;  // the health state has the reason
   DeleteExpiredHolders(s);
-  // Queue entries of waits whose replica stopped extending them, and version
-  // 1's demand rows (a lapsed row is as good as none).
-  for (const std::string* table : {&schema_->queue(), &schema_->demand()}) {
+  // Queue entries of waits whose replica stopped extending them, replicas
+  // that stopped beating, and version 1's demand rows (a lapsed row is as
+  // good as none).
+  for (const std::string* table : {&schema_->queue(), &schema_->replicas(), &schema_->demand()}) {
     absl::StatusOr<MysqlResult> d =
         s.Run(absl::StrCat("DELETE FROM ", *table,
                            " WHERE until < TIMESTAMPADD(SECOND, -10, NOW(6)) LIMIT 1000"),
-              "sweep: delete lapsed queue entries", Connection::kWrite);
+              absl::StrCat("sweep: delete lapsed rows of ", *table), Connection::kWrite);
     if (!d.ok()) LogWarning("mysql sweeper: ", d.status().message());
   }
   if (options_->fence_retention > absl::ZeroDuration() && absl::Now() >= next_collect_) {

@@ -1,7 +1,7 @@
 // The MySQL backend's housekeeping, run by one replica job at a time: deletes
 // lock rows whose lease ended (unless their queue may be live), each SHARED or
 // semaphore holder whose own lease ended (one by one: the others keep
-// theirs), lapsed queue entries and demand rows, and (every tenth of
+// theirs), lapsed queue entries, replica rows and demand rows, and (every tenth of
 // fence_retention) idle fencing counters. Its first statement doubles as the
 // health probe (it connects even while connects fail fast).
 //

@@ -139,6 +139,8 @@ std::string KeyCodec::LockKeyPattern(absl::string_view ns, absl::string_view nam
 
 std::string KeyCodec::AllKeysPattern() const { return absl::StrCat(prefix_, ":{*"); }
 
+std::string KeyCodec::ReplicasKey() const { return absl::StrCat(prefix_, ":replicas"); }
+
 std::string KeyCodec::AllChannelsPattern() const { return absl::StrCat(prefix_, ":{*}:rel"); }
 
 }  // namespace lockd::redis

@@ -29,6 +29,10 @@
 //                   <owner>": granted SHARED), "w" when a
 //                   waiter may now be admitted (a shared or semaphore
 //                   holder left, a queue entry ahead went away).
+//   P:replicas      sorted set: the lockd replicas using this Redis, scored
+//                   by the end of their presence (Redis clock, ms), which
+//                   each extends every beat (replica_presence.h); a replica
+//                   writes queue places only while it sees another.
 // where E = EncodeName(name). Everything between the braces is the hash tag,
 // so all keys of one lock live in one Redis Cluster slot.
 //
@@ -93,6 +97,8 @@ class KeyCodec {
   std::string LockKeyPattern(absl::string_view ns, absl::string_view name_prefix) const;
   // A pattern matching every key of this prefix (all namespaces, all kinds).
   std::string AllKeysPattern() const;
+  // P:replicas (no hash tag: one key of its own, outside AllKeysPattern()).
+  std::string ReplicasKey() const;
   // A PUBSUB CHANNELS pattern matching every release channel of this prefix.
   std::string AllChannelsPattern() const;
 

@@ -17,6 +17,7 @@
 #include "backends/common/list_pages.h"
 #include "backends/common/millis.h"
 #include "backends/common/renew_join.h"
+#include "backends/common/replica_presence.h"
 #include "backends/common/timer_queue.h"
 #include "backends/common/wait_engine.h"
 #include "backends/redis/cluster_transport.h"
@@ -65,7 +66,8 @@ struct Scripts {
         describe{"describe", Body(redis::kDescribeScript, sharded), ""},
         force_release{"force_release", Body(redis::kForceReleaseScript, sharded), ""},
         leave_queue{"leave_queue", Body(redis::kLeaveQueueScript, sharded), ""},
-        extend_queue{"extend_queue", Body(redis::kExtendQueueScript, sharded), ""} {}
+        extend_queue{"extend_queue", Body(redis::kExtendQueueScript, sharded), ""},
+        presence{"presence", Body(redis::kPresenceScript, sharded), ""} {}
 
   static std::string Body(const char* script, bool sharded) {
     std::string body = redis::Prelude(script);
@@ -79,9 +81,11 @@ struct Scripts {
   redis::Script force_release;
   redis::Script leave_queue;
   redis::Script extend_queue;
+  redis::Script presence;
 
   std::vector<redis::Script*> All() {
-    return {&acquire, &release, &renew, &describe, &force_release, &leave_queue, &extend_queue};
+    return {&acquire,       &release,     &renew,       &describe,
+            &force_release, &leave_queue, &extend_queue, &presence};
   }
 };
 
@@ -103,7 +107,9 @@ std::string NewReplicaId() {
 // (the acquire script does), this class extends the lifetime of its places
 // while their calls wait (queued_, a timer), and takes a place out when its
 // call ends without a grant (a grant takes it out itself). Calls of one
-// owner, mode and lock on this process share one place.
+// owner, mode and lock on this process share one place. Places are taken
+// only while another replica uses the same Redis (presence_,
+// replica_presence.h); alone, the engine's order is the order.
 class RedisBackend final : public Backend,
                            private LockStrategy,
                            private redis::Transport::Listener {
@@ -137,7 +143,10 @@ class RedisBackend final : public Backend,
     transport_ = *std::move(transport);
     TimerQueue* timers = timers_.get();
     timers->Schedule(kQueueExtendTick, [this, timers] { ExtendQueueEntries(timers); });
-    return transport_->WaitReady(options_.connect_timeout + 4 * options_.command_timeout);
+    absl::Status ready =
+        transport_->WaitReady(options_.connect_timeout + 4 * options_.command_timeout);
+    if (ready.ok()) presence_.Start();
+    return ready;
   }
 
   // Sentinel mode: when the Sentinels move the primary, every connection is
@@ -291,6 +300,7 @@ class RedisBackend final : public Backend,
       if (shutdown_) return;
       shutdown_ = true;
     }
+    presence_.Stop();
     engine_.Shutdown();
     // Joins the watcher thread: no PrimaryMoved() on a stopped transport.
     sentinel_watcher_.reset();
@@ -404,6 +414,25 @@ class RedisBackend final : public Backend,
     timers->Schedule(kQueueExtendTick, [this, timers] { ExtendQueueEntries(timers); });
   }
 
+  // ReplicaPresence's beat: the presence script.
+  void Beat(absl::Duration life, absl::AnyInvocable<void(absl::StatusOr<int>) &&> done) {
+    Command cmd;
+    cmd.script = &scripts_->presence;
+    cmd.num_keys = 1;
+    cmd.args = {keys_.ReplicasKey(), replica_, absl::StrCat(CeilMillis(life))};
+    cmd.context = "replica presence";
+    cmd.done = [done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
+      if (!reply.ok()) {
+        std::move(done)(reply.status());
+      } else if (*reply == nullptr || (*reply)->type != REDIS_REPLY_INTEGER) {
+        std::move(done)(absl::InternalError("redis: unexpected reply of the presence script"));
+      } else {
+        std::move(done)(static_cast<int>((*reply)->integer));
+      }
+    };
+    Send(cmd);
+  }
+
   // Queues `cmd`; if that fails, finishes it with the error (inline).
   // REQUIRES: no engine or backend mutex held.
   void Send(Command& cmd) { transport_->Send(std::move(cmd)); }
@@ -456,7 +485,7 @@ class RedisBackend final : public Backend,
                 absl::StrCat(p.limit),
                 absl::StrCat(p.permits),
                 Member(p),
-                p.wait > absl::ZeroDuration() ? "1" : "0",
+                p.wait > absl::ZeroDuration() && presence_.others() ? "1" : "0",
                 absl::StrCat(CeilMillis(kQueueEntryLifetime))};
     cmd.context = absl::StrCat("acquire of lock ", LockName(p.key));
     return cmd;
@@ -616,6 +645,10 @@ class RedisBackend final : public Backend,
   std::unique_ptr<redis::Transport> transport_;
   // Sentinel mode only; reset (joined) by Shutdown().
   std::unique_ptr<redis::SentinelWatcher> sentinel_watcher_;
+  // Started by Start() once the transport is up; stopped by Shutdown() first.
+  ReplicaPresence presence_{timers_.get(), [this](absl::Duration life, auto done) {
+                              Beat(life, std::move(done));
+                            }};
 };
 
 }  // namespace

@@ -27,7 +27,8 @@
 //    clock (keys.h). Old lockd versions do not know these records: upgrade
 //    every replica before the first shared or semaphore acquire.
 //  - FIFO across replicas and modes: the lock's queue lives in Redis (keys.h)
-//    and every acquire script consults it. A waiting call takes a place with
+//    and every acquire script consults it. While another replica is live
+//    (backends/common/replica_presence.h), a waiting call takes a place with
 //    its first attempt that is not granted; this process extends its places
 //    every 3 s to 10 s while their calls wait and takes a place out when its
 //    call ends ungranted, so a dead replica's places stop counting within

@@ -355,6 +355,8 @@ if n > 0 then
           if m:match('^[^|]*|[^|]*|(.*)$') ~= owner then return fail('U', 0) end
         end
       end
+      -- others of this replica wait (try: kReenterOnly)
+      if try ~= 'n' then return fail('U', 0) end
       local token = new_token(true)
       redis.call('DEL', lock)
       redis.call('HSET', lock, 'owner', owner, 'count', r.c + 1, 'token', token)
@@ -606,6 +608,18 @@ if n > 0 then
   redis.call('PEXPIRE', KEYS[2], ARGV[1])
 end
 return n
+)lua";
+
+// Records a replica as live (ReplicaPresence's beat) and counts the others.
+// KEYS: replicas (keys.h). ARGV: replica, lifetime_ms. (The only script that
+// runs ZREMRANGEBYSCORE: tests count beats by it.)
+// Returns the number of other live replicas.
+inline constexpr char kPresenceScript[] = R"lua(
+local now = clock()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1]) - 1
 )lua";
 
 // `script` with kPrelude at its line `--@prelude` (so that what comes

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace lockd::testing {
 
@@ -37,6 +38,12 @@ class BackendEnv {
 
   // True when several lockd processes may share the backend (all but memory).
   virtual bool multi_replica() const { return true; }
+
+  // How long after the last of several replicas started they all see each
+  // other: for backends whose queue a replica writes only beside others
+  // (docs/backends.md "Waiting across replicas"), a test of several
+  // replicas starts after it.
+  virtual absl::Duration replica_settle() const { return absl::ZeroDuration(); }
 };
 
 // Defined by the <backend>_env.cc linked into the binary.

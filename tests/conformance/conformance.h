@@ -143,6 +143,7 @@ class ConformanceTest : public ::testing::TestWithParam<int> {
       ASSERT_NE(others_.back(), nullptr);
       other_stubs_.push_back(NewStub(others_.back()->address()));
     }
+    if (GetParam() > 1) absl::SleepFor(Env().replica_settle());
   }
 
   void TearDown() override {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/replica_presence.h"
 #include "tests/conformance/backend_env.h"
 #include "tests/support/mariadb_server.h"
 
@@ -23,6 +24,10 @@ class MysqlEnv final : public BackendEnv {
   }
 
   void TearDown() override { server_.reset(); }
+
+  absl::Duration replica_settle() const override {
+    return 2 * ReplicaPresence::kPeriod + absl::Milliseconds(50);
+  }
 
   std::vector<std::string> Flags(const std::string& isolation) const override {
     return server_->LockdFlags(absl::StrCat(isolation, "_"));

@@ -5,6 +5,7 @@
 // locks spread over all three primaries.
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/replica_presence.h"
 #include "tests/conformance/backend_env.h"
 #include "tests/support/redis_cluster.h"
 
@@ -24,6 +25,10 @@ class RedisClusterEnv final : public BackendEnv {
   }
 
   void TearDown() override { cluster_.reset(); }
+
+  absl::Duration replica_settle() const override {
+    return 2 * ReplicaPresence::kPeriod + absl::Milliseconds(50);
+  }
 
   std::vector<std::string> Flags(const std::string& isolation) const override {
     return {"--backend=redis", "--redis.mode=cluster",

@@ -3,6 +3,7 @@
 // apart by key prefix.
 
 #include "absl/strings/str_cat.h"
+#include "backends/common/replica_presence.h"
 #include "tests/conformance/backend_env.h"
 #include "tests/support/redis_server.h"
 
@@ -21,6 +22,10 @@ class RedisEnv final : public BackendEnv {
   }
 
   void TearDown() override { server_.reset(); }
+
+  absl::Duration replica_settle() const override {
+    return 2 * ReplicaPresence::kPeriod + absl::Milliseconds(50);
+  }
 
   std::vector<std::string> Flags(const std::string& isolation) const override {
     return {"--backend=redis", absl::StrCat("--redis.addresses=", server_->address()),

@@ -478,7 +478,7 @@ TEST_F(MysqlBackendTest, SchemaStartUpIsIdempotent) {
   EXPECT_EQ(QueryInt(absl::StrCat("SELECT COUNT(*) FROM information_schema.TABLES WHERE "
                                   "TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE '",
                                   prefix_, "%'")),
-            6);
+            7);
   EXPECT_EQ(QueryInt(absl::StrCat("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE "
                                   "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE '",
                                   prefix_, "%'")),

@@ -123,6 +123,38 @@ TEST_F(MysqlBackendTest, CancelledWaiterLeavesNoQueueEntry) {
   EXPECT_TRUE(r->acquired);
 }
 
+// docs/backends.md "Waiting across replicas": queue entries are written only
+// while another replica is live.
+TEST_F(MysqlBackendTest, AReplicaAloneQueuesNothingAndQueuesOnceAnotherIsLive) {
+  auto a = NewBackend();
+  ASSERT_NE(a, nullptr);
+  const std::string replicas = absl::StrCat("SELECT COUNT(*) FROM ", prefix_, "replicas");
+  const std::string entries = absl::StrCat("SELECT COUNT(*) FROM ", prefix_, "queue");
+  ASSERT_TRUE(WaitFor([&] { return QueryInt(replicas) == 1; }, absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(100));  // its first beat has been answered
+  ASSERT_TRUE(SyncAcquire(*a, AcqShared("alone", "reader")).value().acquired);
+  auto first = StartAcquire(*a, Acq("alone", "writer1", absl::Seconds(30), absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return SyncDescribe(*a, {"default", "alone"})->waiters == 1; },
+                      absl::Seconds(5)));
+  EXPECT_EQ(QueryInt(entries), 0) << "a replica alone keeps its waiters' order itself";
+
+  auto b = NewBackend();
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return QueryInt(replicas) == 2; }, absl::Seconds(5)));
+  // Within a beat `a` sees `b`, and its waiting writers take their places.
+  auto second = StartAcquire(*a, Acq("alone", "writer2", absl::Seconds(30), absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return QueryInt(entries) >= 1; }, absl::Seconds(5)));
+  // So a reader through `b` does not join the reader holding: it would pass
+  // the writers waiting through `a`.
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*b, AcqShared("alone", "late"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->acquired);
+  ASSERT_TRUE(SyncRelease(*a, Rel("alone", "reader")).value().released);
+  EXPECT_TRUE(first->Wait().value().acquired);
+  ASSERT_TRUE(SyncRelease(*a, Rel("alone", "writer1")).value().released);
+  EXPECT_TRUE(second->Wait().value().acquired);
+}
+
 TEST_F(MysqlBackendTest, Version1DatabaseIsMigratedAndKeepsItsLocks) {
   const std::string p = prefix_;
   for (const std::string& sql : {

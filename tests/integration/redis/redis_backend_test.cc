@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/common/coalescing_scope.h"
+#include "backends/common/replica_presence.h"
 #include "backends/redis/keys.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,18 +34,22 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
-// INFO commandstats' call count for EVALSHA + EVAL: how many scripts ran.
+// INFO commandstats' call count of `cmd` ("evalsha").
+long long CommandCalls(const std::string& info, absl::string_view cmd) {
+  const std::string field = absl::StrCat("cmdstat_", cmd, ":calls=");
+  size_t at = info.find(field);
+  if (at == std::string::npos) return 0;
+  absl::string_view rest = absl::string_view(info).substr(at + field.size());
+  long long n = 0;
+  return absl::SimpleAtoi(rest.substr(0, rest.find(',')), &n) ? n : 0;
+}
+
+// How many scripts ran (EVALSHA + EVAL), leaving out the replicas' presence
+// beats (replica_presence.h), the one script that runs ZREMRANGEBYSCORE.
 long long ScriptCalls(RedisCli& cli) {
   std::string info = cli.Str({"INFO", "commandstats"});
-  long long total = 0;
-  for (absl::string_view cmd : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    size_t at = absl::string_view(info).find(cmd);
-    if (at == std::string::npos) continue;
-    absl::string_view rest = absl::string_view(info).substr(at + cmd.size());
-    long long n = 0;
-    if (absl::SimpleAtoi(rest.substr(0, rest.find(',')), &n)) total += n;
-  }
-  return total;
+  return CommandCalls(info, "evalsha") + CommandCalls(info, "eval") -
+         CommandCalls(info, "zremrangebyscore");
 }
 
 RedisOptions FastOptions(const RedisServer& server, const std::string& prefix) {
@@ -69,6 +74,14 @@ class RedisBackendTest : public SharedServerTest<RedisServer> {
     return b.ok() ? *std::move(b) : nullptr;
   }
   std::unique_ptr<Backend> NewBackend() { return NewBackend(Options()); }
+  // Another replica, once the replicas see each other (docs/backends.md
+  // "Waiting across replicas": till then a replica alone takes no places in
+  // the queues).
+  std::unique_ptr<Backend> NewReplica() {
+    std::unique_ptr<Backend> b = NewBackend();
+    absl::SleepFor(2 * ReplicaPresence::kPeriod + absl::Milliseconds(50));
+    return b;
+  }
   RedisOptions Options() const { return FastOptions(*server_, prefix_); }
 
   redis::LockKeys Keys(const std::string& name) const {
@@ -205,7 +218,7 @@ TEST_F(RedisBackendTest, SharedHoldersAreRecordsInTheLockHashEachWithItsOwnLease
   // The last holder's release frees the lock: nothing but the fence key.
   absl::StatusOr<ReleaseResult> r = SyncRelease(*backend_, Rel("rw", "r2"));
   ASSERT_TRUE(r.ok() && r->released);
-  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":*")), ElementsAre(k.fence));
+  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":{*")), ElementsAre(k.fence));
 }
 
 TEST_F(RedisBackendTest, SemaphoreAdmitsUpToItsLimitAndRefusesAnotherKind) {
@@ -234,7 +247,7 @@ TEST_F(RedisBackendTest, SemaphoreAdmitsUpToItsLimitAndRefusesAnotherKind) {
 }
 
 TEST_F(RedisBackendTest, ReaderArrivingAfterAWaitingWriterOnAnotherReplicaQueuesBehindIt) {
-  std::unique_ptr<Backend> other = NewBackend();
+  std::unique_ptr<Backend> other = NewReplica();
   ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("fifo", "r1"))->acquired);
   auto writer = StartAcquire(*other, Acq("fifo", "w", absl::Seconds(30), absl::Seconds(10)));
   ASSERT_TRUE(WaitFor(
@@ -261,7 +274,7 @@ TEST_F(RedisBackendTest, ReaderArrivingAfterAWaitingWriterOnAnotherReplicaQueues
   ASSERT_TRUE(r.ok() && r->acquired) << r.status();
   EXPECT_GT(r->fencing_token, w->fencing_token);
   ASSERT_TRUE(SyncRelease(*backend_, Rel("fifo", "r3")).ok());
-  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":*")), ElementsAre(Keys("fifo").fence));
+  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":{*")), ElementsAre(Keys("fifo").fence));
 }
 
 TEST_F(RedisBackendTest, QueueEntryOfADeadReplicaStopsHoldingOthersBackAtTheEndOfItsLifetime) {
@@ -284,6 +297,7 @@ TEST_F(RedisBackendTest, QueueEntryOfADeadReplicaStopsHoldingOthersBackAtTheEndO
 }
 
 TEST_F(RedisBackendTest, WaitingCallsKeepTheirQueueEntriesAliveAndTakeThemOutWhenTheyEnd) {
+  std::unique_ptr<Backend> other = NewReplica();
   MustAcquire(*backend_, "alive", "holder");
   redis::LockKeys k = Keys("alive");
   auto cancel = std::make_shared<CancelSignal>();
@@ -304,6 +318,40 @@ TEST_F(RedisBackendTest, WaitingCallsKeepTheirQueueEntriesAliveAndTakeThemOutWhe
   cancel->Cancel();
   EXPECT_THAT(waiter->Wait(), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0);
+}
+
+TEST_F(RedisBackendTest, AReplicaAloneTakesNoQueuePlacesAndTakesThemOnceAnotherIsLive) {
+  const std::string replicas = redis::KeyCodec(prefix_).ReplicasKey();
+  absl::SleepFor(absl::Milliseconds(100));  // backend_'s first beat has been answered
+  EXPECT_EQ(cli_->Int({"ZCARD", replicas}), 1);
+  redis::LockKeys k = Keys("alone");
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("alone", "reader"))->acquired);
+  auto first =
+      StartAcquire(*backend_, Acq("alone", "writer1", absl::Seconds(30), absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return SyncDescribe(*backend_, {"default", "alone"})->waiters == 1; },
+                      absl::Seconds(5)));
+  EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0)
+      << "a replica alone keeps its waiters' order itself";
+
+  std::unique_ptr<Backend> other = NewBackend();
+  ASSERT_TRUE(WaitFor([&] { return cli_->Int({"ZCARD", replicas}) == 2; }, absl::Seconds(5)));
+  // Within a beat backend_ sees the other, and its new waiters take places.
+  absl::SleepFor(2 * ReplicaPresence::kPeriod + absl::Milliseconds(50));
+  auto second =
+      StartAcquire(*backend_, Acq("alone", "writer2", absl::Seconds(30), absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return cli_->Int({"ZCARD", k.queue}) == 1; }, absl::Seconds(5)));
+  // So a reader through the other replica does not join the reader holding:
+  // it would pass the writer waiting through backend_.
+  absl::StatusOr<AcquireResult> r = SyncAcquire(*other, AcqShared("alone", "late"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->acquired);
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("alone", "reader")).ok());
+  EXPECT_TRUE(first->Wait().value().acquired);
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("alone", "writer1")).ok());
+  EXPECT_TRUE(second->Wait().value().acquired);
+  // A replica that stops drops out after its presence's lifetime.
+  other.reset();
+  EXPECT_TRUE(WaitFor([&] { return cli_->Int({"ZCARD", replicas}) == 1; }, absl::Seconds(5)));
 }
 
 TEST_F(RedisBackendTest, UpgradeOfTheOnlyReaderTakesANewTokenAndTheExclusiveFormat) {
@@ -365,7 +413,7 @@ TEST_F(RedisBackendTest, TokensKeepGrowingWhenTheFenceKeyIsLost) {
 TEST_F(RedisBackendTest, ReleaseThatFreesLeavesOnlyTheFenceKey) {
   MustAcquire(*backend_, "clean", "alice");
   ASSERT_TRUE(SyncRelease(*backend_, Rel("clean", "alice")).ok());
-  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":*")), ElementsAre(Keys("clean").fence));
+  EXPECT_THAT(cli_->Keys(absl::StrCat(prefix_, ":{*")), ElementsAre(Keys("clean").fence));
 }
 
 TEST_F(RedisBackendTest, FreeingReleaseIsRememberedForReleaseMemoryThenForgottenOnNextGrant) {

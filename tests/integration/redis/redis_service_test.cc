@@ -405,9 +405,9 @@ TEST(RedisServiceTest, TenThousandCyclesLeaveOnlyFenceKeysAndNoSubscriptions) {
 
   absl::StatusOr<std::unique_ptr<RedisCli>> cli = RedisCli::Connect((*redis)->port());
   ASSERT_TRUE(cli.ok()) << cli.status();
-  // Nothing but fence keys, each with a TTL (they expire fence_retention
+  // Of lock keys (P:{...}), nothing but fence keys, each with a TTL (they expire fence_retention
   // after their lock's last lease).
-  std::vector<std::string> keys = (*cli)->Keys(absl::StrCat(prefix, ":*"));
+  std::vector<std::string> keys = (*cli)->Keys(absl::StrCat(prefix, ":{*"));
   EXPECT_EQ(keys.size(), static_cast<size_t>(kNames + kHot));
   for (const std::string& k : keys) {
     EXPECT_TRUE(absl::EndsWith(k, "}:fence")) << "left behind: " << k;
