@@ -32,7 +32,8 @@ void ReplicaPresence::Stop() {
     s.timers->Cancel(s.timer);  // if it is running, it sees `stopped`
     s.timer = 0;
   }
-  s.mu.Await(absl::Condition(+[](bool* in_flight) { return !*in_flight; }, &s.in_flight));
+  s.mu.Await(absl::Condition(
+      +[](bool* in_flight) { return !*in_flight; }, &s.in_flight));
 }
 
 void ReplicaPresence::RunBeat(const std::shared_ptr<State>& s) {

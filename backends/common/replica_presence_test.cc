@@ -46,7 +46,8 @@ class ScriptedBeats {
     std::pair<int*, int> want(&beats_, n);
     absl::MutexLock l(&mu_);
     return mu_.AwaitWithTimeout(
-        absl::Condition(+[](std::pair<int*, int>* a) { return *a->first >= a->second; }, &want),
+        absl::Condition(
+            +[](std::pair<int*, int>* a) { return *a->first >= a->second; }, &want),
         absl::Seconds(10));
   }
 

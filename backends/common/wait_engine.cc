@@ -54,27 +54,25 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
   {
     absl::MutexLock l(&mu_);
     closed = registry_.closed();
-    if (!closed && params.wait <= absl::ZeroDuration()) {
-      // A try passes no call of this process that waits either.
-      auto it = keys_.find(params.key);
-      if (it != keys_.end() && (it->second.head_in_flight || it->second.firsts > 0 ||
-                                table_.Count(params.key) > 0)) {
-        kind = TryKind::kBehind;
-      }
-    } else if (!closed) {
+    if (!closed) {
       // Calls of this process are served first come, first served: while some
-      // wait (parked, or trying, first attempts included), a newcomer that
-      // would wait too may only re-enter or replay.
-      KeyState& k = keys_[params.key];
-      if (k.head_in_flight || k.firsts > 0 || table_.Count(params.key) > 0) {
-        kind = TryKind::kBehind;
-      } else {
-        // A first call: it may take the lock, so later calls stay behind it
-        // and no head starts until it is back. (A kBehind attempt cannot
-        // take the lock: it holds nothing back.)
-        ++k.firsts;
+      // wait (parked, or trying: first attempts and joiners included), a
+      // newcomer may only re-enter or replay, whether it would wait too or
+      // only tries.
+      auto it = keys_.find(params.key);
+      const bool behind =
+          (it != keys_.end() &&
+           (it->second.head_in_flight || it->second.firsts > 0 || it->second.joining > 0)) ||
+          table_.Count(params.key) > 0;
+      if (behind) kind = TryKind::kBehind;
+      if (params.wait > absl::ZeroDuration()) {
+        // A first call may take the lock, so later calls stay behind it and
+        // no head starts until it is back. (A kBehind attempt cannot take
+        // the lock: it holds nothing back.)
+        KeyState& k = keys_[params.key];
+        if (!behind) ++k.firsts;
+        arrival = ++arrivals_;
       }
-      arrival = ++arrivals_;
     }
   }
   if (closed) {
@@ -143,7 +141,9 @@ void WaitEngine::ParseFirstLocked(Waiter& w, TryResult& r, bool counted, Deferre
   // The last first attempt in flight is back: a wake that came meanwhile
   // starts the head now.
   KeyState& k = keys_[key];
-  if (k.firsts == 0 && k.wake_pending && !registry_.closed()) StartHeadLocked(key, k, deferred);
+  if (k.firsts == 0 && k.joining == 0 && k.wake_pending && !registry_.closed()) {
+    StartHeadLocked(key, k, deferred);
+  }
   ForgetIfIdleLocked(key);
 }
 
@@ -164,14 +164,14 @@ void WaitEngine::ParkFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     strategy_->KeyActive(key);
   }
   ObserveLocked(k, r);
-  const bool first = !k.head_in_flight && k.firsts == 0 && table_.Count(key) == 0;
+  const bool first = !k.head_in_flight && k.firsts == 0 && k.joining == 0 && table_.Count(key) == 0;
   w.done = Registered(w, std::move(w.done));
   if (w.cancelled()) {
     Finish(key, std::move(w.done), AcquireCancelledError(), deferred);
     return;
   }
   table_.Push(std::move(w));
-  if (k.head_in_flight || k.firsts > 0) {
+  if (k.head_in_flight || k.firsts > 0 || k.joining > 0) {
     // The head, or a call ahead whose first attempt is in flight, may have
     // looked before the release this attempt saw. A head waits until the
     // first attempts are back (ParseFirstLocked), so none overtakes them.
@@ -241,7 +241,8 @@ void WaitEngine::FinishHead(Head head, TryResult r) {
 uint32_t WaitEngine::Waiting(const LockKey& key) const {
   absl::MutexLock l(&mu_);
   auto it = keys_.find(key);
-  size_t n = table_.Count(key) + (it != keys_.end() && it->second.head_in_flight ? 1 : 0);
+  size_t n = table_.Count(key);
+  if (it != keys_.end()) n += (it->second.head_in_flight ? 1 : 0) + it->second.joining;
   return static_cast<uint32_t>(n);
 }
 
@@ -259,9 +260,10 @@ void WaitEngine::Shutdown() {
 std::optional<WaiterTable::Waiter> WaitEngine::PopHeadLocked(const LockKey& key, KeyState& k,
                                                              Deferred& deferred) {
   if (k.head_in_flight) return std::nullopt;
-  if (k.firsts > 0) {
+  if (k.firsts > 0 || k.joining > 0) {
     // A call that arrived earlier than the parked ones may be about to park
-    // ahead of them: the head starts when the first attempts are back.
+    // ahead of them: the head starts when the first attempts (or the
+    // joiners) are back.
     k.wake_pending = true;
     return std::nullopt;
   }
@@ -364,6 +366,62 @@ void WaitEngine::OnReentrantResult(Waiter w, TryResult r) {
   RunAll(deferred);
 }
 
+void WaitEngine::OnJoinResult(Waiter w, TryResult r) {
+  const LockKey key = w.params.key;
+  Deferred deferred;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = keys_.find(key);
+    if (it != keys_.end()) --it->second.joining;
+    const absl::StatusOr<AcquireResult>& res = r.result;
+    if (registry_.closed() || it == keys_.end()) {
+      // A grant is still the caller's; anything else ends with the shutdown.
+      if (!res.ok() || !res->acquired) r.result = ShuttingDownError();
+      Finish(key, std::move(w.done), std::move(r.result), deferred);
+    } else {
+      KeyState& k = it->second;
+      ObserveLocked(k, r);
+      if (res.ok() && res->acquired) {
+        ReenterOwnerLocked(key, k, w.params.owner, HeldAfterGrant(w.params, *res), deferred);
+        Finish(key, std::move(w.done), std::move(r.result), deferred);
+      } else if (!res.ok() && res.status().code() != absl::StatusCode::kUnavailable) {
+        Finish(key, std::move(w.done), res.status(), deferred);
+      } else {
+        // Lost (another replica's call was ahead, or a writer came in), or
+        // the server is unreachable: parked again in its place.
+        ReparkInOrderLocked(w, deferred);
+        if (res.ok()) ReenterHoldersLocked(key, k, res->current, deferred);
+      }
+      if (k.joining == 0 && table_.Count(key) > 0) {
+        // The last joiner is back: a wake that came meanwhile starts the
+        // head; else it tries when the strategy wants to look again.
+        if (k.wake_pending) {
+          StartHeadLocked(key, k, deferred);
+        } else {
+          ScheduleLocked(key, k, strategy_->NextTry(key, TryKind::kHead, r));
+        }
+      }
+    }
+    ForgetIfIdleLocked(key);
+  }
+  RunAll(deferred);
+}
+
+bool WaitEngine::ReparkInOrderLocked(Waiter& w, Deferred& deferred) {
+  if (w.cancelled()) {
+    deferred.push_back(
+        [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
+    return false;
+  }
+  if (SteadyClock::now() >= w.deadline) {
+    deferred.push_back([this, key = w.params.key, id = w.id] {
+      OnStop(key, id, WaiterRegistry::StopReason::kDeadline);
+    });
+  }
+  table_.Push(std::move(w));
+  return true;
+}
+
 bool WaitEngine::ReparkLocked(Waiter& w, Deferred& deferred) {
   if (w.cancelled()) {
     deferred.push_back(
@@ -451,9 +509,23 @@ void WaitEngine::AfterGrantLocked(const LockKey& key, KeyState& k, const Acquire
                                   const TryResult& r, Deferred& deferred) {
   const Waiter* next = table_.Front(key);
   if (next == nullptr) return;
-  const bool together = (AsksShared(granted) && AsksShared(next->params)) ||
-                        (AsksSemaphore(granted) && AsksSemaphore(next->params));
-  if (together) {
+  const bool readers = AsksShared(granted) && AsksShared(next->params);
+  if (readers && strategy_->TriesReadersTogether() && !k.head_in_flight) {
+    // No release is coming that would wake them: the run of readers at the
+    // front tries together.
+    while ((next = table_.Front(key)) != nullptr && AsksShared(next->params)) {
+      std::optional<Waiter> w = table_.PopFront(key);
+      if (w->cancelled()) {
+        deferred.push_back(
+            [done = std::move(w->done)]() mutable { std::move(done)(AcquireCancelledError()); });
+        continue;
+      }
+      ++k.joining;
+      deferred.push_back([this, w = *std::move(w)]() mutable {
+        Try(std::move(w), TryKind::kJoin, &WaitEngine::OnJoinResult);
+      });
+    }
+  } else if (readers || (AsksSemaphore(granted) && AsksSemaphore(next->params))) {
     // No release is coming that would wake it.
     StartHeadLocked(key, k, deferred);
   } else {
@@ -472,7 +544,10 @@ void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& k = it->second;
-  if (k.head_in_flight || k.firsts > 0 || k.reentering > 0 || table_.Count(key) > 0) return;
+  if (k.head_in_flight || k.firsts > 0 || k.joining > 0 || k.reentering > 0 ||
+      table_.Count(key) > 0) {
+    return;
+  }
   if (k.timer != 0) timers_->Cancel(k.timer);
   const bool active = k.active;
   keys_.erase(it);
@@ -496,8 +571,9 @@ void WaitEngine::Finish(const LockKey& key, Callback<AcquireResult> done,
   if (r.ok() && !r->acquired) {
     auto it = keys_.find(key);
     r->current.key = key;
-    r->current.waiters = static_cast<uint32_t>(
-        table_.Count(key) + (it != keys_.end() && it->second.head_in_flight ? 1 : 0));
+    size_t n = table_.Count(key);
+    if (it != keys_.end()) n += (it->second.head_in_flight ? 1 : 0) + it->second.joining;
+    r->current.waiters = static_cast<uint32_t>(n);
   }
   deferred.push_back(
       [done = std::move(done), r = std::move(r)]() mutable { std::move(done)(std::move(r)); });
@@ -515,7 +591,7 @@ void WaitEngine::OnStop(const LockKey& key, uint64_t id, WaiterRegistry::StopRea
     // holders now, and no release will wake that one.
     auto it = keys_.find(key);
     if (w.has_value() && was_front && !registry_.closed() && it != keys_.end() &&
-        !it->second.head_in_flight) {
+        !it->second.head_in_flight && it->second.joining == 0) {
       const Waiter* next = table_.Front(key);
       if (next != nullptr && JoinsHolders(next->params)) StartHeadLocked(key, it->second, deferred);
     }

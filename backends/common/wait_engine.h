@@ -47,12 +47,18 @@
 //
 // Kinds (backend.h "Kinds"), one queue per name across modes, no barging:
 //   - A call joins holders when it asks SHARED, or asks permits of a
-//     semaphore. When such a head is granted and the next parked call is of
-//     the same sort (SHARED after SHARED, semaphore after semaphore), that
-//     call tries at once (kHead) instead of waiting for a Wake: SHARED heads
-//     are granted together, one attempt after the other, and semaphore heads
-//     while their permits fit. The first that loses waits at the front as
-//     any head does. An EXCLUSIVE head, or one after an EXCLUSIVE grant,
+//     semaphore. When such a call is granted with calls parked behind it
+//     and the next is of the same sort (SHARED after SHARED, semaphore after
+//     semaphore), that call tries at once (kHead) instead of waiting for a
+//     Wake, one after the other: SHARED heads while they are granted,
+//     semaphore heads while their permits fit. The first that loses waits
+//     at the front as any head does. A strategy whose TriesReadersTogether()
+//     is true gets the whole run of SHARED calls at the front after a SHARED
+//     grant at once instead (kJoin attempts out of line, "joiners"), so that
+//     a burst of readers costs one round trip, not one each: while joiners
+//     are in flight no head starts (a wake is kept) and newcomers try
+//     kBehind, as for first attempts; a joiner that loses parks again in
+//     arrival order. An EXCLUSIVE head, or one after an EXCLUSIVE grant,
 //     waits for a Wake or NextTry exactly as before.
 //   - A parked call that leaves the front of the queue without an attempt
 //     (cancelled, timed out) lets the next one try at once when that one
@@ -129,6 +135,9 @@ enum class TryKind {
   kHead,       // the first parked call, retrying: may take
   kReentrant,  // a parked call whose owner was seen holding the name (never
                // an EXCLUSIVE call of a SHARED holder: see the header)
+  kJoin,       // a parked SHARED call tried beside others after a SHARED
+               // grant (TriesReadersTogether): may take, but must not pass a
+               // call ahead of it that another process serves
 };
 
 // What a backend supplies. Implementations are thread-safe.
@@ -151,6 +160,11 @@ class LockStrategy {
   // again if no Wake() comes first. InfiniteDuration: only on a Wake(). An
   // earlier pending retry is kept.
   virtual absl::Duration NextTry(const LockKey& key, TryKind after, const TryResult& last) = 0;
+
+  // Whether the run of SHARED calls after a SHARED grant is tried at once
+  // (kJoin attempts, concurrently) rather than one head after the other.
+  // Constant for a strategy.
+  virtual bool TriesReadersTogether() const { return false; }
 
   // `key` gets its first waiting call / loses its last one. Called with the
   // engine's mutex held: record or queue work (subscribe to a channel), do
@@ -230,6 +244,9 @@ class WaitEngine {
     // Calls that may wait whose kFirst attempt is in flight: they are ahead
     // of later calls (kBehind), and no head starts before they are back.
     int firsts = 0;
+    // SHARED calls out of line on a kJoin attempt after a SHARED grant
+    // (the header's "joiners"); they hold the head back as `firsts` do.
+    int joining = 0;
     bool head_in_flight = false;
     bool wake_pending = false;  // a Wake() came while the head was trying
     int reentering = 0;         // calls out of line on a kReentrant attempt
@@ -252,6 +269,7 @@ class WaitEngine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnHeadResult(Waiter w, TryResult r);
   void OnReentrantResult(Waiter w, TryResult r);
+  void OnJoinResult(Waiter w, TryResult r);
   void OnRetryTimer(const LockKey& key, uint64_t gen);
   // The registry's StopFn: ends the wait of call `id` if it is parked;
   // otherwise (in flight) its attempt's end decides (ReparkLocked).
@@ -269,6 +287,8 @@ class WaitEngine {
   // deadline passed meanwhile is timed out through `deferred` unless it is
   // popped again first.
   bool ReparkLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // As ReparkLocked, in arrival order instead of at the front (a joiner).
+  bool ReparkInOrderLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The parked calls of `owner`, which holds `key` in `held` (nullopt: in
@@ -280,7 +300,8 @@ class WaitEngine {
   void ReenterHoldersLocked(const LockKey& key, KeyState& k, const LockState& current,
                             Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a grant to `granted` with calls still parked: the next head tries
-  // at once if it would join the same holders, else on NextTry.
+  // at once if it would join the same holders (with TriesReadersTogether,
+  // the run of SHARED calls at the front: joiners), else on NextTry.
   void AfterGrantLocked(const LockKey& key, KeyState& k, const AcquireParams& granted,
                         const TryResult& r, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveLocked(KeyState& k, const TryResult& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

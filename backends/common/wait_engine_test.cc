@@ -46,6 +46,7 @@ class ScriptedStrategy final : public LockStrategy {
     absl::MutexLock l(&mu_);
     return next_try_;
   }
+  bool TriesReadersTogether() const override { return together_; }
   void KeyActive(const LockKey& key) override {
     absl::MutexLock l(&mu_);
     ++active_;
@@ -69,6 +70,8 @@ class ScriptedStrategy final : public LockStrategy {
     absl::MutexLock l(&mu_);
     return attempts_.size();
   }
+  // Before the engine first asks (TriesReadersTogether is constant to it).
+  void SetTriesReadersTogether() { together_ = true; }
   void SetNextTry(absl::Duration d) {
     absl::MutexLock l(&mu_);
     next_try_ = d;
@@ -88,6 +91,7 @@ class ScriptedStrategy final : public LockStrategy {
   absl::Duration next_try_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
   int active_ ABSL_GUARDED_BY(mu_) = 0;
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool together_ = false;
 };
 
 TryResult Granted(uint64_t token) {
@@ -541,6 +545,49 @@ TEST_F(WaitEngineTest, SharedHeadsAreTriedOneAfterTheOtherWithoutAWake) {
   EXPECT_EQ(strategy_.Pending(), 0u);
   EXPECT_FALSE(w->done.HasBeenNotified());
   EXPECT_EQ(engine_->Waiting(kKey), 1u);
+}
+
+// With TriesReadersTogether, the whole run of SHARED calls after a SHARED
+// grant tries at once (kJoin). A joiner that loses parks again in its
+// place, and no head starts until every joiner is back (a wake is kept).
+// (The fixture admits 3 waiters; a writer behind the run waits as in
+// SharedHeadsAreTriedOneAfterTheOtherWithoutAWake.)
+TEST_F(WaitEngineTest, ReadersAfterASharedGrantTryTogetherWhenTheStrategyAsks) {
+  strategy_.SetTriesReadersTogether();
+  Park("r1", absl::Seconds(30), kShared);
+  Slot* r2 = Park("r2", absl::Seconds(30), kShared);
+  Slot* r3 = Park("r3", absl::Seconds(30), kShared);
+  engine_->Wake(kKey);
+  ScriptedStrategy::Attempt a = strategy_.Next();
+  EXPECT_EQ(a.params.owner, "r1");
+  EXPECT_EQ(a.kind, TryKind::kHead);
+  std::move(a.done)(Granted(2));
+  ScriptedStrategy::Attempt b = strategy_.Next();
+  ScriptedStrategy::Attempt c = strategy_.Next();
+  EXPECT_EQ(b.params.owner, "r2");
+  EXPECT_EQ(c.params.owner, "r3");
+  EXPECT_EQ(b.kind, TryKind::kJoin);
+  EXPECT_EQ(c.kind, TryKind::kJoin);
+  EXPECT_EQ(engine_->Waiting(kKey), 2u);
+  // A newcomer while they try stays behind them.
+  Slot* r4 = Acquire("r4", absl::Seconds(30), nullptr, kShared);
+  ScriptedStrategy::Attempt n = strategy_.Next();
+  EXPECT_EQ(n.kind, TryKind::kBehind);
+  std::move(n.done)(HeldBy("other"));
+  engine_->Wake(kKey);
+  std::move(c.done)(Granted(3));
+  ASSERT_TRUE(r3->Wait());
+  EXPECT_TRUE(r3->result->acquired);
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(strategy_.Pending(), 0u) << "a head started while a joiner was in flight";
+  std::move(b.done)(HeldBy("other"));
+  ScriptedStrategy::Attempt d = strategy_.Next();
+  EXPECT_EQ(d.params.owner, "r2") << "the joiner that lost is back ahead of the newcomer";
+  EXPECT_EQ(d.kind, TryKind::kHead);
+  std::move(d.done)(HeldBy("other"));
+  EXPECT_FALSE(r2->done.HasBeenNotified());
+  EXPECT_FALSE(r4->done.HasBeenNotified());
+  EXPECT_EQ(engine_->Waiting(kKey), 2u);
 }
 
 TEST_F(WaitEngineTest, AnExclusiveGrantDoesNotTryTheNextHead) {

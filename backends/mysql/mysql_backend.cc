@@ -550,8 +550,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
     const bool may_take = kind == TryKind::kFirst || head;
     // A call that may wait keeps its owner's queue entry (a re-entry never
     // waits for it) while another replica can read it (replica_presence.h).
-    const bool queue = params.wait > absl::ZeroDuration() && kind != TryKind::kReentrant &&
-                       presence_.others();
+    const bool queue =
+        params.wait > absl::ZeroDuration() && kind != TryKind::kReentrant && presence_.others();
     bool refresh = false;
     if (head) {
       absl::MutexLock l(&mu_);
@@ -651,12 +651,12 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // Records this replica as live for `life` (database clock); the number of
   // other live replicas.
   absl::StatusOr<int> CountOtherReplicas(Connection& s, absl::Duration life) {
-    absl::StatusOr<MysqlResult> w = s.Run(
-        absl::StrCat("INSERT INTO ", schema_.replicas(), " (replica, until) VALUES (",
-                     SqlBytes(replica_), ", TIMESTAMPADD(MICROSECOND, ",
-                     absl::ToInt64Microseconds(life),
-                     ", NOW(6))) ON DUPLICATE KEY UPDATE until = VALUES(until)"),
-        "replica presence", Connection::kWrite);
+    absl::StatusOr<MysqlResult> w =
+        s.Run(absl::StrCat("INSERT INTO ", schema_.replicas(), " (replica, until) VALUES (",
+                           SqlBytes(replica_), ", TIMESTAMPADD(MICROSECOND, ",
+                           absl::ToInt64Microseconds(life),
+                           ", NOW(6))) ON DUPLICATE KEY UPDATE until = VALUES(until)"),
+              "replica presence", Connection::kWrite);
     if (!w.ok()) return w.status();
     absl::StatusOr<MysqlResult> r =
         s.Run(absl::StrCat("SELECT COUNT(*) FROM ", schema_.replicas(),
@@ -720,9 +720,8 @@ class MysqlBackend final : public Backend, private LockStrategy {
   // Last: its threads use everything above.
   WorkerPool pool_;
   // Its beats run on pool_; stopped by Shutdown() before pool_ closes.
-  ReplicaPresence presence_{timers_.get(), [this](absl::Duration life, auto done) {
-                              Beat(life, std::move(done));
-                            }};
+  ReplicaPresence presence_{
+      timers_.get(), [this](absl::Duration life, auto done) { Beat(life, std::move(done)); }};
 };
 
 // The ranges are MysqlOptionSet()'s; these are the rules that relate

@@ -84,7 +84,7 @@ struct Scripts {
   redis::Script presence;
 
   std::vector<redis::Script*> All() {
-    return {&acquire,       &release,     &renew,       &describe,
+    return {&acquire,       &release,     &renew,        &describe,
             &force_release, &leave_queue, &extend_queue, &presence};
   }
 };
@@ -206,10 +206,14 @@ class RedisBackend final : public Backend,
     cmd.context = absl::StrCat("release of lock ", LockName(key));
     cmd.done = [this, key, done = std::move(done)](absl::StatusOr<ReplyPtr> reply) mutable {
       uint64_t freed_token = 0;
-      absl::StatusOr<ReleaseResult> result = redis::ParseRelease(key, reply, &freed_token);
+      bool room = true;
+      absl::StatusOr<ReleaseResult> result = redis::ParseRelease(key, reply, &freed_token, &room);
       // The publish will say the same, a little later; whichever comes first
-      // wakes the first local waiter.
-      if (result.ok() && result->released && !IsShutdown()) engine_.Wake(key, freed_token);
+      // wakes the first local waiter. A reader's release that leaves other
+      // readers holding wakes nobody (and publishes nothing).
+      if (result.ok() && result->released && room && !IsShutdown()) {
+        engine_.Wake(key, freed_token);
+      }
       std::move(done)(std::move(result));
     };
     // With waiters here, their first one's retry goes out right behind the
@@ -459,10 +463,12 @@ class RedisBackend final : public Backend,
   }
 
   // The acquire script for `p`: a first try or the head of the queue may
-  // take a free lock; a waiter behind others of this process only re-enters
-  // or replays (scripts.h: kMayTakeFree, kReenterOnly).
+  // take a free lock, as may readers tried together; a waiter behind others
+  // of this process only re-enters or replays (scripts.h: kMayTakeFree,
+  // kJoinReaders, kReenterOnly).
   Command AcquireCommand(const AcquireParams& p, TryKind kind) const {
     const char* try_kind = kind == TryKind::kFirst || kind == TryKind::kHead ? redis::kMayTakeFree
+                           : kind == TryKind::kJoin                          ? redis::kJoinReaders
                                                                              : redis::kReenterOnly;
     const char* mode = p.limit > 0 ? "M" : p.mode == LockMode::kShared ? "S" : "X";
     redis::LockKeys k = keys_.KeysFor(p.key);
@@ -530,6 +536,9 @@ class RedisBackend final : public Backend,
     };
     Send(cmd);
   }
+
+  // A burst of readers is admitted in one round of scripts (kJoinReaders).
+  bool TriesReadersTogether() const override { return true; }
 
   // Retries come from release messages; the timer covers what sends none: a
   // lease that ends without a release, a queue entry of another replica that
@@ -646,9 +655,8 @@ class RedisBackend final : public Backend,
   // Sentinel mode only; reset (joined) by Shutdown().
   std::unique_ptr<redis::SentinelWatcher> sentinel_watcher_;
   // Started by Start() once the transport is up; stopped by Shutdown() first.
-  ReplicaPresence presence_{timers_.get(), [this](absl::Duration life, auto done) {
-                              Beat(life, std::move(done));
-                            }};
+  ReplicaPresence presence_{
+      timers_.get(), [this](absl::Duration life, auto done) { Beat(life, std::move(done)); }};
 };
 
 }  // namespace

@@ -129,8 +129,9 @@ TryResult ParseAcquire(const LockKey& key, uint32_t asked_permits, absl::string_
 }
 
 absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key, absl::StatusOr<ReplyPtr>& reply,
-                                           uint64_t* freed_token) {
+                                           uint64_t* freed_token, bool* room) {
   *freed_token = 0;
+  if (room != nullptr) *room = true;
   if (!reply.ok()) return reply.status();
   const redisReply* r = reply->get();
   int64_t code = 0;
@@ -139,6 +140,8 @@ absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key, absl::StatusOr<Re
     return RedisError(absl::StrCat("release of lock ", LockName(key)), nullptr, r);
   }
   if (r->elements > 2 && !TokenAt(r, 2, freed_token)) *freed_token = 0;
+  int64_t made_room = 1;
+  if (room != nullptr && r->elements > 3 && IntAt(r, 3, &made_room)) *room = made_room != 0;
   if (code < 0) return NotHeld(key, code);
   return ReleaseResult{code == 1, static_cast<uint32_t>(count)};  // 0, 2: still held
 }

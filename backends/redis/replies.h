@@ -26,9 +26,11 @@ TryResult ParseAcquire(const LockKey& key, uint32_t asked_permits, absl::string_
                        absl::StatusOr<ReplyPtr>& reply);
 
 // The release script's reply. `freed_token` is set to the token of the
-// holding the release freed, when the script reports it (else 0).
+// holding the release freed, when the script reports it (else 0); `room`
+// (if not null) to false when the script reports that no waiter can be
+// admitted after it (other readers still hold), else true.
 absl::StatusOr<ReleaseResult> ParseRelease(const LockKey& key, absl::StatusOr<ReplyPtr>& reply,
-                                           uint64_t* freed_token);
+                                           uint64_t* freed_token, bool* room = nullptr);
 
 // The renew script's reply, for a renewal to `lease_ms`.
 absl::StatusOr<RenewResult> ParseRenew(const LockKey& key, int64_t lease_ms,

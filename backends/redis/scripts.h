@@ -25,8 +25,14 @@ namespace lockd::redis {
 // waiters. kReenterOnly ('r'): a waiter behind others of this replica; it
 // must not jump that queue, so it only re-enters a lock its owner holds (or
 // replays a request_id) and leaves a new grant to the head.
+// kJoinReaders ('j'): a SHARED waiter tried beside the others of its replica
+// right after a SHARED grant (WaitEngine's joiners); it may take a place
+// beside the holders, but, as its replica's calls do not come one at a
+// time here, it passes no entry ahead of its own but its replica's SHARED
+// ones (else the next head's attempt, with 'n', admits it).
 inline constexpr char kMayTakeFree[] = "n";
 inline constexpr char kReenterOnly[] = "r";
+inline constexpr char kJoinReaders[] = "j";
 
 // The Lua every script below starts with (Prelude() prepends it): clock()
 // reads TIME once per script (now_ms, and now_us in microseconds); the
@@ -156,6 +162,7 @@ local owner, ttl, rid, try, fttl, chan = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARG
 local mode, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local me, join, life = ARGV[10], ARGV[11], ARGV[12]
 local rep = join == '1' and me:match('^[^|]*|')
+local may_take = try == 'n' or try == 'j'
 local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'rkind', 'rid', 'rcount', 'rttl',
                      'kind', 'limit')
 -- The park of a call on an exclusive lock held by another owner, when no
@@ -235,6 +242,17 @@ end
 local function mine(m) return m == me or (rep and m:sub(1, #rep) == rep) end
 -- the entries this call waits behind; reads only the first when it is mine
 local function ahead()
+  if try == 'j' then
+    local all, out = redis.call('ZRANGE', queue, 0, -1), {}
+    queued = #all > 0
+    for _, m in ipairs(all) do
+      if m == me then break end
+      if not (rep and m:sub(1, #rep) == rep and m:sub(#rep + 1, #rep + 2) == 'S|') then
+        out[#out + 1] = m
+      end
+    end
+    return out
+  end
   local first = redis.call('ZRANGE', queue, 0, 0)[1]
   queued = first ~= nil
   if not first or mine(first) then return {} end
@@ -333,7 +351,7 @@ if mode == 'S' and h[8] ~= 'M' then
     if rid ~= '' and r.k == 'a' and r.i == rid then return {1, r.n, r.t, r.l} end
     return reenter(r)
   end
-  if try ~= 'n' then return wait_reply() end
+  if not may_take then return wait_reply() end
 elseif h[8] then
   hs, n = holders(lock, true)
 end
@@ -366,13 +384,13 @@ if n > 0 then
     end
     return reenter(r)
   end
-  if try ~= 'n' or mode == 'X' then return wait_reply() end
+  if not may_take or mode == 'X' then return wait_reply() end
   if mode == 'M' then
     local used = permits
     for _, o in pairs(hs) do used = used + o.p end
     if used > limit then return wait_reply() end
   end
-elseif n == 0 and try ~= 'n' then
+elseif n == 0 and not may_take then
   return wait_reply()
 end
 
@@ -408,10 +426,12 @@ return granted(token, 1)
 // KEYS: lock, freed.
 // ARGV: owner, request_id, release_memory_ms, channel, acquire_request_id,
 //   token ('0': any hold of the owner).
-// Returns {code, hold_count[, token]}: code 1 freed (and, for an EXCLUSIVE
-// hold, the freed holding's token PUBLISHed to the channel and returned; for
-// a SHARED or semaphore hold "w" PUBLISHed, whether or not other holders
-// remain), 0 decremented, 2 nothing to undo (hold_count is the owner's), -1
+// Returns {code, hold_count[, token[, room]]}: code 1 freed (and, for an
+// EXCLUSIVE hold, the freed holding's token PUBLISHed to the channel and
+// returned; for a semaphore hold "w" PUBLISHed; for a SHARED hold "w"
+// PUBLISHed unless records of other readers are left: then room is 0, as no
+// waiter can be admitted yet: a writer waits for every reader, a reader
+// waits only behind a writer), 0 decremented, 2 nothing to undo (hold_count is the owner's), -1
 // not held (free), -2 held by others, -3 the owner's hold has another
 // token. A repeat of the owner's last request_id returns its result and
 // changes nothing (whatever the token); for the release that freed the
@@ -463,7 +483,10 @@ if not h[1] and h[7] then
   if arid == '' then remember_freed() end
   redis.call('HDEL', lock, 'h:' .. owner)
   -- kind and limit left, no record: the lock is free
-  if redis.call('HLEN', lock) <= 2 then redis.call('DEL', lock) end
+  local left = redis.call('HLEN', lock)
+  if left <= 2 then redis.call('DEL', lock) end
+  -- other readers' records left: no waiter can be admitted yet
+  if h[7] == 'S' and left > 2 then return {1, 0, '', 0} end
   redis.call('PUBLISH', ARGV[4], 'w')
   return {1, 0}
 end

@@ -134,8 +134,11 @@ TEST_F(MysqlBackendTest, AReplicaAloneQueuesNothingAndQueuesOnceAnotherIsLive) {
   absl::SleepFor(absl::Milliseconds(100));  // its first beat has been answered
   ASSERT_TRUE(SyncAcquire(*a, AcqShared("alone", "reader")).value().acquired);
   auto first = StartAcquire(*a, Acq("alone", "writer1", absl::Seconds(30), absl::Seconds(30)));
-  ASSERT_TRUE(WaitFor([&] { return SyncDescribe(*a, {"default", "alone"})->waiters == 1; },
-                      absl::Seconds(5)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SyncDescribe(*a, {"default", "alone"})->waiters == 1;
+      },
+      absl::Seconds(5)));
   EXPECT_EQ(QueryInt(entries), 0) << "a replica alone keeps its waiters' order itself";
 
   auto b = NewBackend();

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "backends/common/replica_presence.h"
 #include "backends/redis/keys.h"
 #include "backends/redis/redis_backend.h"
 #include "gmock/gmock.h"
@@ -67,6 +68,13 @@ class RedisClusterTest : public SharedServerTest<RedisCluster> {
     absl::StatusOr<std::unique_ptr<Backend>> b = NewRedisBackend(Options());
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? *std::move(b) : nullptr;
+  }
+
+  // Waits until replicas started together see each other (docs/backends.md
+  // "Waiting across replicas": until then the first one takes no places in
+  // the queues).
+  static void AwaitPresence() {
+    absl::SleepFor(2 * ReplicaPresence::kPeriod + absl::Milliseconds(50));
   }
 
   std::string LockKeyOf(const std::string& name) const {
@@ -228,6 +236,7 @@ TEST_F(RedisClusterTest, SlotMigrationKeepsTheHolderAndWakesWaiters) {
   std::unique_ptr<Backend> a = NewBackend();
   std::unique_ptr<Backend> b = NewBackend();
   ASSERT_TRUE(a != nullptr && b != nullptr);
+  AwaitPresence();
   const std::string name = "moving";
   uint64_t t1 = MustAcquire(*a, name, "alice");
   auto bob = StartAcquire(*a, Acq(name, "bob", kLongTtl, absl::Minutes(2)));
@@ -283,6 +292,7 @@ TEST_F(RedisClusterTest, LockCallsFollowAskRedirectsDuringAMigration) {
   std::unique_ptr<Backend> a = NewBackend();
   std::unique_ptr<Backend> b = NewBackend();
   ASSERT_TRUE(a != nullptr && b != nullptr);
+  AwaitPresence();
   const std::string name = "asked";
   uint64_t t1 = MustAcquire(*a, name, "alice");
   auto bob = StartAcquire(*b, Acq(name, "bob", kLongTtl, absl::Minutes(2)));

@@ -328,8 +328,11 @@ TEST_F(RedisBackendTest, AReplicaAloneTakesNoQueuePlacesAndTakesThemOnceAnotherI
   ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("alone", "reader"))->acquired);
   auto first =
       StartAcquire(*backend_, Acq("alone", "writer1", absl::Seconds(30), absl::Seconds(30)));
-  ASSERT_TRUE(WaitFor([&] { return SyncDescribe(*backend_, {"default", "alone"})->waiters == 1; },
-                      absl::Seconds(5)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SyncDescribe(*backend_, {"default", "alone"})->waiters == 1;
+      },
+      absl::Seconds(5)));
   EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0)
       << "a replica alone keeps its waiters' order itself";
 
@@ -554,6 +557,32 @@ TEST_F(RedisBackendTest, WaiterGetsTheLockWhenTheLeaseEndsWithoutRelease) {
   std::cerr << "granted " << late << " after the lease ended\n";
   EXPECT_GE(late, absl::Milliseconds(-20)) << "granted before the lease ended";
   EXPECT_LE(late, absl::Milliseconds(100)) << "the PTTL timer should fire at lease end";
+}
+
+TEST_F(RedisBackendTest, AReaderLeavingBesideOtherReadersWakesNobody) {
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("rooms", "r1"))->acquired);
+  ASSERT_TRUE(SyncAcquire(*backend_, AcqShared("rooms", "r2"))->acquired);
+  auto writer = StartAcquire(*backend_, Acq("rooms", "w", absl::Seconds(30), absl::Seconds(20)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SyncDescribe(*backend_, {"default", "rooms"})->waiters == 1;
+      },
+      absl::Seconds(5)));
+  absl::SleepFor(absl::Milliseconds(100));
+  auto publishes = [&] { return CommandCalls(cli_->Str({"INFO", "commandstats"}), "publish"); };
+  const long long scripts = ScriptCalls(*cli_);
+  const long long published = publishes();
+  // r2 still holds: the writer cannot be admitted, so nobody is told. Only
+  // the writer's attempt pipelined behind the release runs (and loses).
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("rooms", "r1")).value().released);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(publishes(), published);
+  EXPECT_EQ(ScriptCalls(*cli_) - scripts, 2) << "the release woke the writer again";
+  EXPECT_FALSE(writer->ready());
+  // The last reader's release admits it.
+  ASSERT_TRUE(SyncRelease(*backend_, Rel("rooms", "r2")).value().released);
+  absl::StatusOr<AcquireResult> w = writer->Wait();
+  ASSERT_TRUE(w.ok() && w->acquired) << w.status();
 }
 
 TEST_F(RedisBackendTest, ReleaseWakesOnlyTheFirstWaiterAndNobodyPolls) {
