@@ -48,7 +48,8 @@ inline constexpr char kJoinReaders[] = "j";
 //   own(key, owner) is the owner's record while its lease runs, else nil.
 //   state(lock, out) appends {mode, limit, holders...} to `out`: mode X (one
 //   exclusive holder), S, M or '' (free); per holder owner, mode (X or S),
-//   count, permits, token, lease ms left (-1: no TTL).
+//   count, permits, token, lease ms left (-1: no TTL). state_of(kind, limit,
+//   hs, out) appends the same from live records already read.
 inline constexpr char kPrelude[] = R"lua(
 local now_ms, now_us
 local function clock()
@@ -90,6 +91,15 @@ local function expire_at_last(key, hs)
   for _, r in pairs(hs) do if r.e > last then last = r.e end end
   redis.call('PEXPIRE', key, math.max(1, last - clock()))
 end
+local function state_of(kind, limit, hs, out)
+  out[#out + 1] = kind
+  out[#out + 1] = tonumber(limit or '0')
+  local m = kind == 'S' and 'S' or 'X'
+  for o, r in pairs(hs) do
+    for _, v in ipairs({o, m, r.c, r.p, r.t, r.e - clock()}) do out[#out + 1] = v end
+  end
+  return out
+end
 local function state(lock, out)
   local h = redis.call('HMGET', lock, 'owner', 'count', 'token', 'kind', 'limit')
   if h[1] then
@@ -105,13 +115,7 @@ local function state(lock, out)
     out[#out + 1] = 0
     return out
   end
-  out[#out + 1] = h[4]
-  out[#out + 1] = tonumber(h[5] or '0')
-  local m = h[4] == 'S' and 'S' or 'X'
-  for o, r in pairs(hs) do
-    for _, v in ipairs({o, m, r.c, r.p, r.t, r.e - clock()}) do out[#out + 1] = v end
-  end
-  return out
+  return state_of(h[4], h[5], hs, out)
 end
 )lua";
 
@@ -185,6 +189,7 @@ if h[1] and h[1] ~= owner and mode ~= 'M' then
 end
 --@prelude
 local queued = true  -- false once the queue was read empty
+local read_hs        -- the live records, once this script has read them all
 local function keep_fence()
   if fttl == '0' then redis.call('PERSIST', fence) else redis.call('PEXPIRE', fence, fttl) end
 end
@@ -301,6 +306,7 @@ local function wait_reply(before)
   if h[1] then
     return {0, '', 0, retry, 'X', 0, h[1], 'X', tonumber(h[2]), 0, h[3], redis.call('PTTL', lock)}
   end
+  if read_hs then return state_of(h[8], h[9], read_hs, {0, '', 0, retry}) end
   return state(lock, {0, '', 0, retry})
 end
 local function granted(token, count)
@@ -354,6 +360,7 @@ if mode == 'S' and h[8] ~= 'M' then
   if not may_take then return wait_reply() end
 elseif h[8] then
   hs, n = holders(lock, true)
+  if n > 0 then read_hs = hs end
 end
 if n > 0 then
   local lim = tonumber(h[9] or '0')
