@@ -389,7 +389,7 @@ void WaitEngine::OnJoinResult(Waiter w, TryResult r) {
       } else {
         // Lost (another replica's call was ahead, or a writer came in), or
         // the server is unreachable: parked again in its place.
-        ReparkInOrderLocked(w, deferred);
+        ReparkLocked(w, deferred, /*front=*/false);
         if (res.ok()) ReenterHoldersLocked(key, k, res->current, deferred);
       }
       if (k.joining == 0 && table_.Count(key) > 0) {
@@ -407,22 +407,7 @@ void WaitEngine::OnJoinResult(Waiter w, TryResult r) {
   RunAll(deferred);
 }
 
-bool WaitEngine::ReparkInOrderLocked(Waiter& w, Deferred& deferred) {
-  if (w.cancelled()) {
-    deferred.push_back(
-        [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
-    return false;
-  }
-  if (SteadyClock::now() >= w.deadline) {
-    deferred.push_back([this, key = w.params.key, id = w.id] {
-      OnStop(key, id, WaiterRegistry::StopReason::kDeadline);
-    });
-  }
-  table_.Push(std::move(w));
-  return true;
-}
-
-bool WaitEngine::ReparkLocked(Waiter& w, Deferred& deferred) {
+bool WaitEngine::ReparkLocked(Waiter& w, Deferred& deferred, bool front) {
   if (w.cancelled()) {
     deferred.push_back(
         [done = std::move(w.done)]() mutable { std::move(done)(AcquireCancelledError()); });
@@ -436,7 +421,11 @@ bool WaitEngine::ReparkLocked(Waiter& w, Deferred& deferred) {
       OnStop(key, id, WaiterRegistry::StopReason::kDeadline);
     });
   }
-  table_.PushFront(std::move(w));
+  if (front) {
+    table_.PushFront(std::move(w));
+  } else {
+    table_.Push(std::move(w));
+  }
   return true;
 }
 

@@ -282,13 +282,12 @@ class WaitEngine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartHeadLocked(const LockKey& key, KeyState& k, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Parks `w` at the front again, or finishes it through `deferred` if it
-  // was cancelled meanwhile. Returns whether it was parked. One whose
-  // deadline passed meanwhile is timed out through `deferred` unless it is
-  // popped again first.
-  bool ReparkLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // As ReparkLocked, in arrival order instead of at the front (a joiner).
-  bool ReparkInOrderLocked(Waiter& w, Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parks `w` again, at the front (or, for a joiner, in arrival order), or
+  // finishes it through `deferred` if it was cancelled meanwhile. Returns
+  // whether it was parked. One whose deadline passed meanwhile is timed out
+  // through `deferred` unless it is popped again first.
+  bool ReparkLocked(Waiter& w, Deferred& deferred, bool front = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(const LockKey& key, KeyState& k, absl::Duration delay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The parked calls of `owner`, which holds `key` in `held` (nullopt: in
