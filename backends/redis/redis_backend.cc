@@ -50,11 +50,14 @@ constexpr int kScanCount = 1000;
 
 // A queue entry lives this long unless its replica extends it (every
 // kQueueExtendEvery while its call waits): a replica that dies leaves
-// entries that stop holding back the others within this time.
-constexpr absl::Duration kQueueEntryLifetime = absl::Seconds(10);
-constexpr absl::Duration kQueueExtendEvery = absl::Seconds(3);
-// How often the extension timer looks for entries due.
-constexpr absl::Duration kQueueExtendTick = absl::Seconds(1);
+// entries that stop holding back the others within this time (the MySQL
+// backend's is the same). An extension is one script per lock with waiters
+// here, sent only while another replica is live.
+constexpr absl::Duration kQueueEntryLifetime = absl::Seconds(2);
+constexpr absl::Duration kQueueExtendEvery = absl::Milliseconds(500);
+// How often the extension timer looks for entries due (every + tick stays
+// well inside the lifetime).
+constexpr absl::Duration kQueueExtendTick = absl::Milliseconds(250);
 
 // Every script starts with the prelude; cluster mode publishes with SPUBLISH
 // (scripts.h).
@@ -395,7 +398,10 @@ class RedisBackend final : public Backend,
     if (IsShutdown()) return;
     std::vector<Command> cmds;
     const absl::Time now = absl::Now();
-    {
+    // Alone, no call takes a place (AcquireCommand); places taken before are
+    // left to lapse: they hold back nobody but this replica's own calls,
+    // which pass them.
+    if (presence_.others()) {
       absl::MutexLock l(&mu_);
       for (auto& [key, q] : queued_) {
         if (now - q.extended < kQueueExtendEvery) continue;

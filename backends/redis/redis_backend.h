@@ -30,9 +30,9 @@
 //    and every acquire script consults it. While another replica is live
 //    (backends/common/replica_presence.h), a waiting call takes a place with
 //    its first attempt that is not granted; this process extends its places
-//    every 3 s to 10 s while their calls wait and takes a place out when its
-//    call ends ungranted, so a dead replica's places stop counting within
-//    10 s. The uncontended EXCLUSIVE acquire and release stay one script
+//    every 0.5 s to 2 s while their calls wait (only while another replica
+//    is live) and takes a place out when its call ends ungranted, so a dead
+//    replica's places stop counting within 2 s. The uncontended EXCLUSIVE acquire and release stay one script
 //    each and write no queue key.
 //  - While Redis is unreachable, calls fail at once with kUnavailable,
 //    parked waiters stay parked until their own deadline, Health() reports

@@ -308,13 +308,17 @@ TEST_F(RedisBackendTest, WaitingCallsKeepTheirQueueEntriesAliveAndTakeThemOutWhe
   std::string member =
       cli_->Str({"EVAL", "return redis.call('ZRANGE', KEYS[1], 0, 0)[1]", "1", k.qlife});
   long long first_end = std::stoll(cli_->Str({"ZSCORE", k.qlife, member}));
-  // Extended while the call waits (every 3 s, for 10 s each time).
+  // Extended while the call waits (every 0.5 s, for 2 s each time): a dead
+  // replica's entry would end within 2 s of its last extension.
+  EXPECT_LE(first_end, RedisNowMs(*cli_) + 2000);
   ASSERT_TRUE(WaitFor(
       [&] {
         return std::stoll(cli_->Str({"ZSCORE", k.qlife, member})) > first_end;
       },
-      absl::Seconds(6)));
-  EXPECT_GT(cli_->Int({"PTTL", k.queue}), 5000);
+      absl::Seconds(2)));
+  absl::SleepFor(absl::Seconds(2));  // past the first entry's end, had it not been extended
+  EXPECT_EQ(cli_->Int({"ZCARD", k.queue}), 1);
+  EXPECT_GT(cli_->Int({"PTTL", k.queue}), 0);
   cancel->Cancel();
   EXPECT_THAT(waiter->Wait(), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0);
@@ -335,6 +339,9 @@ TEST_F(RedisBackendTest, AReplicaAloneTakesNoQueuePlacesAndTakesThemOnceAnotherI
       absl::Seconds(5)));
   EXPECT_EQ(cli_->Int({"EXISTS", k.queue, k.qlife}), 0)
       << "a replica alone keeps its waiters' order itself";
+  const long long scripts = ScriptCalls(*cli_);
+  absl::SleepFor(absl::Seconds(1));  // two periods of the queue's extension
+  EXPECT_EQ(ScriptCalls(*cli_) - scripts, 0) << "alone, it has no place to extend";
 
   std::unique_ptr<Backend> other = NewBackend();
   ASSERT_TRUE(WaitFor([&] { return cli_->Int({"ZCARD", replicas}) == 2; }, absl::Seconds(5)));
