@@ -189,16 +189,23 @@ int List(const Invocation& inv, Client& client, std::ostream& out, std::ostream&
     out << ProtoJson(ToListResponse(locks)) << "\n";
     return kExitOk;
   }
+  // One line per name: its kind (exclusive, shared, or semaphore/LIMIT), how
+  // many holders it has, and the newest holder's owner, token, hold count and
+  // lease (describe prints every holder).
   size_t name_w = 4, owner_w = 5;
   for (const LockInfo& i : locks) {
     name_w = std::max(name_w, i.name.size());
     owner_w = std::max(owner_w, i.owner.size());
   }
-  out << absl::StrFormat("%-*s  %-*s  %20s  %5s  %10s  %7s\n", name_w, "NAME", owner_w, "OWNER",
-                         "FENCING_TOKEN", "HOLDS", "TTL", "WAITERS");
+  out << absl::StrFormat("%-*s  %-14s  %7s  %-*s  %20s  %5s  %10s  %7s\n", name_w, "NAME", "MODE",
+                         "HOLDERS", owner_w, "OWNER", "FENCING_TOKEN", "HOLDS", "TTL", "WAITERS");
   for (const LockInfo& i : locks) {
-    out << absl::StrFormat("%-*s  %-*s  %20d  %5d  %10s  %7d\n", name_w, i.name, owner_w, i.owner,
-                           i.fencing_token, i.hold_count, Human(i.ttl_remaining), i.waiters);
+    const std::string mode =
+        i.limit > 0 ? absl::StrCat("semaphore/", i.limit) : std::string(HoldModeName(i.mode));
+    const size_t holders = std::max<size_t>(i.holders.size(), i.held ? 1 : 0);
+    out << absl::StrFormat("%-*s  %-14s  %7d  %-*s  %20d  %5d  %10s  %7d\n", name_w, i.name, mode,
+                           holders, owner_w, i.owner, i.fencing_token, i.hold_count,
+                           Human(i.ttl_remaining), i.waiters);
   }
   return kExitOk;
 }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -234,12 +235,39 @@ TEST_F(LockctlTest, ListShowsHeldLocksByPrefixAsTextAndJson) {
   for (const char* n : {"jobs/a", "jobs/b", "other"}) {
     ASSERT_EQ(Run({"acquire", "--name", n, "--namespace", "ops"}).code, 0);
   }
+  for (const char* reader : {"r1", "r2"}) {
+    ASSERT_EQ(
+        Run({"acquire", "--name", "jobs/r", "--namespace", "ops", "--shared", "--owner", reader})
+            .code,
+        0);
+  }
+  ASSERT_EQ(Run({"acquire", "--name", "jobs/s", "--namespace", "ops", "--limit", "4", "--permits",
+                 "3", "--owner", "s1"})
+                .code,
+            0);
   Result text = Run({"list", "--namespace", "ops", "--prefix", "jobs/"});
   ASSERT_EQ(text.code, 0) << text.output;
-  EXPECT_THAT(text.output, HasSubstr("NAME"));
-  EXPECT_THAT(text.output, HasSubstr("jobs/a"));
-  EXPECT_THAT(text.output, HasSubstr("jobs/b"));
-  EXPECT_THAT(text.output, ::testing::Not(HasSubstr("other")));
+  // A line per name: NAME MODE HOLDERS OWNER FENCING_TOKEN HOLDS TTL WAITERS.
+  std::map<std::string, std::vector<std::string>> rows;
+  for (absl::string_view line : absl::StrSplit(text.output, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    rows[cells[0]] = cells;
+  }
+  EXPECT_THAT(rows["NAME"], ::testing::ElementsAre("NAME", "MODE", "HOLDERS", "OWNER",
+                                                   "FENCING_TOKEN", "HOLDS", "TTL", "WAITERS"));
+  EXPECT_THAT(rows, ::testing::Not(::testing::Contains(::testing::Key("other"))));
+  ASSERT_EQ(rows["jobs/a"].size(), 8u) << text.output;
+  ASSERT_EQ(rows["jobs/r"].size(), 8u) << text.output;
+  ASSERT_EQ(rows["jobs/s"].size(), 8u) << text.output;
+  EXPECT_EQ(rows["jobs/a"][1], "exclusive");
+  EXPECT_EQ(rows["jobs/a"][2], "1");
+  EXPECT_EQ(rows["jobs/b"][1], "exclusive");
+  EXPECT_EQ(rows["jobs/r"][1], "shared");
+  EXPECT_EQ(rows["jobs/r"][2], "2");
+  EXPECT_EQ(rows["jobs/r"][3], "r2") << "the newest holder";
+  EXPECT_EQ(rows["jobs/s"][1], "semaphore/4");
+  EXPECT_EQ(rows["jobs/s"][2], "1");
+  EXPECT_EQ(rows["jobs/s"][3], "s1");
   Result json = Run({"list", "--namespace", "ops", "--output", "json", "--limit", "1"});
   ASSERT_EQ(json.code, 0) << json.output;
   EXPECT_THAT(json.output, HasSubstr("{\"locks\":[{\"namespace\":\"ops\",\"name\":\"jobs/a\""));
