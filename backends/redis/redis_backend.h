@@ -32,8 +32,8 @@
 //    its first attempt that is not granted; this process extends its places
 //    every 0.5 s to 2 s while their calls wait (only while another replica
 //    is live) and takes a place out when its call ends ungranted, so a dead
-//    replica's places stop counting within 2 s. The uncontended EXCLUSIVE acquire and release stay one script
-//    each and write no queue key.
+//    replica's places stop counting within 2 s. The uncontended EXCLUSIVE
+//    acquire and release stay one script each and write no queue key.
 //  - While Redis is unreachable, calls fail at once with kUnavailable,
 //    parked waiters stay parked until their own deadline, Health() reports
 //    kUnavailable, and connections, scripts and subscriptions come back by
