@@ -56,6 +56,11 @@ class ReplicaPresence {
   // How often a replica beats, and how long a beat keeps it live.
   static constexpr absl::Duration kPeriod = absl::Milliseconds(200);
   static constexpr absl::Duration kLife = absl::Seconds(1);
+  // How long a waiting call's place in a backend's queue lives past its
+  // replica's last extension of it (replicas extend their places every
+  // quarter of it while the calls wait): the places of a replica that
+  // crashed stop holding the others' calls back within this time.
+  static constexpr absl::Duration kPlaceLife = absl::Seconds(2);
 
   // `timers` must outlive this object.
   ReplicaPresence(TimerQueue* timers, Beat beat, absl::Duration period = kPeriod,

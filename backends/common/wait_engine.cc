@@ -61,9 +61,7 @@ void WaitEngine::Acquire(AcquireParams params, std::shared_ptr<CancelSignal> can
       // only tries.
       auto it = keys_.find(params.key);
       const bool behind =
-          (it != keys_.end() &&
-           (it->second.head_in_flight || it->second.firsts > 0 || it->second.joining > 0)) ||
-          table_.Count(params.key) > 0;
+          (it != keys_.end() && it->second.trying()) || table_.Count(params.key) > 0;
       if (behind) kind = TryKind::kBehind;
       if (params.wait > absl::ZeroDuration()) {
         // A first call may take the lock, so later calls stay behind it and
@@ -164,14 +162,14 @@ void WaitEngine::ParkFirstLocked(Waiter& w, TryResult& r, Deferred& deferred) {
     strategy_->KeyActive(key);
   }
   ObserveLocked(k, r);
-  const bool first = !k.head_in_flight && k.firsts == 0 && k.joining == 0 && table_.Count(key) == 0;
+  const bool first = !k.trying() && table_.Count(key) == 0;
   w.done = Registered(w, std::move(w.done));
   if (w.cancelled()) {
     Finish(key, std::move(w.done), AcquireCancelledError(), deferred);
     return;
   }
   table_.Push(std::move(w));
-  if (k.head_in_flight || k.firsts > 0 || k.joining > 0) {
+  if (k.trying()) {
     // The head, or a call ahead whose first attempt is in flight, may have
     // looked before the release this attempt saw. A head waits until the
     // first attempts are back (ParseFirstLocked), so none overtakes them.
@@ -240,6 +238,10 @@ void WaitEngine::FinishHead(Head head, TryResult r) {
 
 uint32_t WaitEngine::Waiting(const LockKey& key) const {
   absl::MutexLock l(&mu_);
+  return WaitingLocked(key);
+}
+
+uint32_t WaitEngine::WaitingLocked(const LockKey& key) const {
   auto it = keys_.find(key);
   size_t n = table_.Count(key);
   if (it != keys_.end()) n += (it->second.head_in_flight ? 1 : 0) + it->second.joining;
@@ -533,10 +535,7 @@ void WaitEngine::ForgetIfIdleLocked(const LockKey& key) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& k = it->second;
-  if (k.head_in_flight || k.firsts > 0 || k.joining > 0 || k.reentering > 0 ||
-      table_.Count(key) > 0) {
-    return;
-  }
+  if (k.trying() || k.reentering > 0 || table_.Count(key) > 0) return;
   if (k.timer != 0) timers_->Cancel(k.timer);
   const bool active = k.active;
   keys_.erase(it);
@@ -558,11 +557,8 @@ Callback<AcquireResult> WaitEngine::Registered(const Waiter& w, Callback<Acquire
 void WaitEngine::Finish(const LockKey& key, Callback<AcquireResult> done,
                         absl::StatusOr<AcquireResult> r, Deferred& deferred) {
   if (r.ok() && !r->acquired) {
-    auto it = keys_.find(key);
     r->current.key = key;
-    size_t n = table_.Count(key);
-    if (it != keys_.end()) n += (it->second.head_in_flight ? 1 : 0) + it->second.joining;
-    r->current.waiters = static_cast<uint32_t>(n);
+    r->current.waiters = WaitingLocked(key);
   }
   deferred.push_back(
       [done = std::move(done), r = std::move(r)]() mutable { std::move(done)(std::move(r)); });

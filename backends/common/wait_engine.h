@@ -226,8 +226,8 @@ class WaitEngine {
   std::optional<Head> TakeHead(const LockKey& key);
   void FinishHead(Head head, TryResult r);
 
-  // Calls waiting on `key`: parked, plus the head whose attempt is in flight
-  // (LockState::waiters).
+  // Calls waiting on `key`: parked, plus the head and joiners whose attempts
+  // are in flight (LockState::waiters).
   uint32_t Waiting(const LockKey& key) const;
 
   // Finishes every parked call with ShuttingDownError() and answers later
@@ -250,6 +250,9 @@ class WaitEngine {
     bool head_in_flight = false;
     bool wake_pending = false;  // a Wake() came while the head was trying
     int reentering = 0;         // calls out of line on a kReentrant attempt
+    // An attempt that later calls stay behind is in flight (the head's,
+    // a first call's or a joiner's): newcomers try kBehind, no head starts.
+    bool trying() const { return head_in_flight || firsts > 0 || joining > 0; }
     TimerQueue::TimerId timer = 0;
     uint64_t timer_gen = 0;
     SteadyClock::time_point timer_at;
@@ -267,6 +270,7 @@ class WaitEngine {
   // A first attempt not granted, of a call that may wait: it parks.
   void ParkFirstLocked(Waiter& w, TryResult& r, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t WaitingLocked(const LockKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnHeadResult(Waiter w, TryResult r);
   void OnReentrantResult(Waiter w, TryResult r);
   void OnJoinResult(Waiter w, TryResult r);

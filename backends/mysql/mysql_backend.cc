@@ -40,7 +40,7 @@ constexpr absl::Duration kUnhealthyProbe = absl::Milliseconds(250);
 // A queue entry lives this long past its last extension (at least; 20
 // backoff caps when that is longer); the head's polls extend this replica's
 // entries every quarter of it. A dead replica's entries lapse after it.
-constexpr absl::Duration kQueueLife = absl::Seconds(2);
+constexpr absl::Duration kQueueLife = ReplicaPresence::kPlaceLife;
 
 std::string NewReplicaId() {
   absl::BitGen gen;

@@ -49,11 +49,11 @@ constexpr absl::Duration kPingInterval = absl::Seconds(1);
 constexpr int kScanCount = 1000;
 
 // A queue entry lives this long unless its replica extends it (every
-// kQueueExtendEvery while its call waits): a replica that dies leaves
-// entries that stop holding back the others within this time (the MySQL
-// backend's is the same). An extension is one script per lock with waiters
-// here, sent only while another replica is live.
-constexpr absl::Duration kQueueEntryLifetime = absl::Seconds(2);
+// kQueueExtendEvery, a quarter of it, while its call waits): a replica that
+// dies leaves entries that stop holding back the others within this time.
+// An extension is one script per lock with waiters here, sent only while
+// another replica is live.
+constexpr absl::Duration kQueueEntryLifetime = ReplicaPresence::kPlaceLife;
 constexpr absl::Duration kQueueExtendEvery = absl::Milliseconds(500);
 // How often the extension timer looks for entries due (every + tick stays
 // well inside the lifetime).
