@@ -179,10 +179,8 @@ if h[1] and h[1] ~= owner and mode ~= 'M' then
       local t = redis.call('TIME')
       redis.call('ZADD', queue, 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), me)
       redis.call('ZADD', qlife, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(life), me)
-      if not first then
-        redis.call('PEXPIRE', queue, life)
-        redis.call('PEXPIRE', qlife, life)
-      end
+      redis.call('PEXPIRE', queue, life)
+      redis.call('PEXPIRE', qlife, life)
     end
     return {0, '', 0, -1, 'X', 0, h[1], 'X', tonumber(h[2]), 0, h[3], redis.call('PTTL', lock)}
   end
@@ -282,10 +280,9 @@ end
 -- not now: a call that waits takes (or keeps) its place, the queue's order
 -- being the Redis clock's (microseconds) at its first place-taking attempt;
 -- retry is when the first entry of another replica ahead of it ends (dead
--- ones are dropped by the next attempt that may take the lock). The keys
--- get their life when the queue starts; then the replicas' extensions keep
--- them (a place taken just before a queue of dead entries ends is lost with
--- it and taken again by the call's next attempt).
+-- ones are dropped by the next attempt that may take the lock). Every place
+-- taken (and every extension) gives both keys a whole entry's life: a queue
+-- that never empties lives on while places come and go, whoever took them.
 local function wait_reply(before)
   local retry = -1
   if join == '1' then
@@ -293,11 +290,9 @@ local function wait_reply(before)
     clock()
     redis.call('ZADD', queue, 'NX', now_us, me)
     redis.call('ZADD', qlife, now_ms + tonumber(life), me)
-    if not queued then
-      redis.call('PEXPIRE', queue, life)
-      redis.call('PEXPIRE', qlife, life)
-      queued = true
-    end
+    redis.call('PEXPIRE', queue, life)
+    redis.call('PEXPIRE', qlife, life)
+    queued = true
     for _, m in ipairs(before) do
       local e = tonumber(redis.call('ZSCORE', qlife, m) or '0')
       if e > now_ms and (retry < 0 or e - now_ms < retry) then retry = e - now_ms end
